@@ -1,0 +1,204 @@
+// Package window groups items that arrive together. A window opens with its
+// first item and closes when it holds MaxSize items or MaxWait after that
+// first item arrived, whichever comes first; the closed window is a Wave,
+// handed to a flush function in the order the waves closed.
+package window
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// Reason says why a window closed.
+type Reason uint8
+
+const (
+	ReasonSize  Reason = iota + 1 // it reached MaxSize items
+	ReasonAge                     // MaxWait passed since its first item
+	ReasonFlush                   // Flush or Close was called (shutdown)
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonSize:
+		return "size"
+	case ReasonAge:
+		return "age"
+	case ReasonFlush:
+		return "flush"
+	}
+	return "unknown"
+}
+
+// ErrClosed is returned by Add once the window has been closed.
+var ErrClosed = errors.New("window: closed")
+
+// Wave is a closed window: the items that arrived together.
+type Wave[T any] struct {
+	ID       uint64    // 1, 2, 3... in the order waves opened
+	Items    []T       // in arrival order; the flush function may reorder them
+	Reason   Reason    // why the window closed
+	OpenedAt time.Time // when the first item arrived
+	ClosedAt time.Time // when the window closed
+
+	done chan struct{}
+}
+
+// Done is closed once the flush function has returned for this wave, so an
+// item's owner can wait for its wave to be dispatched.
+func (w *Wave[T]) Done() <-chan struct{} { return w.done }
+
+// Window collects items into waves. Its zero value is not usable; call New.
+type Window[T comparable] struct {
+	maxSize int
+	maxWait time.Duration
+	flush   func(*Wave[T])
+
+	mu     sync.Mutex
+	open   *Wave[T]
+	timer  *time.Timer
+	nextID uint64
+	closed bool
+
+	// flushMu is taken before mu is let go when a wave closes, so that waves
+	// reach the flush function in the order they closed even when a timer
+	// and a full window race.
+	flushMu sync.Mutex
+}
+
+// New returns a window that closes at maxSize items or maxWait after the
+// first, and calls flush with each closed wave. flush runs on the goroutine
+// that closed the window (an Add or a timer); it must not block for long and
+// must not call Add.
+func New[T comparable](maxSize int, maxWait time.Duration, flush func(*Wave[T])) (*Window[T], error) {
+	if maxSize < 1 {
+		return nil, errors.New("window: max size must be at least 1")
+	}
+	if maxWait < 0 {
+		return nil, errors.New("window: max wait must not be negative")
+	}
+	if flush == nil {
+		return nil, errors.New("window: flush function is nil")
+	}
+	return &Window[T]{maxSize: maxSize, maxWait: maxWait, flush: flush}, nil
+}
+
+// Add puts item in the open window, opening one if needed, and returns the
+// wave it joined. If item fills the window, the wave is flushed before Add
+// returns.
+func (w *Window[T]) Add(item T) (*Wave[T], error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, ErrClosed
+	}
+	wave := w.open
+	if wave == nil {
+		w.nextID++
+		wave = &Wave[T]{
+			ID:       w.nextID,
+			Items:    make([]T, 0, w.maxSize),
+			OpenedAt: time.Now(),
+			done:     make(chan struct{}),
+		}
+		w.open = wave
+		if w.maxSize > 1 {
+			w.timer = time.AfterFunc(w.maxWait, func() { w.expire(wave) })
+		}
+	}
+	wave.Items = append(wave.Items, item)
+	if len(wave.Items) >= w.maxSize {
+		w.closeLocked(ReasonSize)
+		return wave, nil
+	}
+	w.mu.Unlock()
+	return wave, nil
+}
+
+// Withdraw takes item out of the open window if it is still there, so that a
+// departed item never reaches the flush function. It reports whether it did;
+// false means the item's wave has already closed.
+func (w *Window[T]) Withdraw(item T) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wave := w.open
+	if wave == nil {
+		return false
+	}
+	for i, it := range wave.Items {
+		if it != item {
+			continue
+		}
+		wave.Items = append(wave.Items[:i], wave.Items[i+1:]...)
+		if len(wave.Items) == 0 {
+			// Nobody is left to wait for this wave: drop it unflushed.
+			w.open = nil
+			w.stopTimer()
+		}
+		return true
+	}
+	return false
+}
+
+// Flush closes the open window now, if there is one.
+func (w *Window[T]) Flush() {
+	w.mu.Lock()
+	if w.open == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.closeLocked(ReasonFlush)
+}
+
+// Close flushes the open window and makes later Adds fail with ErrClosed.
+func (w *Window[T]) Close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.open == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.closeLocked(ReasonFlush)
+}
+
+// Pending reports how many items are in the open window.
+func (w *Window[T]) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.open == nil {
+		return 0
+	}
+	return len(w.open.Items)
+}
+
+func (w *Window[T]) expire(wave *Wave[T]) {
+	w.mu.Lock()
+	if w.open != wave {
+		w.mu.Unlock()
+		return
+	}
+	w.closeLocked(ReasonAge)
+}
+
+// closeLocked closes the open wave and flushes it. It is called with w.mu
+// held and returns with it released.
+func (w *Window[T]) closeLocked(reason Reason) {
+	wave := w.open
+	w.open = nil
+	w.stopTimer()
+	wave.Reason = reason
+	wave.ClosedAt = time.Now()
+	w.flushMu.Lock()
+	w.mu.Unlock()
+	defer w.flushMu.Unlock()
+	defer close(wave.done)
+	w.flush(wave)
+}
+
+func (w *Window[T]) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+}
