@@ -1,0 +1,63 @@
+// Command sluice is a proxy in front of the Anthropic API that groups
+// requests arriving together into windows and releases them in waves under
+// one concurrency cap, with a hard deadline on each.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// command is one subcommand of sluice.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+var commands = map[string]command{
+	"serve":   {"run the proxy (settings from flags and environment)", runServe},
+	"version": {"print the version", func([]string) error { fmt.Println("sluice", version); return nil }},
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sluice:", err)
+			os.Exit(2)
+		}
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(os.Stdout)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		usage(os.Stderr)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return cmd.run(args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "sluice: a windowing, concurrency-capped proxy for the Anthropic API")
+	fmt.Fprintln(w, "\nUsage: sluice COMMAND [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'sluice COMMAND --help' for a command's settings.")
+}

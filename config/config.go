@@ -1,0 +1,203 @@
+// Package config holds every sluice setting in one struct and one table: the
+// table is read from the environment and from flags (a flag beats the
+// environment, which beats the default), validated with messages that name
+// the setting, and printed by --help and in the README from the same rows.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Config is the proxy's whole configuration.
+type Config struct {
+	Enabled           bool          // BATCH_ENABLED
+	MaxSize           int           // BATCH_MAX_SIZE
+	MaxWait           time.Duration // BATCH_MAX_WAIT_MS
+	MaxConcurrency    int           // BATCH_MAX_CONCURRENCY
+	Timeout           time.Duration // BATCH_TIMEOUT_S
+	ListenAddr        string        // LISTEN_ADDR
+	UpstreamURL       *url.URL      // UPSTREAM_URL
+	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
+	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
+}
+
+// Setting is one row of the configuration table.
+type Setting struct {
+	Env     string // environment variable
+	Flag    string // flag of `sluice serve`, without dashes
+	Default string
+	Accepts string // what values are accepted, for error messages
+	Meaning string
+	apply   func(c *Config, v string) error
+}
+
+// Settings is the table: the single source for parsing, --help and docs.
+var Settings = []Setting{
+	{Env: "BATCH_ENABLED", Flag: "batch-enabled", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Master switch. Off keeps the plain realtime path: every request is forwarded at once.",
+		apply:   func(c *Config, v string) (err error) { c.Enabled, err = parseBool(v); return }},
+	{Env: "BATCH_MAX_SIZE", Flag: "batch-max-size", Default: "16", Accepts: "a whole number >= 1",
+		Meaning: "Flush once the window holds this many requests.",
+		apply:   func(c *Config, v string) (err error) { c.MaxSize, err = parseInt(v, 1); return }},
+	{Env: "BATCH_MAX_WAIT_MS", Flag: "batch-max-wait-ms", Default: "20", Accepts: "whole milliseconds >= 0",
+		Meaning: "Max wait for a window to fill, counted from its first request, before flushing.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 0)
+			c.MaxWait = time.Duration(n) * time.Millisecond
+			return err
+		}},
+	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
+		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
+		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},
+	{Env: "BATCH_TIMEOUT_S", Flag: "batch-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
+		Meaning: "Hard ceiling on one window's dispatch: slot wait plus upstream call, counted from the flush.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			c.Timeout = time.Duration(n) * time.Second
+			return err
+		}},
+	{Env: "LISTEN_ADDR", Flag: "listen", Default: "127.0.0.1:8080", Accepts: "host:port",
+		Meaning: "Address sluice listens on.",
+		apply:   parseListen},
+	{Env: "UPSTREAM_URL", Flag: "upstream", Default: "https://api.anthropic.com", Accepts: "an http:// or https:// URL",
+		Meaning: "The Anthropic API (or the simulator) that sluice forwards to.",
+		apply:   parseUpstream},
+	{Env: "STREAM_IDLE_TIMEOUT_S", Flag: "stream-idle-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
+		Meaning: "A stream silent this long is ended with an in-band timeout_error event and its slot released.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			c.StreamIdleTimeout = time.Duration(n) * time.Second
+			return err
+		}},
+	{Env: "DRAIN_TIMEOUT_S", Flag: "drain-timeout-s", Default: "30", Accepts: "whole seconds >= 0",
+		Meaning: "On SIGINT/SIGTERM, how long in-flight requests may take to finish before sluice exits.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 0)
+			c.DrainTimeout = time.Duration(n) * time.Second
+			return err
+		}},
+}
+
+// Default returns the configuration with every setting at its default.
+func Default() Config {
+	c, err := Load(nil, func(string) (string, bool) { return "", false })
+	if err != nil {
+		panic("config: a default does not parse: " + err.Error()) // a bug in the table
+	}
+	return c
+}
+
+// RegisterFlags defines one string flag per setting on fs. The flags carry
+// no defaults of their own, so Load can tell a flag that was given from one
+// that was not.
+func RegisterFlags(fs *flag.FlagSet) map[string]*string {
+	vals := make(map[string]*string, len(Settings))
+	for _, s := range Settings {
+		vals[s.Flag] = fs.String(s.Flag, "", fmt.Sprintf("%s (env %s, default %s)", s.Meaning, s.Env, s.Default))
+	}
+	return vals
+}
+
+// Load builds a Config: for each setting the flag's value if fs was given
+// that flag, else the environment's, else the default. lookupEnv is
+// os.LookupEnv in production. fs may be nil.
+func Load(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
+	given := map[string]string{}
+	if fs != nil {
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	}
+	var c Config
+	for _, s := range Settings {
+		v, src := s.Default, "default"
+		if e, ok := lookupEnv(s.Env); ok && e != "" {
+			v, src = e, "environment"
+		}
+		if f, ok := given[s.Flag]; ok {
+			v, src = f, "flag --"+s.Flag
+		}
+		if err := s.apply(&c, strings.TrimSpace(v)); err != nil {
+			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, v, src, err, s.Accepts)
+		}
+	}
+	return c, nil
+}
+
+// LoadEnv is Load with the process environment.
+func LoadEnv(fs *flag.FlagSet) (Config, error) { return Load(fs, os.LookupEnv) }
+
+// WriteTable prints the settings as a table for --help.
+func WriteTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")
+	for _, s := range Settings {
+		fmt.Fprintf(tw, "%s\t--%s\t%s\t%s\n", s.Env, s.Flag, s.Default, s.Meaning)
+	}
+	tw.Flush()
+}
+
+// MarkdownTable renders the settings as the Markdown table in the README.
+func MarkdownTable() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n")
+	for _, s := range Settings {
+		fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s |\n", s.Env, s.Flag, s.Default, s.Meaning)
+	}
+	return b.String()
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, errors.New("not a boolean word")
+}
+
+func parseInt(v string, min int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, errors.New("not a whole number")
+	}
+	if n < min {
+		return 0, fmt.Errorf("must be at least %d", min)
+	}
+	return n, nil
+}
+
+func parseListen(c *Config, v string) error {
+	if v == "" || !strings.Contains(v, ":") {
+		return errors.New("missing :port")
+	}
+	c.ListenAddr = v
+	return nil
+}
+
+func parseUpstream(c *Config, v string) error {
+	u, err := url.Parse(v)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not carry a query or fragment")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c.UpstreamURL = u
+	return nil
+}

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// messageJSON is an upstream reply with deliberately odd spacing, so that a
+// relay that re-encodes instead of copying bytes is caught.
+const messageJSON = `{"id":"msg_01XYZ","type":"message","role":"assistant","model":"claude-sonnet-4-5",` +
+	`"content":[{"type":"text","text":"Hello  from upstream"}],"stop_reason":"end_turn","stop_sequence":null,` +
+	`"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":4}}` + "\n"
+
+// sseEvents is a complete upstream stream, one entry per event.
+var sseEvents = []string{
+	"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01S\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":25,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n",
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+	"event: ping\ndata: {\"type\": \"ping\"}\n\n",
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n",
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" world\"}}\n\n",
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}\n\n",
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+}
+
+const requestJSON = `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+const streamRequestJSON = `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
+// writeMessage answers like the API does for a non-streaming call.
+func writeMessage(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", "req_upstream_1")
+	w.Header().Set("Anthropic-Organization-Id", "org-1")
+	w.Write([]byte(messageJSON))
+}
+
+// writeStream answers like the API does for a streaming call.
+func writeStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Request-Id", "req_upstream_s")
+	for _, ev := range sseEvents {
+		io.WriteString(w, ev)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// apiHandler imitates the Messages API: JSON or SSE by the request's stream
+// flag, and plain answers for other paths.
+func apiHandler(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if r.URL.Path == "/v1/messages" && bytes.Contains(body, []byte(`"stream":true`)) {
+		writeStream(w)
+		return
+	}
+	writeMessage(w)
+}
+
+// testConfig is the default configuration pointed at upstream, windowed or
+// plain, with edits applied.
+func testConfig(t *testing.T, upstream string, windowed bool, edit ...func(*config.Config)) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.UpstreamURL = u
+	cfg.Enabled = windowed
+	cfg.MaxWait = time.Millisecond
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return cfg
+}
+
+// startProxy serves a proxy for cfg on a loopback httptest server.
+func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
+	t.Helper()
+	p, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	return p, srv
+}
+
+// startUpstream serves h on a loopback httptest server.
+func startUpstream(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// post sends body to the proxy's path with the v1 SDK's headers.
+func post(t *testing.T, base, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "sk-test")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// bothModes runs f once on the plain path and once windowed.
+func bothModes(t *testing.T, f func(t *testing.T, windowed bool)) {
+	for _, windowed := range []bool{false, true} {
+		name := "plain"
+		if windowed {
+			name = "windowed"
+		}
+		t.Run(name, func(t *testing.T) { f(t, windowed) })
+	}
+}

@@ -1,0 +1,191 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// messages handles POST /v1/messages: windowed when BATCH_ENABLED, else
+// forwarded at once.
+func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, errMethod("POST"))
+		return
+	}
+	// The body is read before queuing: Go's server only notices a client
+	// that hangs up once the handler has consumed the request body.
+	body, aerr := readBody(w, r, maxMessagesBody)
+	if aerr != nil {
+		if aerr != errClientGone {
+			writeError(w, aerr)
+		}
+		return
+	}
+	if aerr := inspect(body); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	ex := &exchange{p: p, w: w, r: r, body: body}
+	var err error
+	if p.sched == nil {
+		err = ex.forward(r.Context(), nil)
+	} else {
+		err = p.sched.Do(r.Context(), ex.forward)
+	}
+	ex.finish(err)
+}
+
+// errClientGone marks a client that left while its body was being read.
+var errClientGone = &apiError{Status: 499, Type: "client_closed", Message: "client closed the request"}
+
+// readBody reads the whole request body, up to limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	if r.ContentLength > limit {
+		return nil, errTooLarge(limit)
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom reads until EOF
+	}
+	if _, err := buf.ReadFrom(rd); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, errTooLarge(limit)
+		}
+		return nil, errClientGone
+	}
+	return buf.Bytes(), nil
+}
+
+// inspect checks that a Messages body is a JSON object. Everything else
+// about it is the upstream's to judge, so that sluice never rejects a
+// request the API would accept.
+func inspect(body []byte) *apiError {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return errBadJSON("the body is empty")
+	}
+	if trimmed[0] != '{' {
+		return errBadJSON("the body is not a JSON object")
+	}
+	if !json.Valid(trimmed) {
+		return errBadJSON("the body is not valid JSON")
+	}
+	return nil
+}
+
+// exchange is one Messages request on its way through sluice.
+type exchange struct {
+	p       *Proxy
+	w       http.ResponseWriter
+	r       *http.Request
+	body    []byte
+	written bool // the response status has been sent
+}
+
+// forward sends the request upstream under ctx and relays the answer. m is
+// the request's place in its wave, or nil on the plain path.
+func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+
+	if isEventStream(resp.Header) {
+		// The wave deadline covers a stream up to its headers; from here on
+		// the idle timeout governs.
+		if m != nil && !m.LiftDeadline() {
+			return dispatch.ErrDeadline
+		}
+		ex.written = true
+		return ex.p.relayEvents(ctx, cancel, ex.w, resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
+	}
+	if len(data) > maxResponseBody {
+		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+	}
+	h := ex.w.Header()
+	upstream.CopyHeader(h, resp.Header)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	ex.written = true
+	ex.w.WriteHeader(resp.StatusCode)
+	ex.w.Write(data)
+	return nil
+}
+
+// finish answers the client for a failure that happened before anything was
+// written, or logs one that happened after.
+func (ex *exchange) finish(err error) {
+	if err == nil {
+		return
+	}
+	if ex.written {
+		// A stream that broke: relayEvents already told the client in-band.
+		return
+	}
+	if ex.r.Context().Err() != nil {
+		return // the client left: nobody to answer
+	}
+	writeError(ex.w, ex.p.mapError(err))
+}
+
+// mapError is the one place where a failure becomes a client-visible error.
+func (p *Proxy) mapError(err error) *apiError {
+	var ae *apiError
+	var ue *upstream.Error
+	var pe *dispatch.PanicError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, dispatch.ErrDeadline):
+		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
+	case errors.Is(err, dispatch.ErrClosed):
+		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
+	case errors.As(err, &ue):
+		if ue.Dial {
+			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+				Message: fmt.Sprintf("sluice could not connect to the upstream %s (%v); the request was not sent. Check UPSTREAM_URL and that the upstream is reachable", ue.Upstream, ue.Err)}
+		}
+		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			Message: fmt.Sprintf("the connection to the upstream %s failed before a complete response (%v); the request may have reached it. Retry if it is safe to", ue.Upstream, ue.Err)}
+	case errors.As(err, &pe):
+		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		return &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+			Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
+	}
+	p.log.Error("unexpected failure", "err", err)
+	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		Message: "sluice could not complete the request: " + err.Error()}
+}
+
+func (p *Proxy) upstreamName() string {
+	b := p.up.Base()
+	return b.Scheme + "://" + b.Host
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && strings.EqualFold(mt, "text/event-stream")
+}

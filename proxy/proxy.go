@@ -1,0 +1,121 @@
+// Package proxy is sluice's HTTP face: it routes requests, enforces body
+// limits, sends POST /v1/messages through the windowed scheduler (or straight
+// upstream when windowing is off), relays JSON and SSE responses, and turns
+// every failure of its own into an Anthropic-shaped error.
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// Body limits, as the API documents them.
+const (
+	maxMessagesBody = 32 << 20  // Messages and everything else
+	maxBatchesBody  = 256 << 20 // Message Batches create
+	// maxResponseBody bounds a buffered (non-streaming) Messages response. A
+	// real one is at most a few MB; past this the upstream is misbehaving.
+	maxResponseBody = 64 << 20
+)
+
+// Proxy is the sluice HTTP handler.
+type Proxy struct {
+	cfg   config.Config
+	up    *upstream.Client
+	gate  *gate.Static         // nil when windowing is off
+	sched *dispatch.Scheduler  // nil when windowing is off
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// Options are the optional parts of a Proxy.
+type Options struct {
+	// Logger receives one line per failed request. If nil, slog.Default().
+	Logger *slog.Logger
+	// Upstream is the client to forward with. If nil, one is built for
+	// cfg.UpstreamURL.
+	Upstream *upstream.Client
+}
+
+// New builds a proxy for cfg.
+func New(cfg config.Config, opt Options) (*Proxy, error) {
+	if cfg.UpstreamURL == nil && opt.Upstream == nil {
+		return nil, errors.New("proxy: no upstream URL")
+	}
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	if p.up == nil {
+		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		return nil, errors.New("proxy: stream idle timeout must be positive")
+	}
+	if cfg.Enabled {
+		g, err := gate.NewStatic(cfg.MaxConcurrency)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout}, g, dispatch.Hooks{})
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		p.gate, p.sched = g, s
+	}
+	p.mux = http.NewServeMux()
+	p.mux.HandleFunc("/healthz", p.healthz)
+	p.mux.HandleFunc("/v1/messages", p.messages)
+	p.mux.HandleFunc("/", p.relay)
+	return p, nil
+}
+
+// ServeHTTP routes r.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+
+// Flush releases any open window at once; the server calls it when shutdown
+// begins so that no accepted request waits out BATCH_MAX_WAIT_MS.
+func (p *Proxy) Flush() {
+	if p.sched != nil {
+		p.sched.Flush()
+	}
+}
+
+// Close releases the open window, refuses new windowed requests, and closes
+// idle upstream connections. Call it after the HTTP server has drained.
+func (p *Proxy) Close() {
+	if p.sched != nil {
+		p.sched.Close()
+	}
+	p.up.CloseIdleConnections()
+}
+
+// GateStats reports the gate's occupancy; zero when windowing is off.
+func (p *Proxy) GateStats() gate.Stats {
+	if p.gate == nil {
+		return gate.Stats{}
+	}
+	return p.gate.Stats()
+}
+
+func (p *Proxy) healthz(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, errMethod("GET"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// since is time.Since, kept in one place for the log lines.
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Microsecond) }

@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// relay forwards any request that is not windowed (count_tokens, models,
+// batches, unknown paths) at once, streaming the body both ways.
+func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
+	limit := int64(maxMessagesBody)
+	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
+		limit = maxBatchesBody
+	}
+	if r.ContentLength > limit {
+		writeError(w, errTooLarge(limit))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	resp, err := p.up.Do(r.Context(), r, body, r.ContentLength)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			writeError(w, errTooLarge(limit))
+		case r.Context().Err() != nil:
+			// the client left
+		default:
+			writeError(w, p.mapError(err))
+		}
+		return
+	}
+	defer resp.Body.Close()
+	upstream.CopyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	copyFlushing(w, resp.Body)
+}
+
+// copyFlushing copies src to w, flushing after every read so that a slow
+// body (results being produced, a stream) reaches the client as it comes.
+func copyFlushing(w http.ResponseWriter, src io.Reader) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
