@@ -66,8 +66,12 @@ var closed = func() chan struct{} {
 var ErrBadCapacity = errors.New("gate: capacity must be at least 1")
 
 // Acquire joins g and waits for a slot or for ctx to end. On success the
-// caller owns a slot and must Release(t).
+// caller owns a slot and must Release(t). A caller whose ctx has already
+// ended gets its error and takes no slot, even a free one.
 func Acquire(ctx context.Context, g Gate, t *Ticket) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	g.Join(t)
 	select {
 	case <-t.Ready():

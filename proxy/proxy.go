@@ -30,8 +30,8 @@ const (
 type Proxy struct {
 	cfg   config.Config
 	up    *upstream.Client
-	gate  *gate.Static         // nil when windowing is off
-	sched *dispatch.Scheduler  // nil when windowing is off
+	gate  *gate.Static        // nil when windowing is off
+	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
 }
