@@ -119,3 +119,12 @@ func (p *Proxy) healthz(w http.ResponseWriter, r *http.Request) {
 
 // since is time.Since, kept in one place for the log lines.
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Microsecond) }
+
+// Queued reports how many windowed requests are waiting, in an open window
+// or for a slot; zero when windowing is off.
+func (p *Proxy) Queued() int {
+	if p.sched == nil {
+		return 0
+	}
+	return p.sched.Queued()
+}

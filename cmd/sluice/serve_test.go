@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message"}`)
+	}))
+	defer up.Close()
+
+	cfg := config.Default()
+	cfg.Enabled = true
+	cfg.UpstreamURL, _ = url.Parse(up.URL)
+	cfg.MaxWait = time.Hour // only the shutdown flush can release the last window
+	cfg.MaxSize = 16
+	p, err := proxy.New(cfg, proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error)
+	go func() { served <- serve(ctx, ln, p, 30*time.Second, slog.New(slog.DiscardHandler)) }()
+
+	const n = 40 // two full waves and one partial one held open by MaxWait
+	var wg sync.WaitGroup
+	statuses := make(chan int, n)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.Transport.(*http.Transport).CloseIdleConnections()
+	for range n {
+		wg.Go(func() {
+			resp, err := client.Post("http://"+ln.Addr().String()+"/v1/messages", "application/json",
+				strings.NewReader(`{"model":"m","max_tokens":1,"messages":[]}`))
+			if err != nil {
+				statuses <- -1
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		})
+	}
+	// Wait until sluice holds all n: in windows, waiting for a slot, or in flight.
+	for deadline := time.Now().Add(10 * time.Second); p.Queued()+p.GateStats().InFlight < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d requests reached sluice", p.Queued()+p.GateStats().InFlight, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop() // the signal
+	// New connections are refused once shutdown has begun...
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting connections after shutdown began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release) // ...and the accepted ones are all answered.
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != 200 {
+			t.Fatalf("a request accepted before shutdown got %d", s)
+		}
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("serve returned %v; want nil (exit 0)", err)
+	}
+}
+
+func TestServeRejectsBadSettingsWithOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--batch-max-size", "0"}, `invalid BATCH_MAX_SIZE="0" (from flag --batch-max-size): must be at least 1`},
+		{[]string{"--batch-enabled", "maybe"}, `invalid BATCH_ENABLED="maybe"`},
+		{[]string{"--upstream", "api.anthropic.com"}, `invalid UPSTREAM_URL="api.anthropic.com"`},
+	} {
+		err := runServe(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("runServe(%q) = %v; want one line containing %q", tc.args, err, tc.want)
+		}
+	}
+}

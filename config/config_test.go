@@ -1,0 +1,87 @@
+package config
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultsAreTheSeeds(t *testing.T) {
+	c := Default()
+	if c.Enabled || c.MaxSize != 16 || c.MaxWait != 20*time.Millisecond || c.MaxConcurrency != 8 ||
+		c.Timeout != 60*time.Second || c.ListenAddr != "127.0.0.1:8080" ||
+		c.UpstreamURL.String() != "https://api.anthropic.com" || c.StreamIdleTimeout != 60*time.Second {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	RegisterFlags(fs)
+	if err := fs.Parse([]string{"--batch-max-size", "4"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(fs, env(map[string]string{"BATCH_MAX_SIZE": "9", "BATCH_MAX_WAIT_MS": "5", "BATCH_ENABLED": "yes"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxSize != 4 || c.MaxWait != 5*time.Millisecond || !c.Enabled || c.MaxConcurrency != 8 {
+		t.Fatalf("got size %d wait %v enabled %v conc %d; want 4 (flag), 5ms (env), true (env), 8 (default)",
+			c.MaxSize, c.MaxWait, c.Enabled, c.MaxConcurrency)
+	}
+}
+
+func TestBadValuesNameSettingValueAndAccepted(t *testing.T) {
+	for _, tc := range []struct{ key, val, want string }{
+		{"BATCH_MAX_SIZE", "ten", `invalid BATCH_MAX_SIZE="ten" (from environment): not a whole number; accepted: a whole number >= 1`},
+		{"BATCH_MAX_SIZE", "0", "must be at least 1"},
+		{"BATCH_MAX_CONCURRENCY", "-3", "must be at least 1"},
+		{"BATCH_MAX_WAIT_MS", "-1", "must be at least 0"},
+		{"BATCH_TIMEOUT_S", "1.5", "not a whole number"},
+		{"BATCH_ENABLED", "enabled", "not a boolean word; accepted: 1/0, true/false, yes/no, on/off"},
+		{"UPSTREAM_URL", "api.anthropic.com", "scheme must be http or https"},
+		{"UPSTREAM_URL", "ftp://x", "scheme must be http or https"},
+		{"LISTEN_ADDR", "8080", "missing :port"},
+		{"STREAM_IDLE_TIMEOUT_S", "0", "must be at least 1"},
+	} {
+		_, err := Load(nil, env(map[string]string{tc.key: tc.val}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s=%q: err = %v; want it to name the setting and contain %q", tc.key, tc.val, err, tc.want)
+		}
+	}
+}
+
+func TestBooleanWords(t *testing.T) {
+	for word, want := range map[string]bool{"1": true, "TRUE": true, "on": true, "yes": true, "0": false, "false": false, "Off": false, "no": false} {
+		c, err := Load(nil, env(map[string]string{"BATCH_ENABLED": word}))
+		if err != nil || c.Enabled != want {
+			t.Errorf("BATCH_ENABLED=%q: %v, %v; want %v", word, c.Enabled, err, want)
+		}
+	}
+}
+
+func TestUpstreamKeepsPathPrefix(t *testing.T) {
+	c, err := Load(nil, env(map[string]string{"UPSTREAM_URL": "http://gw.internal:8000/anthropic/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.UpstreamURL.Host != "gw.internal:8000" || c.UpstreamURL.Path != "/anthropic" {
+		t.Fatalf("upstream = %v", c.UpstreamURL)
+	}
+}
+
+func TestTableListsEverySetting(t *testing.T) {
+	var b strings.Builder
+	WriteTable(&b)
+	md := MarkdownTable()
+	for _, s := range Settings {
+		if !strings.Contains(b.String(), s.Env) || !strings.Contains(md, "`"+s.Env+"`") {
+			t.Errorf("%s missing from the help or Markdown table", s.Env)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// wantError checks that resp is an Anthropic-shaped error of status and type
+// whose message mentions hint.
+func wantError(t *testing.T, resp *http.Response, status int, errType, hint string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Errorf("status = %d; want %d", resp.StatusCode, status)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content-type = %q; want application/json", ct)
+	}
+	var e errorBody
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("error body is not JSON: %v", err)
+	}
+	if e.Type != "error" || e.Error.Type != errType {
+		t.Errorf("error = %+v; want type error / %s", e, errType)
+	}
+	if !strings.Contains(e.Error.Message, hint) {
+		t.Errorf("message %q does not mention %q", e.Error.Message, hint)
+	}
+	if e.RequestID == "" || resp.Header.Get("Request-Id") != e.RequestID {
+		t.Errorf("request_id %q, request-id header %q; want both, equal", e.RequestID, resp.Header.Get("Request-Id"))
+	}
+}
+
+func TestOwnErrorsAreAnthropicShaped(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		var calls atomic.Int32
+		up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1); writeMessage(w) })
+		_, px := startProxy(t, testConfig(t, up.URL, windowed))
+
+		for _, tc := range []struct{ name, body, hint string }{
+			{"empty", "", "empty"},
+			{"array", `[{"model":"m"}]`, "not a JSON object"},
+			{"not json", `model=claude`, "not a JSON object"},
+			{"truncated", `{"model":"claude",`, "not valid JSON"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				wantError(t, post(t, px.URL, "/v1/messages", tc.body), 400, "invalid_request_error", tc.hint)
+			})
+		}
+		t.Run("too large", func(t *testing.T) {
+			big := append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), maxMessagesBody)...)
+			resp, err := http.Post(px.URL+"/v1/messages", "application/json", bytes.NewReader(big))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			wantError(t, resp, 413, "request_too_large", "32 MB")
+		})
+		t.Run("too large, chunked", func(t *testing.T) {
+			big := append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), maxMessagesBody)...)
+			// io.MultiReader hides the length: the body arrives chunked and
+			// the limit must be enforced while reading.
+			resp, err := http.Post(px.URL+"/v1/messages", "application/json", struct{ *bytes.Reader }{bytes.NewReader(big)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			wantError(t, resp, 413, "request_too_large", "32 MB")
+		})
+		t.Run("wrong method", func(t *testing.T) {
+			resp, err := http.Get(px.URL + "/v1/messages")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			wantError(t, resp, 405, "invalid_request_error", "POST")
+			if resp.Header.Get("Allow") != "POST" {
+				t.Errorf("Allow = %q", resp.Header.Get("Allow"))
+			}
+		})
+		if n := calls.Load(); n != 0 {
+			t.Errorf("upstream was called %d times for requests sluice rejects", n)
+		}
+	})
+}
+
+func TestUnreachableUpstreamIs502NamingIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	bothModes(t, func(t *testing.T, windowed bool) {
+		_, px := startProxy(t, testConfig(t, addr, windowed))
+		wantError(t, post(t, px.URL, "/v1/messages", requestJSON), 502, "api_error", addr)
+		wantError(t, post(t, px.URL, "/v1/messages/count_tokens", requestJSON), 502, "api_error", "UPSTREAM_URL")
+	})
+}
+
+func TestHealthzDoesNotTouchUpstream(t *testing.T) {
+	var calls atomic.Int32
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
+	_, px := startProxy(t, testConfig(t, up.URL, true))
+	resp, err := http.Get(px.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || calls.Load() != 0 {
+		t.Fatalf("healthz status %d, upstream calls %d; want 200 and 0", resp.StatusCode, calls.Load())
+	}
+}
+
+func TestPanicInOneMemberLeavesOthersIntact(t *testing.T) {
+	// A response writer that panics is the closest a test gets to a bug in
+	// the relay; the proxy must contain it to that one request.
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Boom") != "" {
+			panic(http.ErrAbortHandler) // the upstream drops this one
+		}
+		writeMessage(w)
+	})
+	_, px := startProxy(t, testConfig(t, up.URL, true))
+	results := make(chan int, 6)
+	for i := range 6 {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, px.URL+"/v1/messages", strings.NewReader(requestJSON))
+			if i == 2 {
+				req.Header.Set("X-Boom", "1")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				results <- -1
+				return
+			}
+			resp.Body.Close()
+			results <- resp.StatusCode
+		}()
+	}
+	var ok, bad int
+	for range 6 {
+		switch <-results {
+		case 200:
+			ok++
+		case 502:
+			bad++
+		}
+	}
+	if ok != 5 || bad != 1 {
+		t.Fatalf("%d ok, %d 502; want 5 and 1", ok, bad)
+	}
+}
