@@ -39,7 +39,6 @@ func sdkUpstream(t *testing.T) string {
 	return up.URL
 }
 
-
 func TestOfficialSDKv2ThroughSluice(t *testing.T) {
 	bothModes(t, func(t *testing.T, windowed bool) {
 		_, px := startProxy(t, testConfig(t, sdkUpstream(t), windowed))
