@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// BenchmarkAddedLatency measures one request at a time, over keep-alive
+// loopback connections, against the same httptest upstream: directly, and
+// through sluice on each path. The difference between the p50s is what
+// sluice adds. Run:
+//
+//	go test -run '^$' -bench AddedLatency -benchtime 5000x ./proxy/
+func BenchmarkAddedLatency(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		writeMessage(w)
+	}))
+	defer up.Close()
+
+	target := func(b *testing.B, windowed bool, edit func(*config.Config)) string {
+		cfg := config.Default()
+		cfg.Enabled = windowed
+		cfg.UpstreamURL = mustURL(b, up.URL)
+		if edit != nil {
+			edit(&cfg)
+		}
+		p, err := New(cfg, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(p)
+		b.Cleanup(func() { srv.Close(); p.Close() })
+		return srv.URL
+	}
+	for _, tc := range []struct {
+		name string
+		url  func(b *testing.B) string
+	}{
+		{"direct", func(*testing.B) string { return up.URL }},
+		{"plain", func(b *testing.B) string { return target(b, false, nil) }},
+		{"windowed-size1", func(b *testing.B) string {
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1 })
+		}},
+		{"windowed-default", func(b *testing.B) string { return target(b, true, nil) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			url := tc.url(b) + "/v1/messages"
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			defer client.CloseIdleConnections()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				resp, err := client.Post(url, "application/json", strings.NewReader(requestJSON))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+func mustURL(tb testing.TB, s string) *url.URL {
+	tb.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
