@@ -35,6 +35,10 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if isBatchObjectResponse(r, resp) {
+		p.relayBatchObject(w, r, resp)
+		return
+	}
 	upstream.CopyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
