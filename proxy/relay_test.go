@@ -226,3 +226,18 @@ func TestOtherPathsArePlainRelayed(t *testing.T) {
 		t.Fatalf("upstream saw %q; want %q", paths, want)
 	}
 }
+
+func TestUpstreamPathPrefixIsKept(t *testing.T) {
+	var got string
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		got = r.URL.RequestURI()
+		writeMessage(w)
+	})
+	bothModes(t, func(t *testing.T, windowed bool) {
+		_, px := startProxy(t, testConfig(t, up.URL+"/gateway/anthropic", windowed))
+		post(t, px.URL, "/v1/messages?beta=true", requestJSON)
+		if got != "/gateway/anthropic/v1/messages?beta=true" {
+			t.Fatalf("upstream saw %q", got)
+		}
+	})
+}
