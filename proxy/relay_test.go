@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -228,16 +229,16 @@ func TestOtherPathsArePlainRelayed(t *testing.T) {
 }
 
 func TestUpstreamPathPrefixIsKept(t *testing.T) {
-	var got string
+	var got atomic.Value
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		got = r.URL.RequestURI()
+		got.Store(r.URL.RequestURI())
 		writeMessage(w)
 	})
 	bothModes(t, func(t *testing.T, windowed bool) {
 		_, px := startProxy(t, testConfig(t, up.URL+"/gateway/anthropic", windowed))
 		post(t, px.URL, "/v1/messages?beta=true", requestJSON)
-		if got != "/gateway/anthropic/v1/messages?beta=true" {
-			t.Fatalf("upstream saw %q", got)
+		if got.Load() != "/gateway/anthropic/v1/messages?beta=true" {
+			t.Fatalf("upstream saw %q", got.Load())
 		}
 	})
 }
