@@ -89,7 +89,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("request-id", "req_"+s.newID())
 	h.Set("anthropic-organization-id", organizationID)
 	sw := &statusWriter{ResponseWriter: w}
-	defer func() { s.stats.finish(sw.status) }()
+	if !strings.HasPrefix(r.URL.Path, "/sim/") { // the simulator's own endpoints are not API traffic
+		defer func() { s.stats.finish(sw.status) }()
+	}
 
 	// Route first so an unknown path is 404 even without credentials, and a
 	// known path with the wrong method is 405, as ServeMux decides.
