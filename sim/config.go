@@ -92,6 +92,14 @@ func DefaultConfig() Config {
 		Jitter:     0.1,
 		Capacity:   64,
 		OverloadAt: 1024,
+		// The rest are what the zero value means, spelled out so --help shows them.
+		MinCacheTokens:      1024,
+		MinCacheTokensHaiku: 2048,
+		OutputTokensMin:     16,
+		OutputTokensMax:     256,
+		BatchDuration:       2 * time.Second,
+		BatchExpiry:         24 * time.Hour,
+		SlowStreamInterval:  time.Second,
 	}
 }
 
