@@ -27,6 +27,7 @@ func TestRequestErrors(t *testing.T) {
 		{"empty body", "POST", "/v1/messages", "", nil, 400, "invalid_request_error", "empty"},
 		{"no model", "POST", "/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request_error", "model"},
 		{"no max_tokens", "POST", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request_error", "max_tokens"},
+		{"huge max_tokens", "POST", "/v1/messages", `{"model":"m","max_tokens":999999999,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request_error", "max_tokens"},
 		{"empty messages", "POST", "/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`, nil, 400, "invalid_request_error", "messages"},
 		{"bad role", "POST", "/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"bot","content":"x"}]}`, nil, 400, "invalid_request_error", "role"},
 		{"tool_choice without tools", "POST", "/v1/messages", `{"model":"m","max_tokens":5,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_request_error", "tools"},

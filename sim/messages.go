@@ -10,6 +10,8 @@ import (
 	"time"
 )
 
+const maxOutputTokens = 128_000
+
 func readAllLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
@@ -31,6 +33,11 @@ func decodeMessages(body []byte, needMaxTokens bool) (*messagesRequest, *prompt,
 		}
 		if *req.MaxTokens < 1 {
 			return nil, nil, errInvalid("max_tokens: must be at least 1")
+		}
+		// The largest output any current model allows; it also bounds the
+		// memory a reply can take.
+		if *req.MaxTokens > maxOutputTokens {
+			return nil, nil, errInvalid("max_tokens: " + strconv.Itoa(*req.MaxTokens) + " > " + strconv.Itoa(maxOutputTokens) + ", the maximum allowed; lower max_tokens")
 		}
 	}
 	if len(req.Messages) == 0 {

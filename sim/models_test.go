@@ -64,6 +64,18 @@ func TestStreamPacing(t *testing.T) {
 	})
 }
 
+func TestSlowStreamFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{SlowStreamInterval: time.Second})
+		defer s.Close()
+		body := `{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		// 9 events (see TestStreamShape), a second between each.
+		if d, code := timed(s, body, "x-sim-output-tokens", "9", "x-sim-fault", "slow-stream"); code != 200 || d != 8*time.Second {
+			t.Errorf("slow-stream: %d in %v; want 200 in 8s", code, d)
+		}
+	})
+}
+
 func TestSpikeSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New(Config{TTFT: time.Second, Spikes: []Spike{{From: 0, To: 10 * time.Second, Factor: 3}}})
