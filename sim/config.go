@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config sets the simulator's models. The zero value is a fast, permissive
+// simulator: no latency, unlimited capacity, no rate limits and no faults,
+// which is what most tests want. DefaultConfig gives realistic values.
+type Config struct {
+	// Seed makes reply text, reply length, jitter, auto tool choice and
+	// random faults reproducible. Two servers with the same Seed answer the
+	// same request body identically.
+	Seed int64
+
+	// TTFT is the time to first token of an uncontended request. Zero means
+	// the reply begins at once.
+	TTFT time.Duration
+	// PerToken is the generation time per output token of an uncontended
+	// request. Zero means the whole reply is sent at once.
+	PerToken time.Duration
+	// Jitter varies TTFT and PerToken per request by up to this fraction
+	// either way (0.2 means ±20 %), deterministically from Seed and the
+	// request. Zero means none.
+	Jitter float64
+
+	// Capacity is the number of concurrent generation slots. Beyond it the
+	// in-flight requests share the slots (processor sharing): with n > C in
+	// flight each progresses at C/n of full speed. Zero means unlimited.
+	Capacity int
+	// OverloadAt is the number of in-flight requests at which a new request
+	// is refused at once with 529 overloaded_error. Zero means never.
+	OverloadAt int
+	// Spikes multiply latency by Factor while the time since New is within
+	// [From, To). Overlapping spikes multiply.
+	Spikes []Spike
+
+	// RequestsPerMinute, InputTokensPerMinute and OutputTokensPerMinute are
+	// token-bucket rate limits refilled continuously. Zero turns a limit off
+	// (and its anthropic-ratelimit-* headers with it).
+	RequestsPerMinute     int
+	InputTokensPerMinute  int
+	OutputTokensPerMinute int
+
+	// MinCacheTokens is the minimum cacheable prompt prefix, in tokens, for
+	// non-haiku models. Zero means 1024.
+	MinCacheTokens int
+	// MinCacheTokensHaiku is the same minimum for haiku models. Zero means 2048.
+	MinCacheTokensHaiku int
+
+	// OutputTokensMin and OutputTokensMax bound the reply length chosen from
+	// the request hash (before max_tokens truncation). Zero means 16 and 256.
+	// The request header x-sim-output-tokens overrides both.
+	OutputTokensMin int
+	OutputTokensMax int
+
+	// BatchDuration is how long a whole message batch takes to process;
+	// items finish evenly across it. Zero means 2s.
+	BatchDuration time.Duration
+	// BatchExpiry is how long after creation an unfinished batch expires.
+	// Zero means 24h, the API's value.
+	BatchExpiry time.Duration
+
+	// FaultRate429, FaultRate500 and FaultRate529 are the fractions of
+	// /v1/messages requests answered with that error instead of a reply,
+	// chosen deterministically from Seed and the request's arrival number.
+	FaultRate429 float64
+	FaultRate500 float64
+	FaultRate529 float64
+	// SlowStreamInterval is the gap between events under the slow-stream
+	// fault. Zero means 1s.
+	SlowStreamInterval time.Duration
+}
+
+// Spike multiplies latency by Factor during [From, To) after the server started.
+type Spike struct {
+	From, To time.Duration
+	Factor   float64
+}
+
+// DefaultConfig returns realistic settings for running the simulator as a
+// stand-in for the API (the defaults of `sluice sim`).
+func DefaultConfig() Config {
+	return Config{
+		Seed:       1,
+		TTFT:       400 * time.Millisecond,
+		PerToken:   10 * time.Millisecond,
+		Jitter:     0.1,
+		Capacity:   64,
+		OverloadAt: 1024,
+		// The rest are what the zero value means, spelled out so --help shows them.
+		MinCacheTokens:      1024,
+		MinCacheTokensHaiku: 2048,
+		OutputTokensMin:     16,
+		OutputTokensMax:     256,
+		BatchDuration:       2 * time.Second,
+		BatchExpiry:         24 * time.Hour,
+		SlowStreamInterval:  time.Second,
+	}
+}
+
+// withDefaults fills the fields whose zero value stands for a default.
+func (c Config) withDefaults() Config {
+	if c.MinCacheTokens <= 0 {
+		c.MinCacheTokens = 1024
+	}
+	if c.MinCacheTokensHaiku <= 0 {
+		c.MinCacheTokensHaiku = 2048
+	}
+	if c.OutputTokensMin <= 0 {
+		c.OutputTokensMin = 16
+	}
+	if c.OutputTokensMax <= 0 {
+		c.OutputTokensMax = 256
+	}
+	if c.OutputTokensMax < c.OutputTokensMin {
+		c.OutputTokensMax = c.OutputTokensMin
+	}
+	if c.BatchDuration <= 0 {
+		c.BatchDuration = 2 * time.Second
+	}
+	if c.BatchExpiry <= 0 {
+		c.BatchExpiry = 24 * time.Hour
+	}
+	if c.SlowStreamInterval <= 0 {
+		c.SlowStreamInterval = time.Second
+	}
+	return c
+}
+
+// RegisterFlags binds every field of c to a flag in fs, using the current
+// values of c as the defaults shown by --help.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed for reply text, lengths, jitter and random faults")
+	fs.DurationVar(&c.TTFT, "ttft", c.TTFT, "time to first token of an uncontended request")
+	fs.DurationVar(&c.PerToken, "per-token", c.PerToken, "generation time per output token")
+	fs.Float64Var(&c.Jitter, "jitter", c.Jitter, "latency jitter as a fraction either way (0.1 = ±10%)")
+	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "concurrent generation slots; beyond them requests share speed (0 = unlimited)")
+	fs.IntVar(&c.OverloadAt, "overload-at", c.OverloadAt, "in-flight requests at which new ones get 529 overloaded_error (0 = never)")
+	fs.Var((*spikeList)(&c.Spikes), "spikes", "latency spikes as FROM-TO:FACTOR[,...] since start, e.g. 10s-20s:3")
+	fs.IntVar(&c.RequestsPerMinute, "rpm", c.RequestsPerMinute, "requests per minute limit (0 = off)")
+	fs.IntVar(&c.InputTokensPerMinute, "itpm", c.InputTokensPerMinute, "input tokens per minute limit (0 = off)")
+	fs.IntVar(&c.OutputTokensPerMinute, "otpm", c.OutputTokensPerMinute, "output tokens per minute limit (0 = off)")
+	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens (0 = 1024)")
+	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix for haiku models (0 = 2048)")
+	fs.IntVar(&c.OutputTokensMin, "output-tokens-min", c.OutputTokensMin, "shortest reply in tokens before max_tokens (0 = 16)")
+	fs.IntVar(&c.OutputTokensMax, "output-tokens-max", c.OutputTokensMax, "longest reply in tokens before max_tokens (0 = 256)")
+	fs.DurationVar(&c.BatchDuration, "batch-duration", c.BatchDuration, "time to process a whole message batch (0 = 2s)")
+	fs.DurationVar(&c.BatchExpiry, "batch-expiry", c.BatchExpiry, "time after which an unfinished batch expires (0 = 24h)")
+	fs.Float64Var(&c.FaultRate429, "fault-rate-429", c.FaultRate429, "fraction of messages requests answered 429 rate_limit_error")
+	fs.Float64Var(&c.FaultRate500, "fault-rate-500", c.FaultRate500, "fraction of messages requests answered 500 api_error")
+	fs.Float64Var(&c.FaultRate529, "fault-rate-529", c.FaultRate529, "fraction of messages requests answered 529 overloaded_error")
+	fs.DurationVar(&c.SlowStreamInterval, "slow-stream-interval", c.SlowStreamInterval, "gap between events under the slow-stream fault (0 = 1s)")
+}
+
+// spikeList is the flag.Value form of []Spike: FROM-TO:FACTOR[,...].
+type spikeList []Spike
+
+func (l *spikeList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, s := range *l {
+		parts[i] = fmt.Sprintf("%s-%s:%g", s.From, s.To, s.Factor)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *spikeList) Set(v string) error {
+	var out []Spike
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		span, factor, ok := strings.Cut(part, ":")
+		from, to, ok2 := strings.Cut(span, "-")
+		if !ok || !ok2 {
+			return fmt.Errorf("spike %q: want FROM-TO:FACTOR, e.g. 10s-20s:3", part)
+		}
+		var s Spike
+		var err error
+		if s.From, err = time.ParseDuration(from); err != nil {
+			return fmt.Errorf("spike %q: from: %w", part, err)
+		}
+		if s.To, err = time.ParseDuration(to); err != nil {
+			return fmt.Errorf("spike %q: to: %w", part, err)
+		}
+		if s.Factor, err = strconv.ParseFloat(factor, 64); err != nil || s.Factor <= 0 {
+			return fmt.Errorf("spike %q: factor must be a positive number", part)
+		}
+		if s.To <= s.From {
+			return fmt.Errorf("spike %q: TO must be after FROM", part)
+		}
+		out = append(out, s)
+	}
+	*l = out
+	return nil
+}

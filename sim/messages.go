@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const maxOutputTokens = 128_000
+
+func readAllLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// decodeMessages parses and validates a Messages request body. needMaxTokens
+// is false for count_tokens, which takes no max_tokens.
+func decodeMessages(body []byte, needMaxTokens bool) (*messagesRequest, *prompt, *apiError) {
+	var req messagesRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return nil, nil, errInvalid("request body is not valid JSON for this endpoint: " + err.Error())
+	}
+	if strings.TrimSpace(req.Model) == "" {
+		return nil, nil, errInvalid("model: field required; name a model such as claude-sonnet-4-5")
+	}
+	if needMaxTokens {
+		if req.MaxTokens == nil {
+			return nil, nil, errInvalid("max_tokens: field required")
+		}
+		if *req.MaxTokens < 1 {
+			return nil, nil, errInvalid("max_tokens: must be at least 1")
+		}
+		// The largest output any current model allows; it also bounds the
+		// memory a reply can take.
+		if *req.MaxTokens > maxOutputTokens {
+			return nil, nil, errInvalid("max_tokens: " + strconv.Itoa(*req.MaxTokens) + " > " + strconv.Itoa(maxOutputTokens) + ", the maximum allowed; lower max_tokens")
+		}
+	}
+	if len(req.Messages) == 0 {
+		return nil, nil, errInvalid("messages: field required; send at least one message")
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		var tc toolChoice
+		if err := json.Unmarshal(req.ToolChoice, &tc); err != nil {
+			return nil, nil, errInvalid("tool_choice: must be an object")
+		}
+		switch tc.Type {
+		case "auto", "any", "none":
+		case "tool":
+			if tc.Name == "" {
+				return nil, nil, errInvalid("tool_choice.name: field required when tool_choice.type is \"tool\"")
+			}
+		default:
+			return nil, nil, errInvalid("tool_choice.type: must be one of auto, any, tool, none")
+		}
+		if (tc.Type == "any" || tc.Type == "tool") && len(req.Tools) == 0 {
+			return nil, nil, errInvalid("tool_choice: requires tools; add the tools the model may call")
+		}
+	}
+	p, aerr := parsePrompt(&req)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if len(req.ToolChoice) > 0 {
+		var tc toolChoice
+		_ = json.Unmarshal(req.ToolChoice, &tc)
+		if tc.Type == "tool" && !p.hasTool(tc.Name) {
+			return nil, nil, errInvalid("tool_choice.name: no tool named " + strconv.Quote(tc.Name) + " in tools")
+		}
+	}
+	return &req, p, nil
+}
+
+func (p *prompt) hasTool(name string) bool {
+	for _, t := range p.tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// exchange is one /v1/messages request on its way through the models.
+type exchange struct {
+	req   *messagesRequest
+	p     *prompt
+	rep   reply
+	usage usage
+	gen   *generation
+	fault string
+	id    string
+}
+
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	body, aerr := readBody(w, r, maxMessagesBody)
+	if aerr == nil && len(bytes.TrimSpace(body)) == 0 {
+		aerr = errInvalid("request body is empty; send a JSON Messages request")
+	}
+	var req *messagesRequest
+	var p *prompt
+	if aerr == nil {
+		req, p, aerr = decodeMessages(body, true)
+	}
+	if aerr != nil {
+		s.limits.writeHeaders(w.Header(), now)
+		writeError(w, aerr)
+		return
+	}
+
+	fault, key := s.pickFault(r, p.hash)
+	switch fault {
+	case "429", "500", "529":
+		s.limits.writeHeaders(w.Header(), now)
+		s.writeFault(w, r, fault, key)
+		return
+	}
+
+	want := 0
+	if v := r.Header.Get("x-sim-output-tokens"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, errInvalid("x-sim-output-tokens: must be a positive integer"))
+			return
+		}
+		want = n
+	}
+	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID()}
+	x.rep = s.generate(req, p, want)
+	x.usage = s.cache.usageFor(p, s.minCacheTokens(req.Model), now)
+	x.usage.OutputTokens = x.rep.outputTokens
+	x.usage.ServiceTier = "standard"
+
+	if !s.capacity.enter(s.cfg.OverloadAt) {
+		s.limits.writeHeaders(w.Header(), now)
+		writeError(w, &apiError{529, "overloaded_error", "Overloaded: the simulator has " + strconv.Itoa(s.cfg.OverloadAt) + " requests in flight; retry with backoff"})
+		return
+	}
+	defer s.capacity.leave()
+
+	in := x.usage.InputTokens + x.usage.CacheCreationInputTokens
+	if wait, ok := s.limits.admit(now, in, x.rep.outputTokens); !ok {
+		s.limits.writeHeaders(w.Header(), now)
+		w.Header().Set("retry-after", strconv.FormatInt(ceilSeconds(wait), 10))
+		writeError(w, &apiError{429, "rate_limit_error", "This request would exceed your rate limit; retry after the time in the retry-after header"})
+		return
+	}
+	s.limits.writeHeaders(w.Header(), now)
+
+	if fault == "hang" {
+		s.hang(w, r)
+		return
+	}
+
+	x.gen = s.newGeneration(p.hash)
+	if req.Stream {
+		s.stream(w, r, x)
+		return
+	}
+	s.respondJSON(w, r, x)
+}
+
+// begin marks the moment the response begins (the first token is ready):
+// from now on the prompt's cache entries exist for later requests.
+func (s *Server) begin(x *exchange) {
+	s.cache.commit(x.p, s.minCacheTokens(x.req.Model), time.Now())
+}
+
+func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, x *exchange) {
+	ctx := r.Context()
+	if err := x.gen.waitFor(ctx, x.gen.atToken(0)); err != nil {
+		return // the client left; nothing to answer
+	}
+	s.begin(x)
+	if err := x.gen.waitFor(ctx, x.gen.atToken(max(0, x.rep.outputTokens-1))); err != nil {
+		return
+	}
+	if x.fault == "slow-stream" {
+		if pause(ctx, s.cfg.SlowStreamInterval) != nil {
+			return
+		}
+	}
+	if x.fault == "midstream-error" {
+		// A non-streamed reply cannot fail mid-way; it fails as a whole.
+		writeError(w, &apiError{529, "overloaded_error", "Overloaded (injected midstream-error on a non-streaming request)"})
+		return
+	}
+	body, err := json.Marshal(x.rep.message(x.id, x.req.Model, x.usage))
+	if err != nil {
+		writeError(w, &apiError{500, "api_error", "simulator could not encode its reply: " + err.Error()})
+		return
+	}
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	switch x.fault {
+	case "bad-json":
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body[:len(body)/2])
+		return
+	case "reset":
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body[:len(body)/2])
+		dropConnection(w)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	s.stats.record(x.req.Model, x.usage, false)
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	sec := int64((d + time.Second - 1) / time.Second)
+	return max(sec, 1)
+}
+
+// handleCountTokens answers with the same estimate the rate limiter uses.
+func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBody(w, r, maxMessagesBody)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	_, p, aerr := decodeMessages(body, false)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": p.total})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &apiError{500, "api_error", "simulator could not encode its answer: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// bucket is a token bucket holding up to limit, refilled continuously at
+// limit per minute.
+type bucket struct {
+	limit float64
+	level float64
+	last  time.Time
+}
+
+func newBucket(limit int, now time.Time) *bucket {
+	if limit <= 0 {
+		return nil
+	}
+	return &bucket{limit: float64(limit), level: float64(limit), last: now}
+}
+
+func (b *bucket) refill(now time.Time) {
+	if dt := now.Sub(b.last); dt > 0 {
+		b.level = math.Min(b.limit, b.level+b.limit*dt.Minutes())
+		b.last = now
+	}
+}
+
+// waitFor is how long until the bucket holds n (capped at its limit, so a
+// request larger than the limit waits for a full bucket, not forever).
+func (b *bucket) waitFor(n float64) time.Duration {
+	n = math.Min(n, b.limit)
+	if b.level >= n {
+		return 0
+	}
+	return time.Duration((n - b.level) / b.limit * float64(time.Minute))
+}
+
+func (b *bucket) untilFull() time.Duration { return b.waitFor(b.limit) }
+
+// rateLimits holds the requests, input-token and output-token buckets; a
+// nil bucket is a limit that is off.
+type rateLimits struct {
+	mu            sync.Mutex
+	req, in, out  *bucket
+	rpm, itp, otp int
+}
+
+func newRateLimits(c Config) *rateLimits {
+	l := &rateLimits{rpm: c.RequestsPerMinute, itp: c.InputTokensPerMinute, otp: c.OutputTokensPerMinute}
+	l.reset(time.Now())
+	return l
+}
+
+func (l *rateLimits) reset(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.req, l.in, l.out = newBucket(l.rpm, now), newBucket(l.itp, now), newBucket(l.otp, now)
+}
+
+// admit takes one request, in input tokens and out output tokens from the
+// buckets, or, if any bucket is short, takes nothing and says how long until
+// the request would fit.
+func (l *rateLimits) admit(now time.Time, in, out int) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var wait time.Duration
+	need := []struct {
+		b *bucket
+		n float64
+	}{{l.req, 1}, {l.in, float64(in)}, {l.out, float64(out)}}
+	for _, x := range need {
+		if x.b == nil {
+			continue
+		}
+		x.b.refill(now)
+		wait = max(wait, x.b.waitFor(x.n))
+	}
+	if wait > 0 {
+		return wait, false
+	}
+	for _, x := range need {
+		if x.b != nil {
+			x.b.level -= math.Min(x.n, x.b.limit)
+		}
+	}
+	return 0, true
+}
+
+// writeHeaders sets the anthropic-ratelimit-* headers from the buckets'
+// state at now. The tokens-* family reports the tighter of input and output.
+func (l *rateLimits) writeHeaders(h http.Header, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	set := func(name string, b *bucket, tokens bool) {
+		if b == nil {
+			return
+		}
+		b.refill(now)
+		rem := int64(math.Floor(b.level))
+		if tokens {
+			rem = int64(math.Round(b.level/1000)) * 1000
+		}
+		h.Set("anthropic-ratelimit-"+name+"-limit", strconv.FormatInt(int64(b.limit), 10))
+		h.Set("anthropic-ratelimit-"+name+"-remaining", strconv.FormatInt(rem, 10))
+		h.Set("anthropic-ratelimit-"+name+"-reset", now.Add(b.untilFull()).UTC().Format(time.RFC3339))
+	}
+	set("requests", l.req, false)
+	set("input-tokens", l.in, true)
+	set("output-tokens", l.out, true)
+	tight := l.in
+	if tight == nil || (l.out != nil && l.out.level < tight.level) {
+		tight = l.out
+	}
+	set("tokens", tight, true)
+}

@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stats is a snapshot of what the simulator has served since it started or
+// was last reset.
+type Stats struct {
+	// Requests counts API requests answered (not /sim/ ones).
+	Requests int64 `json:"requests"`
+	// Inflight and PeakInflight count /v1/messages requests in generation.
+	Inflight     int64            `json:"inflight"`
+	PeakInflight int64            `json:"peak_inflight"`
+	ByStatus     map[string]int64 `json:"by_status"`
+	Tokens       TokenStats       `json:"tokens"`
+	// CostUSD is what the served tokens would cost at list prices, batch
+	// items at half price.
+	CostUSD float64 `json:"cost_usd"`
+}
+
+// TokenStats counts the tokens of completed replies and batch items.
+type TokenStats struct {
+	Input         int64 `json:"input"`
+	Output        int64 `json:"output"`
+	CacheCreation int64 `json:"cache_creation"`
+	CacheRead     int64 `json:"cache_read"`
+}
+
+type statsRecorder struct {
+	mu       sync.Mutex
+	requests int64
+	byStatus map[int]int64
+	tokens   TokenStats
+	cost     float64
+}
+
+func (r *statsRecorder) finish(status int) {
+	if status == 0 {
+		status = http.StatusOK // a handler that wrote nothing answered 200
+	}
+	r.mu.Lock()
+	r.requests++
+	r.byStatus[status]++
+	r.mu.Unlock()
+}
+
+func (r *statsRecorder) record(model string, u usage, batch bool) {
+	c := costOf(model, u)
+	if batch {
+		c /= 2
+	}
+	r.mu.Lock()
+	r.tokens.Input += int64(u.InputTokens)
+	r.tokens.Output += int64(u.OutputTokens)
+	r.tokens.CacheCreation += int64(u.CacheCreationInputTokens)
+	r.tokens.CacheRead += int64(u.CacheReadInputTokens)
+	r.cost += c
+	r.mu.Unlock()
+}
+
+// price is a model's list price in USD per million tokens.
+type price struct{ in, out float64 }
+
+// priceOf picks list prices by model family; unknown models price as sonnet.
+func priceOf(model string) price {
+	switch {
+	case strings.Contains(model, "opus-4-5"), strings.Contains(model, "opus-4-6"):
+		return price{5, 25}
+	case strings.Contains(model, "opus"):
+		return price{15, 75}
+	case strings.Contains(model, "haiku-4"):
+		return price{1, 5}
+	case strings.Contains(model, "3-5-haiku"):
+		return price{0.8, 4}
+	case strings.Contains(model, "haiku"):
+		return price{0.25, 1.25}
+	}
+	return price{3, 15}
+}
+
+// costOf prices a reply: cache writes at 1.25x (5m) or 2x (1h) the input
+// price, cache reads at 0.1x.
+func costOf(model string, u usage) float64 {
+	p := priceOf(model)
+	in := float64(u.InputTokens) +
+		1.25*float64(u.CacheCreation.Ephemeral5m) +
+		2*float64(u.CacheCreation.Ephemeral1h) +
+		0.1*float64(u.CacheReadInputTokens)
+	return (in*p.in + float64(u.OutputTokens)*p.out) / 1e6
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	inflight, peak := s.capacity.load()
+	r := s.stats
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := Stats{Requests: r.requests, Inflight: int64(inflight), PeakInflight: int64(peak),
+		ByStatus: make(map[string]int64, len(r.byStatus)), Tokens: r.tokens, CostUSD: r.cost}
+	for code, n := range r.byStatus {
+		st.ByStatus[strconv.Itoa(code)] = n
+	}
+	return st
+}
+
+// Reset zeroes the stats, the peak, the prompt cache, the rate-limit
+// buckets and the memory of "-once" faults.
+func (s *Server) Reset() {
+	r := s.stats
+	r.mu.Lock()
+	r.requests, r.tokens, r.cost = 0, TokenStats{}, 0
+	clear(r.byStatus)
+	r.mu.Unlock()
+	s.capacity.resetPeak()
+	s.cache.reset()
+	s.limits.reset(time.Now())
+	s.faults.reset()
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	writeJSON(w, http.StatusOK, s.Stats())
+}

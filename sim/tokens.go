@@ -1,0 +1,264 @@
+package sim
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+)
+
+// charsPerToken is the simulator's tokenizer: about four characters per
+// token, the usual rule of thumb for English text.
+const charsPerToken = 4
+
+// tokensOf is the one place text length becomes a token count.
+func tokensOf(n int) int {
+	t := (n + charsPerToken - 1) / charsPerToken
+	if t < 1 {
+		t = 1
+	}
+	return t
+}
+
+// segment is one cacheable unit of a prompt, in the API's cache order
+// (tools, then system, then messages).
+type segment struct {
+	canon  []byte // canonical bytes, without cache_control
+	tokens int
+	cc     *cacheControl
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
+	TTL  string `json:"ttl,omitempty"`
+}
+
+// toolDef is a tool the model may call.
+type toolDef struct {
+	Name   string
+	Schema json.RawMessage
+}
+
+// prompt is a parsed request prompt: its token count, its cache
+// breakpoints and a hash that decides the reply.
+type prompt struct {
+	model       string
+	segments    []segment
+	tools       []toolDef
+	total       int // estimated input tokens of the whole prompt
+	hash        uint64
+	breakpoints []breakpoint
+}
+
+// breakpoint is a cacheable prefix ending at a cache_control marker.
+type breakpoint struct {
+	key    [32]byte // hash of model and canonical prefix
+	tokens int      // tokens in the prefix
+	ttl    string   // "5m" or "1h"
+}
+
+// messagesRequest is the part of a Messages request the simulator reads.
+type messagesRequest struct {
+	Model         string            `json:"model"`
+	MaxTokens     *int              `json:"max_tokens"`
+	Messages      []inMessage       `json:"messages"`
+	System        json.RawMessage   `json:"system"`
+	Stream        bool              `json:"stream"`
+	StopSequences []string          `json:"stop_sequences"`
+	Tools         []json.RawMessage `json:"tools"`
+	ToolChoice    json.RawMessage   `json:"tool_choice"`
+	CacheControl  *cacheControl     `json:"cache_control"`
+}
+
+type inMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type toolChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+const maxBreakpoints = 4
+
+// parsePrompt turns a request into segments, tools and breakpoints. It is
+// shared by messages, count_tokens and batches so they estimate alike.
+func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
+	p := &prompt{model: req.Model}
+	for i, raw := range req.Tools {
+		var t struct {
+			Name         string          `json:"name"`
+			InputSchema  json.RawMessage `json:"input_schema"`
+			CacheControl *cacheControl   `json:"cache_control"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, errInvalid("tools." + strconv.Itoa(i) + ": must be an object: " + err.Error())
+		}
+		if t.Name == "" {
+			return nil, errInvalid("tools." + strconv.Itoa(i) + ".name: field required")
+		}
+		p.tools = append(p.tools, toolDef{t.Name, t.InputSchema})
+		p.add(canonical(raw, t.CacheControl), len(raw), t.CacheControl)
+	}
+	if len(req.System) > 0 && string(req.System) != "null" {
+		if err := p.addContent("system", req.System); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range req.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return nil, errInvalid("messages." + strconv.Itoa(i) + ".role: must be \"user\" or \"assistant\"")
+		}
+		if len(m.Content) == 0 || string(m.Content) == "null" {
+			return nil, errInvalid("messages." + strconv.Itoa(i) + ".content: field required")
+		}
+		if err := p.addContent(m.Role, m.Content); err != nil {
+			return nil, errInvalid("messages." + strconv.Itoa(i) + "." + err.Message)
+		}
+	}
+	if req.CacheControl != nil && len(p.segments) > 0 {
+		// Automatic caching: the breakpoint goes on the last block.
+		// If that block has its own marker, it stays one breakpoint.
+		if last := &p.segments[len(p.segments)-1]; last.cc == nil {
+			last.cc = req.CacheControl
+		}
+	}
+
+	fh := fnv.New64a()
+	fh.Write([]byte(req.Model))
+	if req.MaxTokens != nil {
+		fh.Write(binary.LittleEndian.AppendUint64(nil, uint64(*req.MaxTokens)))
+	}
+	n := 0
+	for _, s := range p.segments {
+		p.total += s.tokens
+		fh.Write(s.canon)
+		fh.Write([]byte{0})
+		if s.cc != nil {
+			n++
+			if s.cc.Type != "" && s.cc.Type != "ephemeral" {
+				return nil, errInvalid("cache_control.type: must be \"ephemeral\"")
+			}
+			if s.cc.TTL != "" && s.cc.TTL != "5m" && s.cc.TTL != "1h" {
+				return nil, errInvalid("cache_control.ttl: must be \"5m\" or \"1h\"")
+			}
+		}
+	}
+	if n > maxBreakpoints {
+		return nil, errInvalid("A maximum of 4 blocks with cache_control may be provided. Found " + strconv.Itoa(n) + "; remove breakpoints so at most 4 remain")
+	}
+	for _, s := range req.StopSequences {
+		fh.Write([]byte(s))
+		fh.Write([]byte{1})
+	}
+	fh.Write(req.ToolChoice)
+	p.hash = fh.Sum64()
+	if p.total < 1 {
+		p.total = 1
+	}
+	if n > 0 {
+		p.computeBreakpoints()
+	}
+	return p, nil
+}
+
+func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
+	p.segments = append(p.segments, segment{canon: canon, tokens: tokensOf(chars), cc: cc})
+}
+
+// addContent adds a string or an array of content blocks spoken by role.
+func (p *prompt) addContent(role string, raw json.RawMessage) *apiError {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		var text string
+		if err := json.Unmarshal(trimmed, &text); err != nil {
+			return errInvalid("content: " + err.Error())
+		}
+		p.add(textCanon(role, text), len(text), nil)
+		return nil
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(trimmed, &blocks); err != nil {
+		return errInvalid("content: must be a string or an array of content blocks")
+	}
+	for i, b := range blocks {
+		var blk struct {
+			Type         string        `json:"type"`
+			Text         string        `json:"text"`
+			CacheControl *cacheControl `json:"cache_control"`
+		}
+		if err := json.Unmarshal(b, &blk); err != nil {
+			return errInvalid("content." + strconv.Itoa(i) + ": must be a content block object")
+		}
+		if blk.Type == "" {
+			return errInvalid("content." + strconv.Itoa(i) + ".type: field required")
+		}
+		if blk.Type == "text" {
+			p.add(textCanon(role, blk.Text), len(blk.Text), blk.CacheControl)
+			continue
+		}
+		p.add(append([]byte(role+"\x00"), canonical(b, blk.CacheControl)...), len(b), blk.CacheControl)
+	}
+	return nil
+}
+
+func textCanon(role, text string) []byte {
+	b := make([]byte, 0, len(role)+len(text)+6)
+	b = append(b, role...)
+	b = append(b, "\x00text\x00"...)
+	return append(b, text...)
+}
+
+// canonical returns raw without its cache_control, so that moving a
+// breakpoint does not change the prefix it marks.
+func canonical(raw json.RawMessage, cc *cacheControl) []byte {
+	if cc == nil {
+		return raw
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	delete(m, "cache_control")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func (p *prompt) computeBreakpoints() {
+	h := sha256.New()
+	h.Write([]byte(p.model))
+	h.Write([]byte{0})
+	tokens := 0
+	for _, s := range p.segments {
+		h.Write(s.canon)
+		h.Write([]byte{0})
+		tokens += s.tokens
+		if s.cc == nil {
+			continue
+		}
+		bp := breakpoint{tokens: tokens, ttl: s.cc.TTL}
+		if bp.ttl == "" {
+			bp.ttl = "5m"
+		}
+		copy(bp.key[:], h.Sum(nil))
+		p.breakpoints = append(p.breakpoints, bp)
+	}
+}
+
+// mix is splitmix64 over two words: cheap, stateless, well-spread, so that
+// ids, jitter and faults are reproducible from the seed.
+func mix(a, b uint64) uint64 {
+	z := a ^ (b+0x9e3779b97f4a7c15)*0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// unit maps a hash to [0, 1).
+func unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
