@@ -22,7 +22,9 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"demo":    {"run the simulator and a windowed sluice in front of it, with built-in traffic", runDemo},
 	"serve":   {"run the proxy (settings from flags and environment)", runServe},
+	"sim":     {"serve a simulated Anthropic API (for tests, benchmarks and trying sluice)", runSim},
 	"version": {"print the version", func([]string) error { fmt.Println("sluice", version); return nil }},
 }
 
