@@ -46,6 +46,9 @@ func startSim(t *testing.T, cfg Config) (*Server, *httptest.Server, *headerLog) 
 		ts.Close()
 		s.Close()
 	})
+	if throughSluice {
+		return s, startSluice(t, ts.URL), log
+	}
 	return s, ts, log
 }
 
