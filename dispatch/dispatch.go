@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,10 @@ type Member struct {
 	deadline *waveDeadline
 	joined   time.Time
 	granted  time.Time
-	lifted   atomic.Bool
+
+	mu     sync.Mutex              // orders start and LiftDeadline against the deadline's sweep
+	cancel context.CancelCauseFunc // cancels fn's ctx; nil until fn starts
+	lifted bool
 }
 
 // WaveID is the id of the member's wave.
@@ -100,18 +104,49 @@ func (m *Member) Deadline() time.Time { return m.wave.ClosedAt.Add(m.deadline.ti
 // LiftDeadline ends the deadline's hold on the member: from now on only the
 // caller's own context governs. A streaming relay calls it once the response
 // headers are in, since a stream's length is not bounded by the wave. It
-// reports false if the deadline had already passed.
+// reports false if the deadline had already passed; the deadline then keeps
+// its hold, and fn's ctx is or will be cancelled with it.
 func (m *Member) LiftDeadline() bool {
-	m.lifted.Store(true)
-	return m.deadline.ctx.Err() == nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deadline.passed() {
+		return false
+	}
+	m.lifted = true
+	return true
+}
+
+// start puts fn's ctx under the deadline: cancel is called with ErrDeadline
+// when it passes. It reports false if it has passed already.
+func (m *Member) start(cancel context.CancelCauseFunc) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deadline.passed() {
+		return false
+	}
+	m.cancel = cancel
+	return true
+}
+
+// expire is the deadline's sweep reaching m: a running fn that has not lifted
+// the deadline is cancelled. (A member still waiting for a slot sees
+// deadline.done itself.)
+func (m *Member) expire() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cancel != nil && !m.lifted {
+		m.cancel(ErrDeadline)
+	}
 }
 
 // waveDeadline is shared by all members of a wave: one timer a wave, not one
-// a member.
+// a member, and no context of its own, so that a member costs no allocation
+// for it.
 type waveDeadline struct {
 	timeout time.Duration
-	ctx     context.Context // done when the deadline passes
-	cancel  context.CancelFunc
+	members []*Member
+	done    chan struct{} // closed when the deadline passes
+	timer   *time.Timer
 	live    atomic.Int32 // members not yet finished; the last stops the timer
 }
 
@@ -119,19 +154,44 @@ func (s *Scheduler) flush(w *window.Wave[*Member]) {
 	if s.hooks.Flushed != nil {
 		s.hooks.Flushed(w.ID, len(w.Items), w.Reason)
 	}
-	d := &waveDeadline{timeout: s.timeout}
-	d.ctx, d.cancel = context.WithDeadline(context.Background(), w.ClosedAt.Add(s.timeout))
+	d := &waveDeadline{timeout: s.timeout, members: w.Items, done: make(chan struct{})}
 	d.live.Store(int32(len(w.Items)))
 	for _, m := range w.Items {
 		m.deadline = d
 		s.gate.Join(&m.ticket)
 	}
+	// Members read d.timer only after the wave is done, that is after flush
+	// returns.
+	if due := time.Until(w.ClosedAt.Add(s.timeout)); due > 0 {
+		d.timer = time.AfterFunc(due, d.expire)
+	} else {
+		d.expire() // the flush itself took longer than the timeout
+	}
+}
+
+// expire runs when the deadline passes: members waiting for a slot see done
+// closed, running ones are cancelled. done is closed first so that a member
+// starting concurrently either sees it or is seen by the sweep.
+func (d *waveDeadline) expire() {
+	close(d.done)
+	for _, m := range d.members {
+		m.expire()
+	}
+}
+
+func (d *waveDeadline) passed() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // finish marks one member of the wave done; the last one stops the timer.
 func (d *waveDeadline) finish() {
-	if d.live.Add(-1) == 0 {
-		d.cancel()
+	if d.live.Add(-1) == 0 && d.timer != nil {
+		d.timer.Stop()
 	}
 }
 
@@ -142,6 +202,9 @@ func (d *waveDeadline) finish() {
 // deadline passed first, ctx's error if the caller left before it was
 // served, or a *PanicError if fn panicked.
 func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Member) error) error {
+	if err := ctx.Err(); err != nil {
+		return err // gone already: must not take a place in a window, or fill one
+	}
 	m := &Member{joined: time.Now()}
 	wave, err := s.win.Add(m)
 	if err != nil {
@@ -169,7 +232,7 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 		s.queued.Add(-1)
 		s.gate.Leave(&m.ticket)
 		return ctx.Err()
-	case <-m.deadline.ctx.Done():
+	case <-m.deadline.done:
 		s.queued.Add(-1)
 		s.gate.Leave(&m.ticket)
 		return ErrDeadline
@@ -183,12 +246,9 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(m.deadline.ctx, func() {
-		if !m.lifted.Load() {
-			cancel(ErrDeadline)
-		}
-	})
-	defer stop()
+	if !m.start(cancel) {
+		return ErrDeadline // the slot and the deadline were both in when we looked
+	}
 	err = run(callCtx, m, fn)
 	if err != nil && context.Cause(callCtx) == ErrDeadline {
 		return ErrDeadline
