@@ -61,7 +61,12 @@ type ModeReport struct {
 	LatencyAllMS Percentiles `json:"latency_all_ms"`
 	// TTFTMS is arrival to first content_block_delta of successful streams.
 	TTFTMS               Percentiles      `json:"ttft_ms"`
+	// PeakUpstreamInflight is the simulator's own exact peak of requests
+	// in generation; PeakUpstreamSampled the peak of the 10 ms samples;
+	// PeakGateInflight the peak of sluice's gate slots held (sampled).
 	PeakUpstreamInflight int              `json:"peak_upstream_inflight"`
+	PeakUpstreamSampled  int              `json:"peak_upstream_inflight_sampled"`
+	PeakGateInflight     int              `json:"peak_gate_inflight"`
 	MeanUpstreamInflight float64          `json:"mean_upstream_inflight"`
 	PeakQueued           int              `json:"peak_queued"`
 	Upstream429          int64            `json:"upstream_429"`
@@ -98,7 +103,7 @@ func modeReport(res *ModeResult) ModeReport {
 	var lat, all, ttft []float64
 	first, last := -1.0, 0.0
 	for _, rec := range res.Records {
-		if rec.Outcome == "not_sent" {
+		if rec.ErrorType == "not_sent" {
 			continue
 		}
 		m.Sent++
@@ -131,6 +136,8 @@ func modeReport(res *ModeResult) ModeReport {
 	sum := 0.0
 	for _, s := range res.Samples {
 		m.PeakQueued = max(m.PeakQueued, s.Queued)
+		m.PeakUpstreamSampled = max(m.PeakUpstreamSampled, s.UpstreamInflight)
+		m.PeakGateInflight = max(m.PeakGateInflight, s.GateInflight)
 		sum += float64(s.UpstreamInflight)
 	}
 	if len(res.Samples) > 0 {
@@ -261,6 +268,8 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("stream TTFT p50", func(m *ModeReport) string { return ms(m.TTFTMS.P50) })
 	row("stream TTFT p99", func(m *ModeReport) string { return ms(m.TTFTMS.P99) })
 	row("peak upstream in-flight", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamInflight) })
+	row("peak upstream in-flight (10ms samples)", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamSampled) })
+	row("peak gate slots held", func(m *ModeReport) string { return fmt.Sprint(m.PeakGateInflight) })
 	row("mean upstream in-flight", func(m *ModeReport) string { return fmt.Sprintf("%.1f", m.MeanUpstreamInflight) })
 	row("peak queued in sluice", func(m *ModeReport) string { return fmt.Sprint(m.PeakQueued) })
 	row("upstream calls", func(m *ModeReport) string { return fmt.Sprint(m.UpstreamCalls) })

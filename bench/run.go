@@ -132,15 +132,20 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		iv := &Interval{Start: time.Since(l.start)}
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		iv.End, iv.Status = time.Since(l.start), sw.status
-		if iv.Status == 0 {
-			iv.Status = http.StatusOK
-		}
+		// Logged on arrival, so that a client that has read the whole
+		// reply before this handler returned still finds its start.
+		iv := &Interval{Start: time.Since(l.start), End: -1}
 		l.mu.Lock()
 		l.calls[key] = iv
+		l.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		end, status := time.Since(l.start), sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		l.mu.Lock()
+		iv.End, iv.Status = end, status
 		l.mu.Unlock()
 	})
 }
@@ -349,7 +354,9 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	if ulog != nil {
 		ulog.mu.Lock()
 		for _, iv := range ulog.calls {
-			res.Upstream = append(res.Upstream, *iv)
+			if iv.End >= 0 {
+				res.Upstream = append(res.Upstream, *iv)
+			}
 		}
 		ulog.mu.Unlock()
 	}
