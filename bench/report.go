@@ -60,7 +60,7 @@ type ModeReport struct {
 	LatencyMS    Percentiles `json:"latency_ms"`
 	LatencyAllMS Percentiles `json:"latency_all_ms"`
 	// TTFTMS is arrival to first content_block_delta of successful streams.
-	TTFTMS               Percentiles      `json:"ttft_ms"`
+	TTFTMS Percentiles `json:"ttft_ms"`
 	// PeakUpstreamInflight is the simulator's own exact peak of requests
 	// in generation; PeakUpstreamSampled the peak of the 10 ms samples;
 	// PeakGateInflight the peak of sluice's gate slots held (sampled).

@@ -70,7 +70,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	var back struct {
 		Modes []struct {
-			Mode                 string             `json:"mode"`
+			Mode                 string `json:"mode"`
 			Sent, Succeeded      int
 			Lost                 int                `json:"lost"`
 			GoodputRPS           float64            `json:"goodput_rps"`
