@@ -136,6 +136,14 @@ func saturation(samples []Sample, calls []Interval, cap int) *Saturation {
 	if l == nil {
 		return nil
 	}
+	// Calls that start as the gate fills end one service time later: skip
+	// that first W, or the count of calls ending in the window comes short.
+	if w := time.Duration(l.MeanServiceMS * float64(time.Millisecond)); bestTo-bestFrom > 2*w {
+		bestFrom += w
+		if l2 := littleOver(samples, calls, bestFrom, bestTo); l2 != nil {
+			l = l2
+		}
+	}
 	s := &Saturation{SecondsFull: (bestTo - bestFrom).Seconds(), ThroughputRPS: l.ThroughputRPS, MeanServiceMS: l.MeanServiceMS}
 	if l.MeanServiceMS > 0 {
 		s.BoundRPS = float64(cap) / (l.MeanServiceMS / 1000)
