@@ -22,6 +22,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"bench":   {"send one scenario through the plain and the windowed path and compare them", runBench},
 	"demo":    {"run the simulator and a windowed sluice in front of it, with built-in traffic", runDemo},
 	"serve":   {"run the proxy (settings from flags and environment)", runServe},
 	"sim":     {"serve a simulated Anthropic API (for tests, benchmarks and trying sluice)", runSim},

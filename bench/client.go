@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Outcome is how one request ended, after any retries.
+type Outcome struct {
+	OK        bool
+	Status    int    // HTTP status of the last attempt; 0 if none came
+	ErrorType string // Anthropic error.type, "client_timeout", or why it was lost
+	Lost      bool   // ended in neither a response nor an Anthropic-shaped error
+	Retries   int
+	FirstByte time.Time // response headers of the last attempt
+	FirstTok  time.Time // first content_block_delta of a stream
+	Done      time.Time
+}
+
+// retryPolicy is the official SDKs' retry rule: up to max retries on 408,
+// 409, 429, 5xx, connection errors and timeouts, unless x-should-retry says
+// otherwise; wait retry-after-ms / retry-after when given (0 < wait <= 60s),
+// else min(0.5s * 2^n, 8s) less up to 25 % jitter.
+type retryPolicy struct {
+	max    int
+	jitter func() float64 // in [0, 1)
+}
+
+func (p retryPolicy) shouldRetry(h http.Header, status int) bool {
+	switch h.Get("x-should-retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return status == 408 || status == 409 || status == 429 || status >= 500
+}
+
+// backoff is how long to wait before retry number n (0-based), given the
+// headers of the failed response (nil after a connection error or timeout).
+func (p retryPolicy) backoff(n int, h http.Header, now time.Time) time.Duration {
+	if h != nil {
+		if v := h.Get("retry-after-ms"); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil {
+				if d := time.Duration(ms * float64(time.Millisecond)); d > 0 && d <= time.Minute {
+					return d
+				}
+			}
+		}
+		if v := h.Get("retry-after"); v != "" {
+			var d time.Duration
+			if s, err := strconv.ParseFloat(v, 64); err == nil {
+				d = time.Duration(s * float64(time.Second))
+			} else if t, err := http.ParseTime(v); err == nil {
+				d = t.Sub(now)
+			}
+			if d > 0 && d <= time.Minute {
+				return d
+			}
+		}
+	}
+	base := math.Min(0.5*math.Pow(2, float64(n)), 8)
+	return time.Duration((1 - 0.25*p.jitter()) * base * float64(time.Second))
+}
+
+// client sends one request the way an official SDK would.
+type client struct {
+	http    *http.Client
+	base    string
+	model   string
+	timeout time.Duration
+	policy  retryPolicy
+	// onAttempt, if set, is told of each attempt before it is sent, with
+	// the value of its x-bench-attempt header.
+	onAttempt func(key string)
+}
+
+func newJitter(seed uint64) func() float64 {
+	rng := rand.New(rand.NewPCG(seed, 0xb0ff))
+	return rng.Float64
+}
+
+// body is a Messages request of about a.PromptTokens input tokens (the
+// simulator counts ~4 characters a token).
+func requestBody(model string, id int, a Arrival) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "request %d: ", id)
+	for b.Len() < a.PromptTokens*4 {
+		b.WriteString("lorem ipsum dolor sit amet ")
+	}
+	body, _ := json.Marshal(map[string]any{
+		"model":      model,
+		"max_tokens": max(1024, a.OutputTokens),
+		"stream":     a.Stream,
+		"messages":   []map[string]any{{"role": "user", "content": b.String()}},
+	})
+	return body
+}
+
+// do sends request id until it succeeds, fails for good, or runs out of
+// retries. ctx ending (the run aborted) ends it as lost.
+func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
+	body := requestBody(c.model, id, a)
+	var out Outcome
+	for attempt := 0; ; attempt++ {
+		h, retry := c.attempt(ctx, id, attempt, a, body, &out)
+		if !retry || attempt >= c.policy.max || ctx.Err() != nil {
+			out.Done = time.Now()
+			return out
+		}
+		wait := c.policy.backoff(attempt, h, time.Now())
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			out.Done = time.Now()
+			return out
+		}
+		out.Retries++
+	}
+}
+
+// attempt makes one try and fills out; it returns the response headers (if
+// any) and whether the SDK would retry.
+func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body []byte, out *Outcome) (http.Header, bool) {
+	*out = Outcome{Retries: out.Retries}
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		out.Lost, out.ErrorType = true, "bad_request_build"
+		return nil, false
+	}
+	key := fmt.Sprintf("%d.%d", id, attempt)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "sk-bench")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
+	req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(attempt))
+	req.Header.Set("X-Bench-Attempt", key)
+	if c.onAttempt != nil {
+		c.onAttempt(key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.failTransport(ctx, actx, out, err)
+		return nil, true // the SDKs retry connection errors and timeouts
+	}
+	defer resp.Body.Close()
+	out.FirstByte = time.Now()
+	out.Status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			c.failTransport(ctx, actx, out, err)
+			return resp.Header, true
+		}
+		out.ErrorType = anthropicErrorType(b)
+		if out.ErrorType == "" {
+			out.Lost, out.ErrorType = true, fmt.Sprintf("non_anthropic_%d", resp.StatusCode)
+		}
+		return resp.Header, c.policy.shouldRetry(resp.Header, resp.StatusCode)
+	}
+	if a.Stream {
+		c.readStream(ctx, actx, resp.Body, out)
+		return resp.Header, false // the SDKs do not retry a stream that began
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.failTransport(ctx, actx, out, err)
+		return resp.Header, true
+	}
+	var msg struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &msg) != nil || msg.Type != "message" {
+		out.Lost, out.ErrorType = true, "malformed_response"
+		return resp.Header, false
+	}
+	out.OK = true
+	return resp.Header, false
+}
+
+func (c *client) failTransport(ctx, actx context.Context, out *Outcome, err error) {
+	switch {
+	case ctx.Err() != nil:
+		out.Lost, out.ErrorType = true, "aborted"
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		out.ErrorType = "client_timeout"
+	default:
+		out.Lost, out.ErrorType = true, "connection_error"
+	}
+}
+
+// readStream reads SSE until message_stop or an in-band error event.
+func (c *client) readStream(ctx, actx context.Context, r io.Reader, out *Outcome) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[len("event:"):])
+			if event == "content_block_delta" && out.FirstTok.IsZero() {
+				out.FirstTok = time.Now()
+			}
+			if event == "message_stop" {
+				out.OK = true
+				return
+			}
+		case strings.HasPrefix(line, "data:") && event == "error":
+			t := anthropicErrorType([]byte(strings.TrimSpace(line[len("data:"):])))
+			if t == "" {
+				out.Lost, out.ErrorType = true, "malformed_stream_error"
+				return
+			}
+			out.ErrorType = "stream_" + t
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		c.failTransport(ctx, actx, out, err)
+		return
+	}
+	out.Lost, out.ErrorType = true, "stream_truncated"
+}
+
+// anthropicErrorType is error.type of an Anthropic-shaped error body, or "".
+func anthropicErrorType(b []byte) string {
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Type != "error" {
+		return ""
+	}
+	return e.Error.Type
+}

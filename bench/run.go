@@ -1,0 +1,409 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// The modes a scenario runs through.
+const (
+	ModeDirect   = "direct"   // the client talks to the upstream, no sluice
+	ModePlain    = "plain"    // through sluice with BATCH_ENABLED=0
+	ModeWindowed = "windowed" // through sluice with windowing on
+)
+
+// Options configure Run.
+type Options struct {
+	// Scenario is what to run. Required.
+	Scenario *Scenario
+	// Modes to run, in order. If empty, plain then windowed.
+	Modes []string
+	// Upstream is the URL of an external simulator (`sluice sim`). If
+	// empty, each mode gets a fresh in-process simulator. An external one
+	// is reset (POST /sim/reset) before each mode; its spike schedule runs
+	// from its own start, and per-request upstream times are not known.
+	Upstream string
+	// Progress, if set, gets a \r-updated progress line while it runs.
+	Progress io.Writer
+	// SampleEvery is how often upstream in-flight and queue depth are
+	// sampled. Zero means 10ms.
+	SampleEvery time.Duration
+}
+
+// Sample is one reading of the gauges, at T since the run's start.
+type Sample struct {
+	T                time.Duration
+	UpstreamInflight int // requests in generation at the simulator
+	Queued           int // sluice's windowed requests waiting (window or slot)
+	GateInflight     int // slots held in sluice's gate
+	Outstanding      int // client requests not yet ended
+}
+
+// Interval is one upstream call seen by the in-process simulator.
+type Interval struct {
+	Start, End time.Duration
+	Status     int
+}
+
+// ModeResult is the raw record of one mode's run.
+type ModeResult struct {
+	Mode     string
+	Cap      int // BATCH_MAX_CONCURRENCY, when windowed; else 0
+	MaxWait  time.Duration
+	Records  []Record
+	Samples  []Sample
+	Upstream []Interval // empty with an external upstream
+	Sim      sim.Stats
+}
+
+// Record is one request, as written to trace.jsonl.
+type Record struct {
+	Mode         string   `json:"mode"`
+	ID           int      `json:"id"`
+	Stream       bool     `json:"stream"`
+	PromptTokens int      `json:"prompt_tokens"`
+	OutputTokens int      `json:"output_tokens"`
+	ArrivalMS    float64  `json:"arrival_ms"`
+	SlotMS       *float64 `json:"slot_ms,omitempty"` // start of the last attempt's upstream call
+	FirstByteMS  *float64 `json:"first_byte_ms,omitempty"`
+	FirstTokenMS *float64 `json:"first_token_ms,omitempty"`
+	DoneMS       float64  `json:"done_ms"`
+	Outcome      string   `json:"outcome"` // ok, error or lost
+	ErrorType    string   `json:"error_type,omitempty"`
+	Status       int      `json:"status"`
+	Retries      int      `json:"retries"`
+}
+
+// Run sends the scenario's workload through each mode in turn.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	sc := opt.Scenario
+	if sc == nil {
+		return nil, errors.New("bench: no scenario")
+	}
+	modes := opt.Modes
+	if len(modes) == 0 {
+		modes = []string{ModePlain, ModeWindowed}
+	}
+	for _, m := range modes {
+		if m != ModeDirect && m != ModePlain && m != ModeWindowed {
+			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain or windowed)", m)
+		}
+	}
+	arrivals, err := sc.Arrivals()
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	var results []*ModeResult
+	for _, m := range modes {
+		r, err := runMode(ctx, sc, m, arrivals, opt)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", m, err)
+		}
+		results = append(results, r)
+	}
+	return newReport(sc, results), nil
+}
+
+// upstreamLog records each upstream call the in-process simulator serves.
+type upstreamLog struct {
+	start time.Time
+	mu    sync.Mutex
+	calls map[string]*Interval // by x-bench-attempt
+}
+
+func (l *upstreamLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Bench-Attempt")
+		if key == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		// Logged on arrival, so that a client that has read the whole
+		// reply before this handler returned still finds its start.
+		iv := &Interval{Start: time.Since(l.start), End: -1}
+		l.mu.Lock()
+		l.calls[key] = iv
+		l.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		end, status := time.Since(l.start), sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		l.mu.Lock()
+		iv.End, iv.Status = end, status
+		l.mu.Unlock()
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// upstreamStats reads the simulator's counters, in-process or over HTTP.
+type upstreamStats func() (sim.Stats, error)
+
+func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival, opt Options) (*ModeResult, error) {
+	res := &ModeResult{Mode: mode}
+	var (
+		upURL string
+		stats upstreamStats
+		ulog  *upstreamLog
+	)
+	if opt.Upstream == "" {
+		s := sim.New(sc.SimConfig())
+		defer s.Close()
+		ulog = &upstreamLog{calls: map[string]*Interval{}}
+		srv := httptest.NewServer(ulog.wrap(s))
+		defer srv.Close()
+		upURL = srv.URL
+		stats = func() (sim.Stats, error) { return s.Stats(), nil }
+	} else {
+		upURL = strings.TrimRight(opt.Upstream, "/")
+		hc := &http.Client{Timeout: 5 * time.Second}
+		if err := simReset(ctx, hc, upURL); err != nil {
+			return nil, err
+		}
+		stats = func() (sim.Stats, error) { return simStats(ctx, hc, upURL) }
+	}
+
+	base := upURL
+	var p *proxy.Proxy
+	if mode != ModeDirect {
+		cfg := sc.SluiceConfig(mode == ModeWindowed)
+		u, err := url.Parse(upURL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream URL: %w", err)
+		}
+		cfg.UpstreamURL = u
+		if mode == ModeWindowed {
+			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
+		}
+		p, err = proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, err
+		}
+		srv := httptest.NewServer(p)
+		defer p.Close()
+		defer srv.Close()
+		base = srv.URL
+	}
+
+	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	c := &client{
+		http: &http.Client{Transport: tr}, base: base, model: sc.Workload.Model, timeout: sc.ClientTimeout(),
+		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
+	}
+	if c.model == "" {
+		c.model = "claude-sonnet-4-5"
+	}
+
+	every := opt.SampleEvery
+	if every <= 0 {
+		every = 10 * time.Millisecond
+	}
+	start := time.Now()
+	if ulog != nil {
+		ulog.start = start
+	}
+	var outstanding, sent, done, okCount atomic.Int64
+	sample := func() Sample {
+		s := Sample{T: time.Since(start), Outstanding: int(outstanding.Load())}
+		if st, err := stats(); err == nil {
+			s.UpstreamInflight = int(st.Inflight)
+		}
+		if p != nil {
+			s.Queued = p.Queued()
+			s.GateInflight = p.GateStats().InFlight
+		}
+		return s
+	}
+	stopSampling := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var last time.Time
+		for {
+			select {
+			case <-stopSampling:
+				res.Samples = append(res.Samples, sample())
+				return
+			case <-tick.C:
+			}
+			s := sample()
+			res.Samples = append(res.Samples, s)
+			if opt.Progress != nil && time.Since(last) >= 200*time.Millisecond {
+				last = time.Now()
+				fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d   ",
+					mode, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued)
+			}
+		}
+	})
+
+	outcomes := make([]Outcome, len(arrivals))
+	var reqs sync.WaitGroup
+	timer := time.NewTimer(0)
+	<-timer.C
+	for i, a := range arrivals {
+		if d := time.Until(start.Add(a.At)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			outcomes[i] = Outcome{Lost: true, ErrorType: "not_sent"}
+			continue
+		}
+		sent.Add(1)
+		outstanding.Add(1)
+		reqs.Go(func() {
+			o := c.do(ctx, i, a)
+			outcomes[i] = o
+			if o.OK {
+				okCount.Add(1)
+			}
+			done.Add(1)
+			outstanding.Add(-1)
+		})
+	}
+	reqs.Wait()
+	close(stopSampling)
+	bg.Wait()
+	if opt.Progress != nil {
+		fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d  ok %d%s\n", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load(), strings.Repeat(" ", 40))
+	}
+	st, err := stats()
+	if err != nil {
+		return nil, err
+	}
+	res.Sim = st
+
+	ms := func(t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
+	opt2 := func(t time.Time) *float64 {
+		if t.IsZero() {
+			return nil
+		}
+		v := ms(t)
+		return &v
+	}
+	for i, a := range arrivals {
+		o := outcomes[i]
+		r := Record{Mode: mode, ID: i, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
+			ArrivalMS: float64(a.At) / float64(time.Millisecond), FirstByteMS: opt2(o.FirstByte),
+			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error"}
+		if !o.Done.IsZero() {
+			r.DoneMS = ms(o.Done)
+		}
+		switch {
+		case o.Lost:
+			r.Outcome = "lost"
+		case o.OK:
+			r.Outcome, r.ErrorType = "ok", ""
+		}
+		if ulog != nil {
+			ulog.mu.Lock()
+			if iv, ok := ulog.calls[fmt.Sprintf("%d.%d", i, o.Retries)]; ok {
+				v := float64(iv.Start) / float64(time.Millisecond)
+				r.SlotMS = &v
+			}
+			ulog.mu.Unlock()
+		}
+		res.Records = append(res.Records, r)
+	}
+	if ulog != nil {
+		ulog.mu.Lock()
+		for _, iv := range ulog.calls {
+			if iv.End >= 0 {
+				res.Upstream = append(res.Upstream, *iv)
+			}
+		}
+		ulog.mu.Unlock()
+	}
+	return res, nil
+}
+
+// lockedJitter is a seeded jitter source safe for concurrent use.
+func lockedJitter(seed uint64) func() float64 {
+	var mu sync.Mutex
+	f := newJitter(seed)
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return f()
+	}
+}
+
+func simReset(ctx context.Context, hc *http.Client, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/sim/reset", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("reset the upstream simulator: %w", err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reset the upstream simulator: POST /sim/reset answered %s (is --upstream a `sluice sim`?)", resp.Status)
+	}
+	return nil
+}
+
+func simStats(ctx context.Context, hc *http.Client, base string) (sim.Stats, error) {
+	var st sim.Stats
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/sim/stats", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("read upstream stats: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("read upstream stats: %w", err)
+	}
+	return st, nil
+}

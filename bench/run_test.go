@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func mustParse(t *testing.T, js string) *Scenario {
+	t.Helper()
+	sc, err := ParseScenario([]byte(js), "test.json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestRunEndToEnd runs a small burst through all three modes and checks
+// the report's invariants and the files it writes.
+func TestRunEndToEnd(t *testing.T) {
+	sc := mustParse(t, `{"name":"e2e","seed":7,
+		"sim":{"ttft":"20ms","per_token":"1ms","capacity":4},
+		"sluice":{"max_concurrency":2,"max_wait":"5ms","max_size":4},
+		"client":{"timeout":"10s"},
+		"workload":{"kind":"burst","n":12,"stream_fraction":0.5,"prompt_tokens":[10,50],"output_tokens":[4,12]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModeDirect, ModePlain, ModeWindowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Modes) != 3 {
+		t.Fatalf("%d modes in the report; want 3", len(rep.Modes))
+	}
+	for _, m := range rep.Modes {
+		if m.Sent != 12 || m.Lost != 0 || m.Succeeded+m.Failed != m.Sent {
+			t.Errorf("%s: sent %d, succeeded %d, failed %d, lost %d (%v); want 12 sent, none lost",
+				m.Mode, m.Sent, m.Succeeded, m.Failed, m.Lost, m.Errors)
+		}
+		if m.LatencyMS.N != m.Succeeded || m.LatencyMS.P50 > m.LatencyMS.P99 || m.LatencyMS.P99 > m.LatencyMS.Max {
+			t.Errorf("%s: latency summary %+v inconsistent", m.Mode, m.LatencyMS)
+		}
+		if m.Tokens.Output == 0 || m.CostUSD <= 0 {
+			t.Errorf("%s: tokens %+v, cost %v; want the sim's counts", m.Mode, m.Tokens, m.CostUSD)
+		}
+	}
+	w := rep.Mode(ModeWindowed)
+	// The simulator's exact counter may see cap+1 for the microseconds
+	// between sluice reading a reply's last byte (and giving its slot to
+	// the next call) and the simulator's handler returning; the gate and
+	// the sampled upstream count may not exceed the cap at all.
+	if w.PeakGateInflight > 2 || w.PeakUpstreamSampled > 2 {
+		t.Errorf("windowed peak gate %d, sampled upstream %d; want <= cap 2", w.PeakGateInflight, w.PeakUpstreamSampled)
+	}
+	for _, res := range rep.Results() {
+		if res.Mode == ModeWindowed {
+			for _, s := range res.Samples {
+				if s.UpstreamInflight > 2 || s.GateInflight > 2 {
+					t.Fatalf("windowed sample %+v over the cap", s)
+				}
+			}
+		}
+	}
+
+	dir := t.TempDir()
+	if err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Modes []struct {
+			Mode                 string `json:"mode"`
+			Sent, Succeeded      int
+			Lost                 int                `json:"lost"`
+			GoodputRPS           float64            `json:"goodput_rps"`
+			LatencyMS            map[string]float64 `json:"latency_ms"`
+			PeakUpstreamInflight *int               `json:"peak_upstream_inflight"`
+			Errors               map[string]int     `json:"errors"`
+			Tokens               map[string]int     `json:"tokens"`
+			CostUSD              *float64           `json:"cost_usd"`
+		} `json:"modes"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range back.Modes {
+		for _, k := range []string{"p50", "p90", "p99", "max"} {
+			if _, ok := m.LatencyMS[k]; !ok {
+				t.Errorf("report.json %s: latency_ms.%s missing", m.Mode, k)
+			}
+		}
+		if m.PeakUpstreamInflight == nil || m.CostUSD == nil || m.Errors == nil || m.Tokens == nil || m.GoodputRPS <= 0 {
+			t.Errorf("report.json %s: a required field is missing: %s", m.Mode, b)
+		}
+	}
+
+	// Every request appears in the trace exactly once per mode.
+	f, err := os.Open(filepath.Join(dir, "trace.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]map[int]int{}
+	sc2 := bufio.NewScanner(f)
+	for sc2.Scan() {
+		var r Record
+		if err := json.Unmarshal(sc2.Bytes(), &r); err != nil {
+			t.Fatalf("trace line %q: %v", sc2.Text(), err)
+		}
+		if seen[r.Mode] == nil {
+			seen[r.Mode] = map[int]int{}
+		}
+		seen[r.Mode][r.ID]++
+		if r.Outcome == "ok" && (r.SlotMS == nil || r.FirstByteMS == nil || *r.SlotMS < r.ArrivalMS || r.DoneMS < *r.FirstByteMS) {
+			t.Errorf("trace %s/%d: times out of order: %s", r.Mode, r.ID, sc2.Text())
+		}
+	}
+	for _, mode := range []string{ModeDirect, ModePlain, ModeWindowed} {
+		if len(seen[mode]) != 12 {
+			t.Errorf("trace has %d requests of %s; want 12", len(seen[mode]), mode)
+		}
+		for id, n := range seen[mode] {
+			if n != 1 {
+				t.Errorf("trace: %s request %d appears %d times", mode, id, n)
+			}
+		}
+	}
+	for _, name := range []string{"inflight.png", "inflight.svg", "latency_cdf.png", "latency_cdf.svg", "queue.png", "queue.svg", "series.json"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", name, err)
+		}
+	}
+}
+
+// TestLittlesLawOnSteadyRun: on a steady open-loop run the upstream's mean
+// in-flight equals its throughput times its mean service time (L = λW),
+// within 5 %, over a window that leaves out warm-up and drain.
+func TestLittlesLawOnSteadyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 3 s")
+	}
+	sc := mustParse(t, `{"seed":3,"sim":{"ttft":"80ms","per_token":"2ms"},
+		"workload":{"kind":"poisson","rate":60,"duration":"3s","output_tokens":[8,24],"prompt_tokens":[10,100]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModeDirect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Modes[0].Little
+	if l == nil {
+		t.Fatal("no Little's Law figures")
+	}
+	if math.Abs(l.RatioLToLambdaW-1) > 0.05 {
+		t.Fatalf("L = %.2f, λW = %.2f/s × %.1fms = %.2f: ratio %.3f, want within 5%% of 1",
+			l.MeanInflight, l.ThroughputRPS, l.MeanServiceMS, l.LambdaTimesW, l.RatioLToLambdaW)
+	}
+	t.Logf("L = %.2f, λ = %.1f/s, W = %.1f ms, λW = %.2f", l.MeanInflight, l.ThroughputRPS, l.MeanServiceMS, l.LambdaTimesW)
+}
+
+func TestRunRejectsUnknownMode(t *testing.T) {
+	sc := mustParse(t, `{"workload":{"kind":"burst","n":1}}`)
+	if _, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{"turbo"}}); err == nil {
+		t.Fatal("mode turbo accepted")
+	}
+}

@@ -1,0 +1,328 @@
+package bench
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/sim"
+)
+
+//go:embed scenarios/*.json
+var builtin embed.FS
+
+// Scenario is one benchmark: the simulated upstream, sluice's window and
+// gate, the client's behaviour and the workload. It is read from JSON; every
+// duration is a string such as "20ms" or "1.5s".
+type Scenario struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Seed        int64    `json:"seed"`
+	Sim         SimSpec  `json:"sim"`
+	Sluice      Sluice   `json:"sluice"`
+	Client      Client   `json:"client"`
+	Workload    Workload `json:"workload"`
+
+	dir fs.FS // where a trace file named by Workload.Trace is looked up
+}
+
+// SimSpec is the part of sim.Config a scenario sets.
+type SimSpec struct {
+	TTFT                  Duration    `json:"ttft"`
+	PerToken              Duration    `json:"per_token"`
+	Jitter                float64     `json:"jitter"`
+	Capacity              int         `json:"capacity"`
+	OverloadAt            int         `json:"overload_at"`
+	Spikes                []SpikeSpec `json:"spikes"`
+	RequestsPerMinute     int         `json:"requests_per_minute"`
+	InputTokensPerMinute  int         `json:"input_tokens_per_minute"`
+	OutputTokensPerMinute int         `json:"output_tokens_per_minute"`
+}
+
+// SpikeSpec multiplies upstream latency by Factor during [From, To) of a run.
+type SpikeSpec struct {
+	From   Duration `json:"from"`
+	To     Duration `json:"to"`
+	Factor float64  `json:"factor"`
+}
+
+// Sluice overrides the windowed mode's settings; a zero field keeps the
+// seed's default (BATCH_MAX_SIZE=16, BATCH_MAX_WAIT_MS=20,
+// BATCH_MAX_CONCURRENCY=8, BATCH_TIMEOUT_S=60).
+type Sluice struct {
+	MaxSize        int      `json:"max_size"`
+	MaxWait        Duration `json:"max_wait"`
+	MaxConcurrency int      `json:"max_concurrency"`
+	Timeout        Duration `json:"timeout"`
+}
+
+// Client is how the load generator behaves, modelled on the official SDKs.
+type Client struct {
+	// Timeout bounds one attempt, as the SDKs' timeout does. Zero means 60s.
+	Timeout Duration `json:"timeout"`
+	// MaxRetries is how many times a failed attempt is retried. Nil means 2,
+	// the SDKs' default; 0 turns retries off.
+	MaxRetries *int `json:"max_retries"`
+}
+
+// Workload is when requests arrive and what they look like.
+type Workload struct {
+	// Kind is burst (N at once), poisson (rate for duration), steps
+	// (Poisson at each step's rate in turn), ramp (Poisson whose rate goes
+	// linearly from from_rate to rate over duration) or trace (replay of
+	// the arrival times in a JSONL file).
+	Kind     string   `json:"kind"`
+	N        int      `json:"n"`
+	Rate     float64  `json:"rate"`
+	FromRate float64  `json:"from_rate"`
+	Duration Duration `json:"duration"`
+	Steps    []Step   `json:"steps"`
+	// Trace is a JSONL file, one arrival a line with at_ms (or arrival_ms,
+	// so a trace.jsonl written by a run can be replayed; only its first
+	// mode is used) and optionally stream, prompt_tokens, output_tokens.
+	// A relative path is relative to the scenario file.
+	Trace string `json:"trace"`
+
+	// StreamFraction is the share of requests sent with stream: true.
+	StreamFraction float64 `json:"stream_fraction"`
+	// PromptTokens and OutputTokens are [min, max] ranges drawn uniformly
+	// per request. Zero means [200, 2000] and [32, 128].
+	PromptTokens [2]int `json:"prompt_tokens"`
+	OutputTokens [2]int `json:"output_tokens"`
+	// Model is the model named in every request. Empty means claude-sonnet-4-5.
+	Model string `json:"model"`
+}
+
+// Step is one stretch of a steps workload.
+type Step struct {
+	Duration Duration `json:"duration"`
+	Rate     float64  `json:"rate"`
+}
+
+// Duration is a time.Duration read from a string such as "250ms".
+type Duration time.Duration
+
+// UnmarshalJSON reads "1.5s" style strings.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"250ms\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"250ms\": %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the string form.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// D is d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Builtin lists the names of the scenarios embedded in the binary.
+func Builtin() []string {
+	entries, _ := fs.ReadDir(builtin, "scenarios")
+	var names []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadScenario returns the built-in scenario called nameOrFile, or else
+// reads the file of that name.
+func LoadScenario(nameOrFile string) (*Scenario, error) {
+	sub, _ := fs.Sub(builtin, "scenarios")
+	if b, err := fs.ReadFile(sub, nameOrFile+".json"); err == nil {
+		return ParseScenario(b, nameOrFile, sub)
+	}
+	b, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("scenario %q: neither a built-in (%s) nor a file", nameOrFile, strings.Join(Builtin(), ", "))
+		}
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return ParseScenario(b, nameOrFile, os.DirFS(filepath.Dir(nameOrFile)))
+}
+
+// ParseScenario decodes and validates a scenario. source names it in
+// errors; dir is where a relative trace file is found (nil: the current
+// directory).
+func ParseScenario(b []byte, source string, dir fs.FS) (*Scenario, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var sc Scenario
+	if err := dec.Decode(&sc); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(b[:min(int(se.Offset), len(b))], []byte("\n"))
+			return nil, fmt.Errorf("scenario %s: line %d: %w", source, line, err)
+		}
+		return nil, fmt.Errorf("scenario %s: %w", source, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("scenario %s: trailing data after the JSON object", source)
+	}
+	if dir == nil {
+		dir = os.DirFS(".")
+	}
+	sc.dir = dir
+	if sc.Name == "" {
+		sc.Name = strings.TrimSuffix(filepath.Base(source), ".json")
+	}
+	if err := sc.validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", source, err)
+	}
+	return &sc, nil
+}
+
+func (sc *Scenario) validate() error {
+	s := sc.Sim
+	switch {
+	case s.TTFT < 0:
+		return errors.New("sim.ttft: must not be negative")
+	case s.PerToken < 0:
+		return errors.New("sim.per_token: must not be negative")
+	case s.Jitter < 0 || s.Jitter >= 1:
+		return errors.New("sim.jitter: must be in [0, 1)")
+	case s.Capacity < 0:
+		return errors.New("sim.capacity: must be >= 0 (0 = unlimited)")
+	case s.OverloadAt < 0:
+		return errors.New("sim.overload_at: must be >= 0 (0 = never)")
+	case s.RequestsPerMinute < 0 || s.InputTokensPerMinute < 0 || s.OutputTokensPerMinute < 0:
+		return errors.New("sim.*_per_minute: must be >= 0 (0 = off)")
+	}
+	for i, sp := range s.Spikes {
+		if sp.Factor <= 0 {
+			return fmt.Errorf("sim.spikes[%d].factor: must be > 0", i)
+		}
+		if sp.To <= sp.From {
+			return fmt.Errorf("sim.spikes[%d].to: must be after from", i)
+		}
+	}
+	if sc.Sluice.MaxSize < 0 || sc.Sluice.MaxConcurrency < 0 || sc.Sluice.MaxWait < 0 || sc.Sluice.Timeout < 0 {
+		return errors.New("sluice: max_size, max_wait, max_concurrency and timeout must not be negative")
+	}
+	if sc.Client.Timeout < 0 {
+		return errors.New("client.timeout: must not be negative")
+	}
+	if r := sc.Client.MaxRetries; r != nil && (*r < 0 || *r > 10) {
+		return errors.New("client.max_retries: must be in [0, 10]")
+	}
+	w := sc.Workload
+	switch w.Kind {
+	case "burst":
+		if w.N < 1 {
+			return errors.New("workload.n: a burst needs n >= 1")
+		}
+	case "poisson":
+		if w.Rate <= 0 {
+			return errors.New("workload.rate: must be > 0 for kind poisson")
+		}
+		if w.Duration <= 0 {
+			return errors.New("workload.duration: must be > 0 for kind poisson")
+		}
+	case "ramp":
+		if w.Rate <= 0 || w.FromRate < 0 {
+			return errors.New("workload.rate: must be > 0 (and from_rate >= 0) for kind ramp")
+		}
+		if w.Duration <= 0 {
+			return errors.New("workload.duration: must be > 0 for kind ramp")
+		}
+	case "steps":
+		if len(w.Steps) == 0 {
+			return errors.New("workload.steps: kind steps needs at least one step")
+		}
+		for i, st := range w.Steps {
+			if st.Duration <= 0 || st.Rate < 0 {
+				return fmt.Errorf("workload.steps[%d]: duration must be > 0 and rate >= 0", i)
+			}
+		}
+	case "trace":
+		if w.Trace == "" {
+			return errors.New("workload.trace: kind trace needs a file")
+		}
+	case "":
+		return errors.New("workload.kind: missing; want burst, poisson, steps, ramp or trace")
+	default:
+		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace", w.Kind)
+	}
+	if w.StreamFraction < 0 || w.StreamFraction > 1 {
+		return errors.New("workload.stream_fraction: must be in [0, 1]")
+	}
+	for _, r := range []struct {
+		name string
+		v    [2]int
+	}{{"workload.prompt_tokens", w.PromptTokens}, {"workload.output_tokens", w.OutputTokens}} {
+		if r.v[0] < 0 || r.v[1] < r.v[0] {
+			return fmt.Errorf("%s: want [min, max] with 0 <= min <= max", r.name)
+		}
+	}
+	return nil
+}
+
+// SimConfig is the simulator configuration of the scenario.
+func (sc *Scenario) SimConfig() sim.Config {
+	c := sim.Config{
+		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), Jitter: sc.Sim.Jitter,
+		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
+		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
+		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute,
+	}
+	for _, sp := range sc.Sim.Spikes {
+		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
+	}
+	return c
+}
+
+// SluiceConfig is sluice's configuration for a mode: the seed's defaults,
+// overridden by the scenario, with windowing on or off.
+func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
+	c := config.Default()
+	c.Enabled = windowed
+	if v := sc.Sluice.MaxSize; v > 0 {
+		c.MaxSize = v
+	}
+	if v := sc.Sluice.MaxWait; v > 0 {
+		c.MaxWait = v.D()
+	}
+	if v := sc.Sluice.MaxConcurrency; v > 0 {
+		c.MaxConcurrency = v
+	}
+	if v := sc.Sluice.Timeout; v > 0 {
+		c.Timeout = v.D()
+	}
+	return c
+}
+
+// ClientTimeout is the per-attempt timeout.
+func (sc *Scenario) ClientTimeout() time.Duration {
+	if sc.Client.Timeout > 0 {
+		return sc.Client.Timeout.D()
+	}
+	return 60 * time.Second
+}
+
+// MaxRetries is how many retries a client makes.
+func (sc *Scenario) MaxRetries() int {
+	if sc.Client.MaxRetries != nil {
+		return *sc.Client.MaxRetries
+	}
+	return 2
+}

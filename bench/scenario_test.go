@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func TestBuiltinScenariosParse(t *testing.T) {
+	names := Builtin()
+	for _, want := range []string{"burst", "light", "overload", "spike"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("built-in scenario %q missing from %v", want, names)
+		}
+	}
+	for _, n := range names {
+		sc, err := LoadScenario(n)
+		if err != nil {
+			t.Fatalf("LoadScenario(%q): %v", n, err)
+		}
+		as, err := sc.Arrivals()
+		if err != nil || len(as) == 0 {
+			t.Fatalf("%s: %d arrivals, %v", n, len(as), err)
+		}
+		// Short enough for CI: the last arrival within 20 s.
+		if last := as[len(as)-1].At; last > 20*time.Second {
+			t.Errorf("%s: last arrival at %s; keep built-ins under 20 s", n, last)
+		}
+	}
+}
+
+func TestScenarioErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"workload":{"kind":"burst","n":3},"colour":1}`, `unknown field "colour"`},
+		{`{"workload":{"kind":"burst","n":3,"speed":2}}`, `unknown field "speed"`},
+		{`{"sim":{"capacity":"lots"},"workload":{"kind":"burst","n":3}}`, `sim.capacity`},
+		{`{"sim":{"ttft":300},"workload":{"kind":"burst","n":3}}`, `duration string`},
+		{`{"sim":{"ttft":"3 parsecs"},"workload":{"kind":"burst","n":3}}`, `duration string`},
+		{`{"workload":{"kind":"poisson","duration":"1s"}}`, `workload.rate`},
+		{`{"workload":{"kind":"poisson","rate":3}}`, `workload.duration`},
+		{`{"workload":{"kind":"wave"}}`, `workload.kind: "wave"`},
+		{`{"workload":{}}`, `workload.kind: missing`},
+		{`{"workload":{"kind":"burst"}}`, `workload.n`},
+		{`{"workload":{"kind":"steps","steps":[{"duration":"1s","rate":-1}]}}`, `workload.steps[0]`},
+		{`{"workload":{"kind":"burst","n":1,"stream_fraction":2}}`, `workload.stream_fraction`},
+		{`{"workload":{"kind":"burst","n":1,"output_tokens":[9,3]}}`, `workload.output_tokens`},
+		{`{"sim":{"spikes":[{"from":"2s","to":"1s","factor":3}]},"workload":{"kind":"burst","n":1}}`, `sim.spikes[0].to`},
+		{`{"client":{"max_retries":-1},"workload":{"kind":"burst","n":1}}`, `client.max_retries`},
+		{"{\n\"workload\": {,}}", `line 2`},
+	} {
+		_, err := ParseScenario([]byte(tc.json), "t.json", nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseScenario(%s) error = %v; want it to mention %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	parse := func(js string, dir fstest.MapFS) *Scenario {
+		t.Helper()
+		sc, err := ParseScenario([]byte(js), "t.json", dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	arrivals := func(sc *Scenario) []Arrival {
+		t.Helper()
+		as, err := sc.Arrivals()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return as
+	}
+	burst := arrivals(parse(`{"workload":{"kind":"burst","n":5,"stream_fraction":1,"prompt_tokens":[10,10],"output_tokens":[7,7]}}`, nil))
+	if len(burst) != 5 || burst[4].At != 0 || !burst[0].Stream || burst[0].PromptTokens != 10 || burst[0].OutputTokens != 7 {
+		t.Fatalf("burst = %+v", burst)
+	}
+	p := `{"seed":3,"workload":{"kind":"poisson","rate":100,"duration":"10s","stream_fraction":0.5}}`
+	a, b := arrivals(parse(p, nil)), arrivals(parse(p, nil))
+	if len(a) < 900 || len(a) > 1100 {
+		t.Fatalf("poisson at 100/s for 10 s gave %d arrivals", len(a))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same seed, different arrival %d: %+v vs %+v", i, a[i], b[i])
+		}
+	}
+	steps := arrivals(parse(`{"workload":{"kind":"steps","steps":[{"duration":"5s","rate":0},{"duration":"5s","rate":50}]}}`, nil))
+	if len(steps) == 0 || steps[0].At < 5*time.Second {
+		t.Fatalf("steps: first arrival at %v; want none in the idle first step", steps[0].At)
+	}
+	ramp := arrivals(parse(`{"workload":{"kind":"ramp","from_rate":0,"rate":100,"duration":"10s"}}`, nil))
+	early, late := 0, 0
+	for _, x := range ramp {
+		if x.At < 5*time.Second {
+			early++
+		} else {
+			late++
+		}
+	}
+	if late < 2*early {
+		t.Fatalf("ramp 0→100/s: %d arrivals in the first half, %d in the second", early, late)
+	}
+	dir := fstest.MapFS{"arr.jsonl": {Data: []byte(
+		`{"mode":"plain","arrival_ms":5,"stream":true,"output_tokens":9}` + "\n" +
+			`{"mode":"windowed","arrival_ms":1}` + "\n" +
+			`{"mode":"plain","arrival_ms":2.5}` + "\n")}}
+	tr := arrivals(parse(`{"workload":{"kind":"trace","trace":"arr.jsonl"}}`, dir))
+	if len(tr) != 2 || tr[0].At != 2500*time.Microsecond || tr[1].At != 5*time.Millisecond || !tr[1].Stream || tr[1].OutputTokens != 9 {
+		t.Fatalf("trace replay = %+v; want the plain lines, sorted", tr)
+	}
+	bad := fstest.MapFS{"bad.jsonl": {Data: []byte(`{"stream":true}` + "\n")}}
+	if _, err := parse(`{"workload":{"kind":"trace","trace":"bad.jsonl"}}`, bad).Arrivals(); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("trace without at_ms: %v", err)
+	}
+}

@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// Arrival is one request of a workload: when it arrives, counted from the
+// start of the run, and what it asks for.
+type Arrival struct {
+	At           time.Duration
+	Stream       bool
+	PromptTokens int
+	OutputTokens int
+}
+
+// Arrivals builds the workload's requests in arrival order. The same
+// scenario and seed always give the same list.
+func (sc *Scenario) Arrivals() ([]Arrival, error) {
+	w := sc.Workload
+	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x5eed))
+	var times []time.Duration
+	var fromTrace []Arrival
+	switch w.Kind {
+	case "burst":
+		times = make([]time.Duration, w.N)
+	case "poisson":
+		times = poisson(rng, 0, w.Duration.D(), func(float64) float64 { return w.Rate }, w.Rate)
+	case "ramp":
+		d := w.Duration.D().Seconds()
+		rate := func(t float64) float64 { return w.FromRate + (w.Rate-w.FromRate)*t/d }
+		times = poisson(rng, 0, w.Duration.D(), rate, math.Max(w.Rate, w.FromRate))
+	case "steps":
+		var at time.Duration
+		for _, st := range w.Steps {
+			if st.Rate > 0 {
+				times = append(times, poisson(rng, at, st.Duration.D(), func(float64) float64 { return st.Rate }, st.Rate)...)
+			}
+			at += st.Duration.D()
+		}
+	case "trace":
+		var err error
+		if fromTrace, err = readTrace(sc.dir, w.Trace); err != nil {
+			return nil, err
+		}
+	}
+	pmin, pmax := rangeOr(w.PromptTokens, 200, 2000)
+	omin, omax := rangeOr(w.OutputTokens, 32, 128)
+	out := make([]Arrival, 0, max(len(times), len(fromTrace)))
+	for _, t := range times {
+		out = append(out, Arrival{At: t})
+	}
+	if fromTrace != nil {
+		out = fromTrace
+	}
+	for i := range out {
+		a := &out[i]
+		// Draw every field for every request so that a trace that pins
+		// some of them does not shift the draws of the others.
+		stream := rng.Float64() < w.StreamFraction
+		prompt := pmin + rng.IntN(pmax-pmin+1)
+		output := omin + rng.IntN(omax-omin+1)
+		if fromTrace == nil {
+			a.Stream = stream
+		}
+		if a.PromptTokens == 0 {
+			a.PromptTokens = prompt
+		}
+		if a.OutputTokens == 0 {
+			a.OutputTokens = output
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out, nil
+}
+
+func rangeOr(r [2]int, lo, hi int) (int, int) {
+	if r == [2]int{} {
+		return lo, hi
+	}
+	return r[0], r[1]
+}
+
+// poisson draws the arrival times of a Poisson process with the given rate
+// (per second, as a function of seconds since from) during [from, from+d),
+// by thinning a process at peak.
+func poisson(rng *rand.Rand, from, d time.Duration, rate func(float64) float64, peak float64) []time.Duration {
+	var out []time.Duration
+	for t := 0.0; ; {
+		t += rng.ExpFloat64() / peak
+		if t >= d.Seconds() {
+			return out
+		}
+		if rng.Float64()*peak <= rate(t) {
+			out = append(out, from+time.Duration(t*float64(time.Second)))
+		}
+	}
+}
+
+// traceLine is one line of an arrival trace.
+type traceLine struct {
+	AtMS         *float64 `json:"at_ms"`
+	ArrivalMS    *float64 `json:"arrival_ms"`
+	Mode         string   `json:"mode"`
+	Stream       bool     `json:"stream"`
+	PromptTokens int      `json:"prompt_tokens"`
+	OutputTokens int      `json:"output_tokens"`
+}
+
+func readTrace(dir fs.FS, name string) ([]Arrival, error) {
+	f, err := dir.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("workload.trace: %w", err)
+	}
+	defer f.Close()
+	var out []Arrival
+	mode := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l traceLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("workload.trace %s: line %d: %w", name, n, err)
+		}
+		if l.Mode != "" {
+			if mode == "" {
+				mode = l.Mode
+			} else if l.Mode != mode {
+				continue // a bench trace: replay its first mode only
+			}
+		}
+		at := l.AtMS
+		if at == nil {
+			at = l.ArrivalMS
+		}
+		if at == nil || *at < 0 {
+			return nil, fmt.Errorf("workload.trace %s: line %d: needs at_ms (or arrival_ms) >= 0", name, n)
+		}
+		out = append(out, Arrival{At: time.Duration(*at * float64(time.Millisecond)), Stream: l.Stream,
+			PromptTokens: l.PromptTokens, OutputTokens: l.OutputTokens})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("workload.trace %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("workload.trace %s: no arrivals", name)
+	}
+	return out, nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sluicehq/sluice/bench"
+)
+
+func runBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	scenario := fs.String("scenario", "burst", "built-in scenario name ("+strings.Join(bench.Builtin(), ", ")+") or a scenario JSON file")
+	out := fs.String("out", "", "directory for report.json, trace.jsonl, series.json and the plots (none if empty)")
+	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed")
+	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	fs.Usage = func() {
+		o := fs.Output()
+		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL]\n\n"+
+			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
+			"and prints the modes side by side. Flags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	sc, err := bench.LoadScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	opt := bench.Options{Scenario: sc, Upstream: *up}
+	for _, m := range strings.Split(*modes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			opt.Modes = append(opt.Modes, m)
+		}
+	}
+	if !*quiet {
+		opt.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, opt)
+	if err != nil {
+		return err
+	}
+	rep.WriteTable(os.Stdout)
+	if *out != "" {
+		if err := rep.WriteFiles(*out); err != nil {
+			return fmt.Errorf("bench: write %s: %w", *out, err)
+		}
+		fmt.Printf("\nwrote %s/{report.json,trace.jsonl,series.json,inflight,latency_cdf,queue}.{png,svg}\n", *out)
+	}
+	return nil
+}
