@@ -42,6 +42,9 @@ type Options struct {
 	// SampleEvery is how often upstream in-flight and queue depth are
 	// sampled. Zero means 10ms.
 	SampleEvery time.Duration
+	// Observer, if set, is asked for an observer to give each mode's proxy
+	// (proxy.Options.Observer); it may return nil.
+	Observer func(mode string) proxy.Observer
 }
 
 // Sample is one reading of the gauges, at T since the run's start.
@@ -62,7 +65,8 @@ type Interval struct {
 // ModeResult is the raw record of one mode's run.
 type ModeResult struct {
 	Mode     string
-	Cap      int // BATCH_MAX_CONCURRENCY, when windowed; else 0
+	Start    time.Time // the run's time zero: every *MS field counts from it
+	Cap      int       // BATCH_MAX_CONCURRENCY, when windowed; else 0
 	MaxWait  time.Duration
 	Records  []Record
 	Samples  []Sample
@@ -216,7 +220,11 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		if mode == ModeWindowed {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}
-		p, err = proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		popt := proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if opt.Observer != nil {
+			popt.Observer = opt.Observer(mode)
+		}
+		p, err = proxy.New(cfg, popt)
 		if err != nil {
 			return nil, err
 		}
@@ -241,6 +249,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		every = 10 * time.Millisecond
 	}
 	start := time.Now()
+	res.Start = start
 	if ulog != nil {
 		ulog.start = start
 	}

@@ -28,6 +28,7 @@ type Config struct {
 	UpstreamURL       *url.URL      // UPSTREAM_URL
 	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
 	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
+	UIEnabled         bool          // UI_ENABLED
 }
 
 // Setting is one row of the configuration table.
@@ -85,6 +86,9 @@ var Settings = []Setting{
 			c.DrainTimeout = time.Duration(n) * time.Second
 			return err
 		}},
+	{Env: "UI_ENABLED", Flag: "ui-enabled", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Serve the page at /ui/ (replay and live view) and its endpoints under /ui/api/. Off: /ui/ goes to the proxy like any other path.",
+		apply:   func(c *Config, v string) (err error) { c.UIEnabled, err = parseBool(v); return }},
 }
 
 // Default returns the configuration with every setting at its default.

@@ -46,6 +46,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("dispatch: member panic
 type Hooks struct {
 	// Flushed is called once per wave, before its members are put in line.
 	Flushed func(waveID uint64, size int, reason window.Reason)
+	// Started is called when a member holds its slot, just before its
+	// function runs, with the ctx given to Do. When it is set, the member
+	// also records when it gives its slot back (see Member.Released).
+	Started func(ctx context.Context, m *Member)
 }
 
 // Scheduler owns one window and shares one gate among all its waves.
@@ -82,6 +86,7 @@ type Member struct {
 	deadline *waveDeadline
 	joined   time.Time
 	granted  time.Time
+	released time.Time // set only when Hooks.Started is
 
 	mu     sync.Mutex              // orders start and LiftDeadline against the deadline's sweep
 	cancel context.CancelCauseFunc // cancels fn's ctx; nil until fn starts
@@ -96,6 +101,13 @@ func (m *Member) FlushReason() window.Reason { return m.wave.Reason }
 
 // QueueWait is how long the member waited, in its window and for a slot.
 func (m *Member) QueueWait() time.Duration { return m.granted.Sub(m.joined) }
+
+// Granted is when the member got its slot.
+func (m *Member) Granted() time.Time { return m.granted }
+
+// Released is when the member gave its slot back; zero until then, and
+// always zero unless Hooks.Started is set. Read it after Do returns.
+func (m *Member) Released() time.Time { return m.released }
 
 // Deadline is the time by which the member's function must finish, unless it
 // lifts the deadline first.
@@ -239,7 +251,10 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 	}
 	s.queued.Add(-1)
 	m.granted = time.Now()
-	defer s.gate.Release(&m.ticket)
+	defer s.release(m)
+	if s.hooks.Started != nil {
+		s.hooks.Started(ctx, m)
+	}
 	if ctx.Err() != nil {
 		return ctx.Err() // a departed client whose slot raced in
 	}
@@ -254,6 +269,14 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 		return ErrDeadline
 	}
 	return err
+}
+
+// release gives m's slot back, noting when if anyone is watching.
+func (s *Scheduler) release(m *Member) {
+	if s.hooks.Started != nil {
+		m.released = time.Now()
+	}
+	s.gate.Release(&m.ticket)
 }
 
 // run calls fn, turning a panic into a *PanicError so that one member's

@@ -34,6 +34,7 @@ type Proxy struct {
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
+	obs   Observer // nil: nobody watching
 }
 
 // Options are the optional parts of a Proxy.
@@ -43,6 +44,9 @@ type Options struct {
 	// Upstream is the client to forward with. If nil, one is built for
 	// cfg.UpstreamURL.
 	Upstream *upstream.Client
+	// Observer, if set, hears of every wave and every Messages exchange
+	// (see observe.go). If nil, the request path does no observing at all.
+	Observer Observer
 }
 
 // New builds a proxy for cfg.
@@ -50,7 +54,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamURL == nil && opt.Upstream == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger}
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -65,7 +69,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout}, g, dispatch.Hooks{})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout}, g, dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -73,7 +77,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p.mux = http.NewServeMux()
 	p.mux.HandleFunc("/healthz", p.healthz)
-	p.mux.HandleFunc("/v1/messages", p.messages)
+	p.mux.Handle("/v1/messages", p.observe(p.messages))
 	p.mux.HandleFunc("/", p.relay)
 	return p, nil
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -83,7 +82,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := proxy.New(cfg, proxy.Options{Logger: log})
+	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -99,7 +98,10 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	if opt.burst > 0 {
 		traffic.Go(func() { sendBursts(ctx, base, opt, simulator, cfg.MaxConcurrency, out) })
 	}
-	err = serve(ctx, ln, p, cfg.DrainTimeout, log)
+	if cfg.UIEnabled {
+		fmt.Fprintf(out, "the page:                %s/ui/\n\n", base)
+	}
+	err = serve(ctx, ln, h, p, cfg.DrainTimeout, log)
 	traffic.Wait()
 	return err
 }

@@ -40,21 +40,21 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	p, err := proxy.New(cfg, proxy.Options{Logger: log})
+	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.String(),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
-	return serve(ctx, ln, p, cfg.DrainTimeout, log)
+	return serve(ctx, ln, h, p, cfg.DrainTimeout, log)
 }
 
-// serve runs p on ln until ctx ends, then shuts down gracefully: it stops
+// serve runs h (p, or p behind the page) on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, releases open windows at once, and lets in-flight requests
 // finish for up to drain before cutting what is left.
-func serve(ctx context.Context, ln net.Listener, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
-	srv := newServer(p)
+func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
+	srv := newServer(h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -46,7 +46,7 @@ func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error)
-	go func() { served <- serve(ctx, ln, p, 30*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(ctx, ln, p, p, 30*time.Second, slog.New(slog.DiscardHandler)) }()
 
 	const n = 40 // two full waves and one partial one held open by MaxWait
 	var wg sync.WaitGroup

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/web"
+)
+
+// newHandler builds the proxy and, when UI_ENABLED, the page in front of
+// it: /ui/ goes to the page, everything else to the proxy. ctx ends the
+// page's live event streams, so that they do not hold up shutdown.
+func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (*proxy.Proxy, http.Handler, error) {
+	opt := proxy.Options{Logger: log}
+	var live *web.Live
+	if cfg.UIEnabled {
+		live = web.NewLive(nil)
+		opt.Observer = live
+	}
+	p, err := proxy.New(cfg, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cfg.UIEnabled {
+		return p, p, nil
+	}
+	live.SetGauges(func() web.Gauges {
+		return web.Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
+			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
+	})
+	ui := web.New(web.Options{Live: live, Context: ctx, Logger: log})
+	return p, web.Mount(ui, p), nil
+}

@@ -1,0 +1,296 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/sim"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts a fresh headless chromium for one test. A missing browser
+// fails the test: CI installs it (.ci/run), so it must be there.
+func browser(t *testing.T, w, h int) (context.Context, *consoleErrors) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("chromium not found at %s (apt-get install -y chromium): %v", chromiumPath, err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(w, h),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 20*time.Second)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	ce := &consoleErrors{}
+	messages := chromedp.Console(ctx)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				ce.add(m.String() + " " + m.URL)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancelT(); <-done })
+	return ctx, ce
+}
+
+type consoleErrors struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (c *consoleErrors) add(s string) { c.mu.Lock(); c.msgs = append(c.msgs, s); c.mu.Unlock() }
+
+func (c *consoleErrors) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.msgs {
+		t.Errorf("browser console: %s", m)
+	}
+}
+
+// shot saves a screenshot into SLUICE_UI_SHOTS if set, else the test's
+// temporary directory.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("SLUICE_UI_SHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// stack is a simulator, a windowed sluice in front of it with the live
+// view, and the page mounted in front of the proxy, as cmd/sluice does.
+type stack struct {
+	url  string
+	live *Live
+}
+
+func newStack(t *testing.T, slots int) *stack {
+	t.Helper()
+	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1})
+	simSrv := httptest.NewServer(s)
+	cfg := config.Default()
+	cfg.Enabled, cfg.MaxConcurrency, cfg.MaxSize = true, slots, 4
+	cfg.UpstreamURL, _ = url.Parse(simSrv.URL)
+	live := NewLive(nil)
+	p, err := proxy.New(cfg, proxy.Options{Observer: live, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.SetGauges(func() Gauges {
+		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewServer(Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p))
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+		p.Close()
+		simSrv.Close()
+		s.Close()
+	})
+	return &stack{url: srv.URL, live: live}
+}
+
+func attrInt(t *testing.T, ctx context.Context, sel, attr string) int {
+	t.Helper()
+	res, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), attr))
+	if err != nil {
+		t.Fatalf("read %s[%s]: %v", sel, attr, err)
+	}
+	v := res.Value
+	n, err := strconv.ParseFloat(v, 64)
+	if !res.Exists || err != nil {
+		t.Fatalf("%s[%s] = %q; want a number", sel, attr, v)
+	}
+	return int(n)
+}
+
+func TestPagePlaysTheBurst(t *testing.T) {
+	st := newStack(t, 8)
+	ctx, console := browser(t, 1280, 800)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(st.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	cap := attrInt(t, ctx, "#windowed-inflight", "data-cap")
+	if cap != DefaultParams.MaxConcurrency {
+		t.Fatalf("windowed lane cap %d; want the default trace's %d", cap, DefaultParams.MaxConcurrency)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#speed"), "2"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("speed").dispatchEvent(new Event("change")); undefined`),
+		chromedp.Click(chromedp.CSS("#play")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	maxPlain, maxWin, clock := 0, 0, 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
+		vals, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[+document.getElementById("clock").dataset.ms,
+			+document.getElementById("plain-inflight").dataset.inflight,
+			+document.getElementById("windowed-inflight").dataset.inflight]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock = max(clock, vals[0])
+		maxPlain, maxWin = max(maxPlain, vals[1]), max(maxWin, vals[2])
+	}
+	if clock < 1000 {
+		t.Errorf("after 4 s of Play at 2× the clock reads %d ms; want it past 1000", clock)
+	}
+	if maxPlain <= cap {
+		t.Errorf("plain lane in flight peaked at %d while playing; want above the cap %d", maxPlain, cap)
+	}
+	if maxWin > cap || maxWin < 1 {
+		t.Errorf("windowed lane in flight peaked at %d while playing; want 1..%d", maxWin, cap)
+	}
+	if peak := attrInt(t, ctx, "#windowed-peak", "data-value"); peak > cap {
+		t.Errorf("windowed peak figure %d; want <= %d", peak, cap)
+	}
+	t.Logf("clock %d ms, plain peak %d, windowed peak %d", clock, maxPlain, maxWin)
+	// Scrub to a moment mid-burst for the picture.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("scrub");
+		s.value = 150; s.dispatchEvent(new Event("input")); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	shot(t, ctx, "page-1280x800.png")
+	console.check(t)
+}
+
+func TestPageRerunMovesTheCap(t *testing.T) {
+	st := newStack(t, 8)
+	ctx, console := browser(t, 1280, 800)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(st.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	capX0, _ := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#lane-windowed"), "data-cap-x"))
+	peak0 := attrInt(t, ctx, "#windowed-peak", "data-value")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#burst"), "24"),
+		chromedp.SetValue(chromedp.CSS("#latency_ms"), "80"),
+		chromedp.SetValue(chromedp.CSS("#max_concurrency"), "4"),
+		chromedp.Click(chromedp.CSS("#run")),
+		chromedp.WaitVisible(chromedp.CSS(`#windowed-inflight[data-cap="4"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
+	); err != nil {
+		status, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Evaluate[string](`document.getElementById("run-status").textContent`))
+		t.Fatalf("%v (the page says %q)", err, status)
+	}
+	capX1, _ := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#lane-windowed"), "data-cap-x"))
+	if capX1 == capX0 {
+		t.Errorf("the windowed lane's cap line stayed at x=%s after the cap went from 8 to 4", capX0.Value)
+	}
+	peak1 := attrInt(t, ctx, "#windowed-peak", "data-value")
+	if peak1 > 4 || peak1 < 1 || peak1 == peak0 {
+		t.Errorf("windowed peak %d before, %d after re-running with cap 4; want it to move to 1..4", peak0, peak1)
+	}
+	if plain := attrInt(t, ctx, "#plain-peak", "data-value"); plain <= 4 {
+		t.Errorf("plain peak %d for 24 at once; want above 4", plain)
+	}
+	console.check(t)
+}
+
+func TestPageShowsLiveWaves(t *testing.T) {
+	st := newStack(t, 2)
+	ctx, console := browser(t, 390, 844)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(st.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="open"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for st.live.watchers.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"live %d"}]}`, i)
+			req, _ := http.NewRequest("POST", st.url+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("x-api-key", "sk-test")
+			req.Header.Set("content-type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d: status %d", i, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	// BATCH_MAX_SIZE=4: the four requests are one wave, closed by size.
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#live-waves li[data-wave][data-size="4"][data-reason="size"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live-requests tr:nth-child(4)`)),
+	); err != nil {
+		t.Fatalf("the live view did not show the wave of 4: %v", err)
+	}
+	wa, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#live-waves li[data-wave]`), "data-wave"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wave := wa.Value
+	waves, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#live-requests tr")].map(tr => tr.dataset.wave)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range waves {
+		if w != wave {
+			t.Errorf("a recent request shows wave %s; want %s, the wave of all four", w, wave)
+		}
+	}
+	shot(t, ctx, "page-390x844.png")
+	console.check(t)
+}

@@ -1,0 +1,201 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// Live is a proxy.Observer that keeps the latest waves and requests for the
+// live view. With nobody watching, each call is one atomic load. With a
+// watcher, each call writes one ring entry under a mutex held for that
+// write only: watchers copy under it and do all encoding and network I/O
+// outside it, at most liveRate times a second, so a slow watcher misses
+// updates (they are coalesced) but never holds up a request.
+type Live struct {
+	watchers atomic.Int32
+	gauges   func() Gauges
+
+	mu       sync.Mutex
+	version  uint64
+	waves    ring[LiveWave]
+	requests ring[LiveRequest]
+	nWaves   uint64
+	nReqs    uint64
+}
+
+// Gauges are the proxy's state at one moment.
+type Gauges struct {
+	Windowed  bool `json:"windowed"`    // BATCH_ENABLED
+	MaxSize   int  `json:"max_size"`    // BATCH_MAX_SIZE
+	MaxWaitMS int  `json:"max_wait_ms"` // BATCH_MAX_WAIT_MS
+	Slots     int  `json:"slots"`       // BATCH_MAX_CONCURRENCY
+	InFlight  int  `json:"in_flight"`   // gate slots held
+	Queued    int  `json:"queued"`      // waiting in a window or for a slot
+}
+
+// LiveWave is one flushed window.
+type LiveWave struct {
+	ID     uint64 `json:"id"`
+	Size   int    `json:"size"`
+	Reason string `json:"reason"`
+	AtMS   int64  `json:"at_ms"` // Unix milliseconds
+}
+
+// LiveRequest is one finished Messages exchange.
+type LiveRequest struct {
+	Wave        uint64  `json:"wave"`
+	Status      int     `json:"status"`
+	QueueWaitMS float64 `json:"queue_wait_ms"`
+	TotalMS     float64 `json:"total_ms"`
+	AtMS        int64   `json:"at_ms"` // Unix milliseconds, when it ended
+}
+
+const (
+	liveWaves    = 24
+	liveRequests = 40
+	liveRate     = 10 // updates per second, at most, per watcher
+)
+
+// NewLive returns a live view fed by the proxy it is given to as
+// proxy.Options.Observer. gauges, read at most liveRate times a second per
+// watcher, reports the proxy's state; it may be nil until SetGauges.
+func NewLive(gauges func() Gauges) *Live { return &Live{gauges: gauges} }
+
+// SetGauges sets the gauges function; call it before serving.
+func (l *Live) SetGauges(gauges func() Gauges) { l.gauges = gauges }
+
+var _ proxy.Observer = (*Live)(nil)
+
+// WaveFlushed records a wave if anyone is watching.
+func (l *Live) WaveFlushed(id uint64, size int, reason string) {
+	if l.watchers.Load() == 0 {
+		return
+	}
+	w := LiveWave{ID: id, Size: size, Reason: reason, AtMS: time.Now().UnixMilli()}
+	l.mu.Lock()
+	l.waves.put(w)
+	l.nWaves++
+	l.version++
+	l.mu.Unlock()
+}
+
+// RequestDone records an exchange if anyone is watching.
+func (l *Live) RequestDone(ex proxy.Exchange) {
+	if l.watchers.Load() == 0 {
+		return
+	}
+	r := LiveRequest{Wave: ex.Wave, Status: ex.Status, QueueWaitMS: ms(ex.QueueWait),
+		TotalMS: ms(ex.End.Sub(ex.Start)), AtMS: ex.End.UnixMilli()}
+	l.mu.Lock()
+	l.requests.put(r)
+	l.nReqs++
+	l.version++
+	l.mu.Unlock()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// liveUpdate is one event of GET /ui/api/live.
+type liveUpdate struct {
+	NowMS    int64         `json:"now_ms"`
+	Gauges   Gauges        `json:"gauges"`
+	Waves    []LiveWave    `json:"waves"`    // newest first
+	Requests []LiveRequest `json:"requests"` // newest first
+	NWaves   uint64        `json:"waves_seen"`
+	NReqs    uint64        `json:"requests_seen"`
+}
+
+func (l *Live) snapshot() (liveUpdate, uint64) {
+	u := liveUpdate{NowMS: time.Now().UnixMilli()}
+	if l.gauges != nil {
+		u.Gauges = l.gauges()
+	}
+	l.mu.Lock()
+	v := l.version
+	u.Waves, u.Requests = l.waves.newestFirst(), l.requests.newestFirst()
+	u.Waves = u.Waves[:min(len(u.Waves), liveWaves)]
+	u.NWaves, u.NReqs = l.nWaves, l.nReqs
+	l.mu.Unlock()
+	return u, v
+}
+
+// live serves GET /ui/api/live: server-sent events, one "live" event when
+// something changed, at most liveRate a second, and one a second anyway.
+func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
+	l := h.opt.Live
+	if l == nil {
+		writeError(w, http.StatusNotFound, "not_found_error", "this sluice has no live view (it runs no proxy)")
+		return
+	}
+	l.watchers.Add(1)
+	defer l.watchers.Add(-1)
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	tick := time.NewTicker(time.Second / liveRate)
+	defer tick.Stop()
+	var (
+		lastV    uint64 = ^uint64(0)
+		lastG    Gauges
+		lastSent time.Time
+		buf      bytes.Buffer
+	)
+	for {
+		u, v := l.snapshot()
+		if v != lastV || u.Gauges != lastG || time.Since(lastSent) >= time.Second {
+			buf.Reset()
+			buf.WriteString("event: live\ndata: ")
+			json.NewEncoder(&buf).Encode(u) // ends with "\n"
+			buf.WriteString("\n")
+			rc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			lastV, lastG, lastSent = v, u.Gauges, time.Now()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-h.opt.Context.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ring keeps the last len(buf) values put.
+type ring[T any] struct {
+	buf  [liveRequests]T
+	n    int // values held
+	next int
+	size int
+}
+
+func (r *ring[T]) put(v T) {
+	if r.size == 0 {
+		r.size = len(r.buf)
+	}
+	r.buf[r.next] = v
+	r.next = (r.next + 1) % r.size
+	r.n = min(r.n+1, r.size)
+}
+
+func (r *ring[T]) newestFirst() []T {
+	out := make([]T, 0, r.n)
+	for i := 1; i <= r.n; i++ {
+		out = append(out, r.buf[(r.next-i+r.size)%r.size])
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/bench"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// Params are what the page asks the server to run: one burst through the
+// plain and the windowed path, against an in-process simulator.
+type Params struct {
+	Burst          int     `json:"burst"`           // requests, all arriving at once
+	MaxSize        int     `json:"max_size"`        // BATCH_MAX_SIZE
+	MaxWaitMS      int     `json:"max_wait_ms"`     // BATCH_MAX_WAIT_MS
+	MaxConcurrency int     `json:"max_concurrency"` // BATCH_MAX_CONCURRENCY
+	LatencyMS      int     `json:"latency_ms"`      // the upstream's time to first token
+	Capacity       int     `json:"capacity"`        // the upstream's generation slots; 0 = unlimited
+	SpikeFactor    float64 `json:"spike_factor"`    // latency multiplier during the spike; 0 or 1 = none
+	SpikeFromMS    int     `json:"spike_from_ms"`
+	SpikeToMS      int     `json:"spike_to_ms"`
+}
+
+// DefaultParams mirror the built-in burst scenario: 64 at once, the seed's
+// window and cap, 300 ms to first token, 16 upstream generation slots.
+var DefaultParams = Params{Burst: 64, MaxSize: 16, MaxWaitMS: 20, MaxConcurrency: 8, LatencyMS: 300, Capacity: 16}
+
+// Limits on what the page may ask for.
+const (
+	maxBurst   = 500
+	maxLatency = 5000 // ms
+	maxRun     = 30 * time.Second
+	maxEstRun  = 25 * time.Second // a run estimated longer is refused up front
+)
+
+// Fixed parts of a page run: short replies, no client retries (so each dot
+// is one call), half of them streamed.
+const (
+	perToken     = 2 * time.Millisecond
+	outputTokMax = 48
+)
+
+// validate checks p against the limits; the message names the field.
+func (p Params) validate() error {
+	check := func(name string, v, lo, hi int) error {
+		if v < lo || v > hi {
+			return fmt.Errorf("%s=%d: must be between %d and %d", name, v, lo, hi)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		check("burst", p.Burst, 1, maxBurst),
+		check("max_size", p.MaxSize, 1, maxBurst),
+		check("max_wait_ms", p.MaxWaitMS, 0, 5000),
+		check("max_concurrency", p.MaxConcurrency, 1, maxBurst),
+		check("latency_ms", p.LatencyMS, 1, maxLatency),
+		check("capacity", p.Capacity, 0, 10000),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if p.SpikeFactor != 0 && p.SpikeFactor != 1 {
+		if p.SpikeFactor < 0 || p.SpikeFactor > 20 || math.IsNaN(p.SpikeFactor) {
+			return fmt.Errorf("spike_factor=%g: must be between 0 and 20 (0 or 1: no spike)", p.SpikeFactor)
+		}
+		if p.SpikeFromMS < 0 || p.SpikeToMS <= p.SpikeFromMS || p.SpikeToMS > int(maxRun/time.Millisecond) {
+			return fmt.Errorf("spike_from_ms=%d, spike_to_ms=%d: want 0 <= from < to <= 30000", p.SpikeFromMS, p.SpikeToMS)
+		}
+	}
+	if est := p.estimate(); est > maxEstRun {
+		return fmt.Errorf("this run would take about %s, over the page's limit of %s: lower burst or latency_ms, or raise max_concurrency", est.Round(time.Second), maxEstRun)
+	}
+	return nil
+}
+
+// estimate is a rough upper bound of the slower path's duration.
+func (p Params) estimate() time.Duration {
+	f := max(p.SpikeFactor, 1)
+	call := time.Duration(float64(p.LatencyMS)*f)*time.Millisecond + outputTokMax*perToken
+	waves := (p.Burst + p.MaxConcurrency - 1) / p.MaxConcurrency
+	windowed := time.Duration(waves)*call + time.Duration(p.MaxWaitMS)*time.Millisecond
+	plain := call
+	if p.Capacity > 0 && p.Burst > p.Capacity {
+		plain = call * time.Duration(p.Burst) / time.Duration(p.Capacity)
+	}
+	if p.Capacity > 0 && p.MaxConcurrency > p.Capacity {
+		windowed = windowed * time.Duration(p.MaxConcurrency) / time.Duration(p.Capacity)
+	}
+	return max(windowed, plain)
+}
+
+func (p Params) scenario() *bench.Scenario {
+	retries := 0
+	sc := &bench.Scenario{
+		Name:        "page",
+		Description: fmt.Sprintf("%d requests at once, from the page", p.Burst),
+		Seed:        1,
+		Sim: bench.SimSpec{TTFT: bench.Duration(time.Duration(p.LatencyMS) * time.Millisecond),
+			PerToken: bench.Duration(perToken), Jitter: 0.1, Capacity: p.Capacity},
+		Sluice: bench.Sluice{MaxSize: p.MaxSize, MaxWait: bench.Duration(time.Duration(p.MaxWaitMS) * time.Millisecond),
+			MaxConcurrency: p.MaxConcurrency, Timeout: bench.Duration(maxRun)},
+		Client: bench.Client{Timeout: bench.Duration(maxRun), MaxRetries: &retries},
+		Workload: bench.Workload{Kind: "burst", N: p.Burst, StreamFraction: 0.5,
+			PromptTokens: [2]int{200, 2000}, OutputTokens: [2]int{16, outputTokMax}},
+	}
+	if p.SpikeFactor != 0 && p.SpikeFactor != 1 {
+		sc.Sim.Spikes = []bench.SpikeSpec{{From: bench.Duration(time.Duration(p.SpikeFromMS) * time.Millisecond),
+			To: bench.Duration(time.Duration(p.SpikeToMS) * time.Millisecond), Factor: p.SpikeFactor}}
+	}
+	return sc
+}
+
+// Trace is what the page replays: one lane per path.
+type Trace struct {
+	Params    Params    `json:"params"`
+	Generated time.Time `json:"generated"`
+	Lanes     []Lane    `json:"lanes"`
+}
+
+// Lane is one path's run. Every time is in milliseconds since the burst's
+// time zero; a null time is a step the request never reached.
+type Lane struct {
+	Mode     string    `json:"mode"` // plain or windowed
+	Cap      int       `json:"cap"`  // BATCH_MAX_CONCURRENCY (enforced only when windowed)
+	Requests []Request `json:"requests"`
+	Waves    []Wave    `json:"waves"`
+	// UpstreamPeak is the simulator's own exact count of concurrent
+	// generations, for comparison with the lane's slot intervals.
+	UpstreamPeak int `json:"upstream_peak"`
+}
+
+// Request is one request's life.
+type Request struct {
+	ID      int      `json:"id"`
+	Arrive  float64  `json:"arrive"`  // the client sent it
+	Flush   *float64 `json:"flush"`   // its window closed (windowed only)
+	Wave    uint64   `json:"wave"`    // its wave (windowed only)
+	Slot    *float64 `json:"slot"`    // its upstream call could begin
+	Release *float64 `json:"release"` // its upstream call ended and its slot was freed
+	Done    float64  `json:"done"`    // the client had the whole answer
+	Outcome string   `json:"outcome"` // ok, error or lost
+	Status  int      `json:"status"`
+	Error   string   `json:"error,omitempty"`
+	Stream  bool     `json:"stream"`
+}
+
+// Wave is one flush of the window.
+type Wave struct {
+	ID     uint64  `json:"id"`
+	At     float64 `json:"at"`
+	Size   int     `json:"size"`
+	Reason string  `json:"reason"`
+}
+
+// recorder is a proxy.Observer that keeps what one bench mode's proxy saw.
+type recorder struct {
+	mu    sync.Mutex
+	waves []waveAt
+	byKey map[string]proxy.Exchange // by X-Bench-Attempt
+}
+
+type waveAt struct {
+	Wave
+	t time.Time
+}
+
+func (r *recorder) WaveFlushed(id uint64, size int, reason string) {
+	r.mu.Lock()
+	r.waves = append(r.waves, waveAt{Wave{ID: id, Size: size, Reason: reason}, time.Now()})
+	r.mu.Unlock()
+}
+
+func (r *recorder) RequestDone(ex proxy.Exchange) {
+	key := ex.Request.Header.Get("X-Bench-Attempt")
+	ex.Request = nil
+	r.mu.Lock()
+	r.byKey[key] = ex
+	r.mu.Unlock()
+}
+
+// Run runs p through the plain and the windowed path and returns the trace.
+func Run(ctx context.Context, p Params) (*Trace, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxRun)
+	defer cancel()
+	recs := map[string]*recorder{}
+	opt := bench.Options{Scenario: p.scenario(), Modes: []string{bench.ModePlain, bench.ModeWindowed},
+		Observer: func(mode string) proxy.Observer {
+			r := &recorder{byKey: map[string]proxy.Exchange{}}
+			recs[mode] = r
+			return r
+		}}
+	rep, err := bench.Run(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("the run passed its limit of %s", maxRun)
+	}
+	tr := &Trace{Params: p, Generated: time.Now().UTC().Truncate(time.Second)}
+	for _, res := range rep.Results() {
+		tr.Lanes = append(tr.Lanes, lane(res, recs[res.Mode], p.MaxConcurrency))
+	}
+	return tr, nil
+}
+
+func lane(res *bench.ModeResult, rec *recorder, cap int) Lane {
+	ms := func(t time.Time) float64 { return math.Round(float64(t.Sub(res.Start))/1e5) / 10 }
+	opt := func(t time.Time) *float64 {
+		if t.IsZero() {
+			return nil
+		}
+		v := ms(t)
+		return &v
+	}
+	l := Lane{Mode: res.Mode, Cap: cap, UpstreamPeak: int(res.Sim.PeakInflight), Waves: []Wave{}}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	flushAt := map[uint64]float64{}
+	for _, w := range rec.waves {
+		w.At = ms(w.t)
+		flushAt[w.ID] = w.At
+		l.Waves = append(l.Waves, w.Wave)
+	}
+	for _, r := range res.Records {
+		q := Request{ID: r.ID, Arrive: math.Round(r.ArrivalMS*10) / 10, Done: math.Round(r.DoneMS*10) / 10,
+			Outcome: r.Outcome, Status: r.Status, Error: r.ErrorType, Stream: r.Stream}
+		if ex, ok := rec.byKey[strconv.Itoa(r.ID)+"."+strconv.Itoa(r.Retries)]; ok {
+			q.Slot, q.Release = opt(ex.Granted), opt(ex.Released)
+			if ex.Wave != 0 {
+				q.Wave = ex.Wave
+				if at, ok := flushAt[ex.Wave]; ok {
+					q.Flush = &at
+				}
+			}
+		}
+		l.Requests = append(l.Requests, q)
+	}
+	sort.Slice(l.Requests, func(i, j int) bool { return l.Requests[i].ID < l.Requests[j].ID })
+	return l
+}
+
+// runner serves POST /ui/api/run, one run at a time.
+type runner struct {
+	busy chan struct{}
+	log  *slog.Logger
+}
+
+func newRunner(log *slog.Logger) *runner { return &runner{busy: make(chan struct{}, 1), log: log} }
+
+func (rn *runner) serve(w http.ResponseWriter, r *http.Request) {
+	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(mt, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "send the parameters as application/json")
+		return
+	}
+	p := DefaultParams
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "the parameters are not valid JSON: "+err.Error())
+		return
+	}
+	if err := p.validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	select {
+	case rn.busy <- struct{}{}:
+		defer func() { <-rn.busy }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "a run is already in progress; the page runs one at a time. Try again when it finishes")
+		return
+	}
+	tr, err := Run(r.Context(), p)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the page went away
+		}
+		rn.log.Warn("ui run failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "api_error", "the run failed: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(tr)
+}

@@ -1,0 +1,127 @@
+// Package web is sluice's page at /ui/: a replay of the same burst through
+// the plain and the windowed path, side by side, from real runs of the bench
+// engine, and a live view of the running proxy. Everything it serves is
+// embedded in the binary; it needs no network.
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+)
+
+//go:generate go run ./gentrace -out static/trace-default.json
+
+//go:embed static
+var static embed.FS
+
+// Prefix is where the page is mounted.
+const Prefix = "/ui/"
+
+// Options configure the page's handler. The zero value serves the replay
+// with no live view.
+type Options struct {
+	// Live feeds the live view; if nil, GET /ui/api/live answers 404.
+	Live *Live
+	// Context ends the live view's open event streams when it is done (so
+	// that a graceful shutdown is not held up by a watcher). If nil, they
+	// end only when their client leaves.
+	Context context.Context
+	// Logger receives one line per failed replay run. If nil, slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the page under /ui/ and its API under /ui/api/.
+type Handler struct {
+	opt    Options
+	mux    *http.ServeMux
+	runner *runner
+}
+
+// New returns the handler for /ui/.
+func New(opt Options) *Handler {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Context == nil {
+		opt.Context = context.Background()
+	}
+	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger)}
+	sub, _ := fs.Sub(static, "static")
+	files := http.StripPrefix("/ui", http.FileServerFS(sub))
+	h.mux.Handle("/ui/", noCache(getOnly(files)))
+	h.mux.HandleFunc("GET /ui/api/default", h.defaultTrace)
+	h.mux.HandleFunc("POST /ui/api/run", h.runner.serve)
+	h.mux.HandleFunc("GET /ui/api/live", h.live)
+	h.mux.HandleFunc("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	h.mux.Handle("/ui", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
+	return h
+}
+
+// ServeHTTP routes r.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Mount returns a handler that sends /ui and everything under /ui/ to ui
+// and the rest to next.
+func Mount(ui, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "/ui" || len(p) >= len(Prefix) && p[:len(Prefix)] == Prefix {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) defaultTrace(w http.ResponseWriter, r *http.Request) {
+	b, err := static.ReadFile("static/trace-default.json")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "api_error", "the default trace is missing from the binary")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b)
+}
+
+// getOnly refuses methods other than GET and HEAD.
+func getOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", r.Method+" is not allowed here; use GET")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// noCache keeps a browser from mixing files of two builds.
+func noCache(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers with an Anthropic-shaped error body.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	var body struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body.Type, body.Error.Type, body.Error.Message = "error", typ, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
