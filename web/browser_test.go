@@ -48,7 +48,7 @@ func browser(t *testing.T, w, h int) (context.Context, *consoleErrors) {
 	t.Cleanup(func() { cancelB(); cancelA() })
 	ce := &consoleErrors{}
 	messages := chromedp.Console(ctx)
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(w), int64(h)), chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
 	done := make(chan struct{})

@@ -79,9 +79,10 @@ function phase(r, t, windowed) {
     if (t < r.release) return [2, r.slot];
     return [3, r.release];
   }
+  // plain: no window and no gate; it is in flight from its upstream call's
+  // start (a few ms after arrival) to its end
   const end = r.release ?? r.done;
-  if (r.slot != null && t < end) return [2, r.arrive];
-  if (t < r.done && r.slot == null) return [2, r.arrive];
+  if (t < end) return r.slot == null || t >= r.slot ? [2, r.arrive] : [-1, 0];
   return [3, end];
 }
 
@@ -316,7 +317,8 @@ window.addEventListener("resize", render);
 const FIELDS = ["burst", "max_size", "max_wait_ms", "max_concurrency", "latency_ms", "capacity", "spike_factor", "spike_from_ms", "spike_to_ms"];
 
 function fillForm(p) {
-  for (const f of FIELDS) if (p[f] != null && !(f === "spike_factor" && p[f] === 0)) $(f).value = p[f];
+  for (const f of FIELDS) if (p[f] != null) $(f).value = p[f];
+  if (!p.spike_factor) { $("spike_factor").value = 1; $("spike_from_ms").value = 0; $("spike_to_ms").value = 1000; }
 }
 
 $("params").addEventListener("submit", async (e) => {

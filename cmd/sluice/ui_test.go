@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+func TestUISettingMountsThePage(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, "upstream saw "+r.URL.Path)
+	}))
+	defer up.Close()
+	for _, on := range []bool{true, false} {
+		cfg := config.Default()
+		cfg.UIEnabled = on
+		cfg.UpstreamURL, _ = url.Parse(up.URL)
+		ctx, cancel := context.WithCancel(context.Background())
+		p, h, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		get := func(path string) (int, string) {
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := get("/ui/")
+		if on && (code != 200 || !strings.Contains(body, "<canvas")) {
+			t.Errorf("UI_ENABLED=1: GET /ui/ = %d %.80q; want the page", code, body)
+		}
+		if !on && (code != http.StatusTeapot || body != "upstream saw /ui/") {
+			t.Errorf("UI_ENABLED=0: GET /ui/ = %d %q; want it relayed upstream like any path", code, body)
+		}
+		if code, _ := get("/ui/api/default"); on && code != 200 {
+			t.Errorf("UI_ENABLED=1: GET /ui/api/default = %d", code)
+		}
+		if code, body := get("/v1/models"); code != http.StatusTeapot || body != "upstream saw /v1/models" {
+			t.Errorf("UI_ENABLED=%v: GET /v1/models = %d %q; want the proxy's relay", on, code, body)
+		}
+		srv.Close()
+		p.Close()
+		cancel()
+	}
+}
