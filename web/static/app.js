@@ -169,7 +169,9 @@ function drawLane(mode) {
   const capLabel = "cap " + lane.cap;
   g.fillText(capLabel, Math.min(capX + 4, W - g.measureText(capLabel).width - 2), by + bh + 2);
   g.fillStyle = C.text;
-  g.fillText("in flight " + n, 4, by + bh + 2);
+  g.textAlign = "right";
+  g.fillText("in flight " + n, W - 4, by + bh + 2);
+  g.textAlign = "left";
   const fig = $("lane-" + mode);
   fig.dataset.cap = lane.cap;
   fig.dataset.capX = capX.toFixed(1);
