@@ -28,6 +28,7 @@ type Config struct {
 	UpstreamURL       *url.URL      // UPSTREAM_URL
 	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
 	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
+	MaxQueue          int           // BATCH_MAX_QUEUE
 }
 
 // Setting is one row of the configuration table.
@@ -85,6 +86,9 @@ var Settings = []Setting{
 			c.DrainTimeout = time.Duration(n) * time.Second
 			return err
 		}},
+	{Env: "BATCH_MAX_QUEUE", Flag: "batch-max-queue", Default: "1024", Accepts: "a whole number >= 1",
+		Meaning: "Max requests waiting, in open windows or for a slot. Past it sluice answers 529 overloaded_error with retry-after at once.",
+		apply:   func(c *Config, v string) (err error) { c.MaxQueue, err = parseInt(v, 1); return }},
 }
 
 // Default returns the configuration with every setting at its default.

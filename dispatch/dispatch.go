@@ -22,12 +22,21 @@ type Config struct {
 	MaxSize int           // BATCH_MAX_SIZE: a window closes at this many members
 	MaxWait time.Duration // BATCH_MAX_WAIT_MS: ...or this long after its first member
 	Timeout time.Duration // BATCH_TIMEOUT_S: each member's deadline, counted from the flush
+	// MaxQueue caps the members waiting, in an open window or for a slot
+	// (BATCH_MAX_QUEUE). Past it Do fails at once with ErrQueueFull. Zero
+	// means no cap.
+	MaxQueue int
 }
 
 // ErrDeadline is returned when a member's wave deadline passed before its
 // function finished (or, for a member that lifted the deadline, before it
 // did so).
 var ErrDeadline = errors.New("dispatch: wave deadline passed")
+
+// ErrQueueFull is returned by Do, at once, when MaxQueue members are already
+// waiting: shedding the excess keeps waiting and memory bounded however hard
+// clients push.
+var ErrQueueFull = errors.New("dispatch: queue full")
 
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("dispatch: closed")
@@ -49,11 +58,12 @@ type Hooks struct {
 
 // Scheduler owns one window and shares one gate among all its waves.
 type Scheduler struct {
-	win     *window.Window[*Member]
-	gate    gate.Gate
-	timeout time.Duration
-	hooks   Hooks
-	queued  atomic.Int64 // members in an open window or waiting for a slot
+	win      *window.Window[*Member]
+	gate     gate.Gate
+	timeout  time.Duration
+	maxQueue int64
+	hooks    Hooks
+	queued   atomic.Int64 // members in an open window or waiting for a slot
 }
 
 // New returns a scheduler that releases its waves through g.
@@ -64,7 +74,10 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, hooks: hooks}
+	if cfg.MaxQueue < 0 {
+		return nil, errors.New("dispatch: max queue must not be negative")
+	}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, maxQueue: int64(cfg.MaxQueue), hooks: hooks}
 	win, err := window.New(cfg.MaxSize, cfg.MaxWait, s.flush)
 	if err != nil {
 		return nil, err
@@ -142,13 +155,19 @@ func (d *waveDeadline) finish() {
 // deadline passed first, ctx's error if the caller left before it was
 // served, or a *PanicError if fn panicked.
 func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Member) error) error {
+	// Count the member before it joins, so that the cap holds exactly even
+	// when many arrive at once.
+	if n := s.queued.Add(1); s.maxQueue > 0 && n > s.maxQueue {
+		s.queued.Add(-1)
+		return ErrQueueFull
+	}
 	m := &Member{joined: time.Now()}
 	wave, err := s.win.Add(m)
 	if err != nil {
+		s.queued.Add(-1)
 		return ErrClosed
 	}
 	m.wave = wave
-	s.queued.Add(1)
 
 	// Wait for the window to close.
 	select {
@@ -213,6 +232,10 @@ func (s *Scheduler) Flush() { s.win.Flush() }
 
 // Close releases the open window and refuses new members.
 func (s *Scheduler) Close() { s.win.Close() }
+
+// Full reports whether the queue is at its cap, so a caller can shed a
+// request before spending anything on it. Do enforces the cap exactly.
+func (s *Scheduler) Full() bool { return s.maxQueue > 0 && s.queued.Load() >= s.maxQueue }
 
 // Queued reports how many members are in an open window or waiting for a
 // slot.

@@ -24,6 +24,13 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMethod("POST"))
 		return
 	}
+	// Shed before reading the body when the queue is already full: under
+	// overload the cheapest answer is the best one. Do enforces the cap
+	// exactly; this only saves the read.
+	if p.sched != nil && p.sched.Full() {
+		writeError(w, p.mapError(dispatch.ErrQueueFull))
+		return
+	}
 	// The body is read before queuing: Go's server only notices a client
 	// that hangs up once the handler has consumed the request body.
 	body, aerr := readBody(w, r, maxMessagesBody)
@@ -160,6 +167,9 @@ func (p *Proxy) mapError(err error) *apiError {
 	case errors.Is(err, dispatch.ErrDeadline):
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
+	case errors.Is(err, dispatch.ErrQueueFull):
+		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
 	case errors.Is(err, dispatch.ErrClosed):
 		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}

@@ -65,7 +65,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout}, g, dispatch.Hooks{})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue}, g, dispatch.Hooks{})
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
