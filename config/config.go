@@ -29,6 +29,8 @@ type Config struct {
 	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
 	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
 	MaxQueue          int           // BATCH_MAX_QUEUE
+	RetryMaxAttempts  int           // RETRY_MAX_ATTEMPTS
+	RetryBudget       int           // RETRY_BUDGET_PERCENT
 }
 
 // Setting is one row of the configuration table.
@@ -89,6 +91,19 @@ var Settings = []Setting{
 	{Env: "BATCH_MAX_QUEUE", Flag: "batch-max-queue", Default: "1024", Accepts: "a whole number >= 1",
 		Meaning: "Max requests waiting, in open windows or for a slot. Past it sluice answers 529 overloaded_error with retry-after at once.",
 		apply:   func(c *Config, v string) (err error) { c.MaxQueue, err = parseInt(v, 1); return }},
+	{Env: "RETRY_MAX_ATTEMPTS", Flag: "retry-max-attempts", Default: "3", Accepts: "a whole number >= 1",
+		Meaning: "Attempts per windowed request, the first included, on 429, 5xx, 529 or a failed connection before anything reached the client. 1 turns retries off.",
+		apply:   func(c *Config, v string) (err error) { c.RetryMaxAttempts, err = parseInt(v, 1); return }},
+	{Env: "RETRY_BUDGET_PERCENT", Flag: "retry-budget-percent", Default: "20", Accepts: "a whole number from 0 to 1000",
+		Meaning: "Retries allowed per 100 requests over the last 10 s (never fewer than 10 retries/s), so retries cannot amplify an outage.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 0)
+			if err == nil && n > 1000 {
+				err = errors.New("must be at most 1000")
+			}
+			c.RetryBudget = n
+			return err
+		}},
 }
 
 // Default returns the configuration with every setting at its default.

@@ -89,6 +89,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 // Member is one request's passage through the scheduler. The function given
 // to Do receives it to learn its wave and to lift its deadline.
 type Member struct {
+	s        *Scheduler
 	ticket   gate.Ticket
 	wave     *window.Wave[*Member]
 	deadline *waveDeadline
@@ -117,6 +118,40 @@ func (m *Member) Deadline() time.Time { return m.wave.ClosedAt.Add(m.deadline.ti
 func (m *Member) LiftDeadline() bool {
 	m.lifted.Store(true)
 	return m.deadline.ctx.Err() == nil
+}
+
+// Requeue gives the member's slot back, waits d (a retry's backoff), and
+// joins the back of the gate's line again; it returns once the member holds
+// a slot anew, or ctx's error (fn's context: the client left or the wave
+// deadline passed) without a slot. Only the function given to Do may call it.
+//
+// The back of the line, not the front: a retry has already had its turn
+// with an upstream that is failing, and its backoff gives the slot to
+// requests that have waited in order, so retries cannot starve fresh
+// requests during an outage. It also needs nothing of a gate beyond Join,
+// so every kind of gate supports it.
+func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
+	s := m.s
+	s.gate.Release(&m.ticket)
+	m.ticket = gate.Ticket{} // released tickets are done; a fresh one joins anew
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.queued.Add(1) // waiting again, but already admitted: never shed here
+	s.gate.Join(&m.ticket)
+	select {
+	case <-m.ticket.Ready():
+		s.queued.Add(-1)
+		return nil
+	case <-ctx.Done():
+		s.queued.Add(-1)
+		s.gate.Leave(&m.ticket)
+		return ctx.Err()
+	}
 }
 
 // waveDeadline is shared by all members of a wave: one timer a wave, not one
@@ -161,7 +196,7 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 		s.queued.Add(-1)
 		return ErrQueueFull
 	}
-	m := &Member{joined: time.Now()}
+	m := &Member{s: s, joined: time.Now()}
 	wave, err := s.win.Add(m)
 	if err != nil {
 		s.queued.Add(-1)

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,6 +80,59 @@ func TestQueueCapCountsMembersInOpenWindow(t *testing.T) {
 			if err := <-errs; err != nil {
 				t.Error(err)
 			}
+		}
+	})
+}
+
+func TestRequeueGivesSlotBackDuringBackoffAndRejoinsAtBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: time.Minute}, 1)
+		var order []string
+		retried := make(chan struct{})
+		go func() {
+			s.Do(context.Background(), func(ctx context.Context, m *Member) error {
+				order = append(order, "a1")
+				if err := m.Requeue(ctx, 2*time.Second); err != nil {
+					return err
+				}
+				order = append(order, "a2")
+				close(retried)
+				return nil
+			})
+		}()
+		synctest.Wait()
+		if st := g.Stats(); st.InFlight != 0 {
+			t.Fatalf("gate during backoff = %+v; want the slot given back", st)
+		}
+		done := make(chan struct{})
+		go func() { // b arrives during a's backoff and runs on the free slot for 5 s
+			s.Do(context.Background(), func(context.Context, *Member) error {
+				order = append(order, "b")
+				time.Sleep(5 * time.Second)
+				return nil
+			})
+			close(done)
+		}()
+		<-retried
+		<-done
+		if got := fmt.Sprint(order); got != "[a1 b a2]" {
+			t.Fatalf("order = %s; want the retry behind b, which arrived during the backoff", got)
+		}
+	})
+}
+
+func TestRequeueRespectsTheWaveDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: 3 * time.Second}, 1)
+		start := time.Now()
+		err := s.Do(context.Background(), func(ctx context.Context, m *Member) error {
+			return m.Requeue(ctx, time.Hour)
+		})
+		if !errors.Is(err, ErrDeadline) || time.Since(start) != 3*time.Second {
+			t.Fatalf("Do = %v after %v; want ErrDeadline at 3s", err, time.Since(start))
+		}
+		if st := g.Stats(); st.InFlight != 0 || st.Waiting != 0 {
+			t.Fatalf("gate = %+v; want empty", st)
 		}
 	})
 }

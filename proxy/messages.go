@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -49,6 +51,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.sched == nil {
 		err = ex.forward(r.Context(), nil)
 	} else {
+		p.budget.Request()
 		err = p.sched.Do(r.Context(), ex.forward)
 	}
 	ex.finish(err)
@@ -101,43 +104,98 @@ type exchange struct {
 	r       *http.Request
 	body    []byte
 	written bool // the response status has been sent
+	retries int  // attempts after the first
 }
 
 // forward sends the request upstream under ctx and relays the answer. m is
-// the request's place in its wave, or nil on the plain path.
+// the request's place in its wave, or nil on the plain path. On the windowed
+// path a retryable failure is tried again in place (see again) as long as
+// nothing has been written to the client.
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-
-	if isEventStream(resp.Header) {
-		// The wave deadline covers a stream up to its headers; from here on
-		// the idle timeout governs.
-		if m != nil && !m.LiftDeadline() {
-			return dispatch.ErrDeadline
+	for attempt := 1; ; attempt++ {
+		resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
+		if err != nil {
+			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			return err
 		}
+		if isEventStream(resp.Header) {
+			defer resp.Body.Close()
+			// The wave deadline covers a stream up to its headers; from here on
+			// the idle timeout governs.
+			if m != nil && !m.LiftDeadline() {
+				return dispatch.ErrDeadline
+			}
+			ex.written = true
+			return ex.p.relayEvents(ctx, cancel, ex.w, resp)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+		resp.Body.Close()
+		if err != nil {
+			uerr := &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
+			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			return uerr
+		}
+		if len(data) > maxResponseBody {
+			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+		}
+		if cause, ok := retry.Retryable(resp.StatusCode, resp.Header); ok {
+			if retried, rerr := ex.again(ctx, m, attempt, cause, resp.Header); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			// Giving up: the upstream's own answer, retry-after and all, goes
+			// to the client so that its retry policy takes over.
+		}
+		h := ex.w.Header()
+		upstream.CopyHeader(h, resp.Header)
+		h.Set("Content-Length", strconv.Itoa(len(data)))
 		ex.written = true
-		return ex.p.relayEvents(ctx, cancel, ex.w, resp)
+		ex.w.WriteHeader(resp.StatusCode)
+		ex.w.Write(data)
+		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-	if err != nil {
-		return &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
+}
+
+// again decides whether attempt, which failed with cause, is tried again,
+// and if so waits its turn: it gives the slot back for the backoff (or the
+// wait the upstream asked for in h) and rejoins the gate. It reports false
+// to give up: on the plain path, which stays a pass-through; when the
+// client left or the deadline passed; after RETRY_MAX_ATTEMPTS; when the
+// wait would end past the wave deadline; or when the retry budget is spent.
+// err is set when the wait itself was cut short (client gone, deadline).
+func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, cause retry.Cause, h http.Header) (bool, error) {
+	if m == nil || ctx.Err() != nil || attempt >= ex.p.cfg.RetryMaxAttempts {
+		return false, nil
 	}
-	if len(data) > maxResponseBody {
-		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-			Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+	wait := retry.Backoff(attempt-1, ex.p.rand())
+	if h != nil {
+		if d, ok := retry.After(h, time.Now()); ok {
+			wait = d
+		}
 	}
-	h := ex.w.Header()
-	upstream.CopyHeader(h, resp.Header)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	ex.written = true
-	ex.w.WriteHeader(resp.StatusCode)
-	ex.w.Write(data)
-	return nil
+	if time.Now().Add(wait).After(m.Deadline()) {
+		return false, nil // no time left for it: let the client's policy decide
+	}
+	if !ex.p.budget.Spend() {
+		return false, nil
+	}
+	ex.retries++
+	if err := m.Requeue(ctx, wait); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // finish answers the client for a failure that happened before anything was

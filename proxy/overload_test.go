@@ -14,6 +14,13 @@ import (
 func TestQueueFullAnswers529WithRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}()
 		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			<-release
@@ -32,8 +39,12 @@ func TestQueueFullAnswers529WithRetryAfter(t *testing.T) {
 				resp.Body.Close()
 				statuses <- resp.StatusCode
 			}()
+			synctest.Wait() // one at a time, so the first surely holds the slot
 		}
 		synctest.Wait()
+		if q, st := rig.proxy.Queued(), rig.proxy.GateStats(); q != 1 || st.InFlight != 1 {
+			t.Fatalf("before: queued %d, gate %+v", q, st)
+		}
 		resp, err := rig.post(t, context.Background(), requestJSON)
 		if err != nil {
 			t.Fatal(err)

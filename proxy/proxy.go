@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -34,7 +36,14 @@ type Proxy struct {
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
+
+	budget *retry.Budget  // shared by all windowed requests
+	rand   func() float64 // backoff jitter; tests fix it
 }
+
+// retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
+// failures are always retried, however few requests the share allows.
+const retryFloorPerSecond = 10
 
 // Options are the optional parts of a Proxy.
 type Options struct {
@@ -50,7 +59,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamURL == nil && opt.Upstream == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger}
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, rand: rand.Float64,
+		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
