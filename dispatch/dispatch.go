@@ -26,6 +26,11 @@ type Config struct {
 	// (BATCH_MAX_QUEUE). Past it Do fails at once with ErrQueueFull. Zero
 	// means no cap.
 	MaxQueue int
+	// Hold, if set, says until when upstream calls are to be held back (the
+	// upstream reported a rate limit exhausted until then). A member that
+	// gets its slot waits, holding the slot, until that time: so everyone
+	// behind it keeps their place in line, and arrival order is kept.
+	Hold func() time.Time
 }
 
 // ErrDeadline is returned when a member's wave deadline passed before its
@@ -62,6 +67,7 @@ type Scheduler struct {
 	gate     gate.Gate
 	timeout  time.Duration
 	maxQueue int64
+	hold     func() time.Time
 	hooks    Hooks
 	queued   atomic.Int64 // members in an open window or waiting for a slot
 }
@@ -77,7 +83,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if cfg.MaxQueue < 0 {
 		return nil, errors.New("dispatch: max queue must not be negative")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, maxQueue: int64(cfg.MaxQueue), hooks: hooks}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, maxQueue: int64(cfg.MaxQueue), hold: cfg.Hold, hooks: hooks}
 	win, err := window.New(cfg.MaxSize, cfg.MaxWait, s.flush)
 	if err != nil {
 		return nil, err
@@ -146,11 +152,33 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 	select {
 	case <-m.ticket.Ready():
 		s.queued.Add(-1)
-		return nil
+		return s.waitHold(ctx)
 	case <-ctx.Done():
 		s.queued.Add(-1)
 		s.gate.Leave(&m.ticket)
 		return ctx.Err()
+	}
+}
+
+// waitHold waits, holding the slot, until the Hold time has passed or ctx
+// ends. It looks again after each wait, since a response that came in
+// meanwhile may have moved the hold.
+func (s *Scheduler) waitHold(ctx context.Context) error {
+	if s.hold == nil {
+		return nil
+	}
+	for {
+		d := time.Until(s.hold())
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 
@@ -243,6 +271,13 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 		}
 	})
 	defer stop()
+	if err := s.waitHold(callCtx); err != nil {
+		if context.Cause(callCtx) == ErrDeadline {
+			return ErrDeadline
+		}
+		return err
+	}
+	m.granted = time.Now() // the hold counts as waiting
 	err = run(callCtx, m, fn)
 	if err != nil && context.Cause(callCtx) == ErrDeadline {
 		return ErrDeadline

@@ -124,6 +124,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			}
 			return err
 		}
+		ex.p.pacer.Observe(resp.StatusCode, resp.Header)
 		if isEventStream(resp.Header) {
 			defer resp.Body.Close()
 			// The wave deadline covers a stream up to its headers; from here on

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -38,6 +39,7 @@ type Proxy struct {
 	mux   *http.ServeMux
 
 	budget *retry.Budget  // shared by all windowed requests
+	pacer  *pace.Pacer    // rate-limit holds, fed by every upstream response
 	rand   func() float64 // backoff jitter; tests fix it
 }
 
@@ -60,7 +62,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, rand: rand.Float64,
-		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
+		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond), pacer: &pace.Pacer{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -75,7 +77,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue}, g, dispatch.Hooks{})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, dispatch.Hooks{})
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
