@@ -31,6 +31,9 @@ type Config struct {
 	MaxQueue          int           // BATCH_MAX_QUEUE
 	RetryMaxAttempts  int           // RETRY_MAX_ATTEMPTS
 	RetryBudget       int           // RETRY_BUDGET_PERCENT
+	MetricsEnabled    bool          // METRICS_ENABLED
+	LogFormat         string        // LOG_FORMAT: text or json
+	LogLevel          string        // LOG_LEVEL: debug, info, warn or error
 }
 
 // Setting is one row of the configuration table.
@@ -104,6 +107,25 @@ var Settings = []Setting{
 			c.RetryBudget = n
 			return err
 		}},
+	{Env: "METRICS_ENABLED", Flag: "metrics-enabled", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Serve Prometheus metrics at GET /metrics (see docs/metrics.md).",
+		apply:   func(c *Config, v string) (err error) { c.MetricsEnabled, err = parseBool(v); return }},
+	{Env: "LOG_FORMAT", Flag: "log-format", Default: "text", Accepts: "text or json",
+		Meaning: "Log format on stderr: one access line per request, never a key, token or body.",
+		apply:   func(c *Config, v string) error { return parseWord(&c.LogFormat, v, "text", "json") }},
+	{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Accepts: "debug, info, warn or error",
+		Meaning: "Least severe log level written; warn drops the access lines.",
+		apply:   func(c *Config, v string) error { return parseWord(&c.LogLevel, v, "debug", "info", "warn", "error") }},
+}
+
+func parseWord(dst *string, v string, words ...string) error {
+	for _, w := range words {
+		if strings.EqualFold(v, w) {
+			*dst = w
+			return nil
+		}
+	}
+	return errors.New("not one of the accepted words")
 }
 
 // Default returns the configuration with every setting at its default.

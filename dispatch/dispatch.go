@@ -113,6 +113,9 @@ func (m *Member) FlushReason() window.Reason { return m.wave.Reason }
 // QueueWait is how long the member waited, in its window and for a slot.
 func (m *Member) QueueWait() time.Duration { return m.granted.Sub(m.joined) }
 
+// SlotWait is how long the member waited for a slot after its wave closed.
+func (m *Member) SlotWait() time.Duration { return m.granted.Sub(m.wave.ClosedAt) }
+
 // Deadline is the time by which the member's function must finish, unless it
 // lifts the deadline first.
 func (m *Member) Deadline() time.Time { return m.wave.ClosedAt.Add(m.deadline.timeout) }

@@ -29,7 +29,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// Shed before reading the body when the queue is already full: under
 	// overload the cheapest answer is the best one. Do enforces the cap
 	// exactly; this only saves the read.
+	rec := recordOf(r)
+	rec.windowed = p.sched != nil
 	if p.sched != nil && p.sched.Full() {
+		p.metrics.Shed.Inc()
 		writeError(w, p.mapError(dispatch.ErrQueueFull))
 		return
 	}
@@ -42,18 +45,29 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if aerr := inspect(body); aerr != nil {
+	info, aerr := inspect(body)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	ex := &exchange{p: p, w: w, r: r, body: body}
+	rec.model, rec.stream = info.Model, info.Stream
+	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec}
 	var err error
 	if p.sched == nil {
 		err = ex.forward(r.Context(), nil)
 	} else {
 		p.budget.Request()
 		err = p.sched.Do(r.Context(), ex.forward)
+		switch {
+		case errors.Is(err, dispatch.ErrQueueFull):
+			p.metrics.Shed.Inc()
+		case errors.Is(err, dispatch.ErrDeadline):
+			p.metrics.Deadlines.Inc()
+		case r.Context().Err() != nil:
+			p.metrics.Departed.Inc()
+		}
 	}
+	rec.retries = ex.retries
 	ex.finish(err)
 }
 
@@ -80,21 +94,37 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	return buf.Bytes(), nil
 }
 
-// inspect checks that a Messages body is a JSON object. Everything else
-// about it is the upstream's to judge, so that sluice never rejects a
-// request the API would accept.
-func inspect(body []byte) *apiError {
+// requestInfo is what sluice reads from a Messages body, for the access log
+// and the metrics.
+type requestInfo struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+}
+
+// inspect checks that a Messages body is a JSON object and reads its model
+// and stream flag. Everything else about it is the upstream's to judge, so
+// that sluice never rejects a request the API would accept: a model or
+// stream of the wrong type is the upstream's to refuse.
+func inspect(body []byte) (requestInfo, *apiError) {
+	var info requestInfo
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return errBadJSON("the body is empty")
+		return info, errBadJSON("the body is empty")
 	}
 	if trimmed[0] != '{' {
-		return errBadJSON("the body is not a JSON object")
+		return info, errBadJSON("the body is not a JSON object")
 	}
-	if !json.Valid(trimmed) {
-		return errBadJSON("the body is not valid JSON")
+	// One pass validates and reads the two fields.
+	if err := json.Unmarshal(trimmed, &info); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return requestInfo{}, errBadJSON("the body is not valid JSON")
+		}
 	}
-	return nil
+	if len(info.Model) > 128 {
+		info.Model = info.Model[:128] // bound what reaches the log
+	}
+	return info, nil
 }
 
 // exchange is one Messages request on its way through sluice.
@@ -105,6 +135,7 @@ type exchange struct {
 	body    []byte
 	written bool // the response status has been sent
 	retries int  // attempts after the first
+	rec     *record
 }
 
 // forward sends the request upstream under ctx and relays the answer. m is
@@ -114,8 +145,24 @@ type exchange struct {
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if m != nil {
+		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
+		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
+		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
+	}
+	start := time.Now()
+	stream := "false"
+	defer func() {
+		ex.rec.upstreamTime = since(start)
+		ex.p.metrics.UpstreamDuration.WithLabelValues(stream).Observe(time.Since(start).Seconds())
+	}()
 	for attempt := 1; ; attempt++ {
+		sent := time.Now()
 		resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
+		if err == nil {
+			ex.p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
+			ex.rec.upstreamID = resp.Header.Get("Request-Id")
+		}
 		if err != nil {
 			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
 				continue
@@ -133,6 +180,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 				return dispatch.ErrDeadline
 			}
 			ex.written = true
+			stream = "true"
 			return ex.p.relayEvents(ctx, cancel, ex.w, resp)
 		}
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
@@ -158,6 +206,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			}
 			// Giving up: the upstream's own answer, retry-after and all, goes
 			// to the client so that its retry policy takes over.
+		}
+		if resp.StatusCode == http.StatusOK {
+			ex.p.countMessageTokens(data)
 		}
 		h := ex.w.Header()
 		upstream.CopyHeader(h, resp.Header)
@@ -190,9 +241,11 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 		return false, nil // no time left for it: let the client's policy decide
 	}
 	if !ex.p.budget.Spend() {
+		ex.p.metrics.RetryBudgetSpent.Inc()
 		return false, nil
 	}
 	ex.retries++
+	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
 	if err := m.Requeue(ctx, wait); err != nil {
 		return false, err
 	}

@@ -15,9 +15,11 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
+	"github.com/sluicehq/sluice/window"
 )
 
 // Body limits, as the API documents them.
@@ -38,9 +40,10 @@ type Proxy struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 
-	budget *retry.Budget  // shared by all windowed requests
-	pacer  *pace.Pacer    // rate-limit holds, fed by every upstream response
-	rand   func() float64 // backoff jitter; tests fix it
+	budget  *retry.Budget // shared by all windowed requests
+	metrics *metrics.Metrics
+	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
+	rand    func() float64 // backoff jitter; tests fix it
 }
 
 // retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
@@ -49,7 +52,8 @@ const retryFloorPerSecond = 10
 
 // Options are the optional parts of a Proxy.
 type Options struct {
-	// Logger receives one line per failed request. If nil, slog.Default().
+	// Logger receives one access line per request, and failures. If nil,
+	// slog.Default().
 	Logger *slog.Logger
 	// Upstream is the client to forward with. If nil, one is built for
 	// cfg.UpstreamURL.
@@ -72,12 +76,21 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.StreamIdleTimeout <= 0 {
 		return nil, errors.New("proxy: stream idle timeout must be positive")
 	}
+	p.metrics = metrics.New(metrics.State{
+		Queued:   p.Queued,
+		InFlight: func() int { return p.GateStats().InFlight },
+		Capacity: func() int { return p.GateStats().Capacity },
+	})
+	hooks := dispatch.Hooks{Flushed: func(_ uint64, size int, reason window.Reason) {
+		p.metrics.Flushes.WithLabelValues(reason.String()).Inc()
+		p.metrics.WaveSize.Observe(float64(size))
+	}}
 	if cfg.Enabled {
 		g, err := gate.NewStatic(cfg.MaxConcurrency)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, dispatch.Hooks{})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, hooks)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -85,13 +98,13 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p.mux = http.NewServeMux()
 	p.mux.HandleFunc("/healthz", p.healthz)
+	if cfg.MetricsEnabled {
+		p.mux.Handle("GET /metrics", p.metrics.Handler())
+	}
 	p.mux.HandleFunc("/v1/messages", p.messages)
 	p.mux.HandleFunc("/", p.relay)
 	return p, nil
 }
-
-// ServeHTTP routes r.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
 
 // Flush releases any open window at once; the server calls it when shutdown
 // begins so that no accepted request waits out BATCH_MAX_WAIT_MS.
