@@ -29,6 +29,12 @@ type Config struct {
 	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
 	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
 	UIEnabled         bool          // UI_ENABLED
+	MaxQueue          int           // BATCH_MAX_QUEUE
+	RetryMaxAttempts  int           // RETRY_MAX_ATTEMPTS
+	RetryBudget       int           // RETRY_BUDGET_PERCENT
+	MetricsEnabled    bool          // METRICS_ENABLED
+	LogFormat         string        // LOG_FORMAT: text or json
+	LogLevel          string        // LOG_LEVEL: debug, info, warn or error
 }
 
 // Setting is one row of the configuration table.
@@ -89,6 +95,41 @@ var Settings = []Setting{
 	{Env: "UI_ENABLED", Flag: "ui-enabled", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Serve the page at /ui/ (replay and live view) and its endpoints under /ui/api/. Off: /ui/ goes to the proxy like any other path.",
 		apply:   func(c *Config, v string) (err error) { c.UIEnabled, err = parseBool(v); return }},
+	{Env: "BATCH_MAX_QUEUE", Flag: "batch-max-queue", Default: "1024", Accepts: "a whole number >= 1",
+		Meaning: "Max requests waiting, in open windows or for a slot. Past it sluice answers 529 overloaded_error with retry-after at once.",
+		apply:   func(c *Config, v string) (err error) { c.MaxQueue, err = parseInt(v, 1); return }},
+	{Env: "RETRY_MAX_ATTEMPTS", Flag: "retry-max-attempts", Default: "3", Accepts: "a whole number >= 1",
+		Meaning: "Attempts per windowed request, the first included, on 429, 5xx, 529 or a failed connection before anything reached the client. 1 turns retries off.",
+		apply:   func(c *Config, v string) (err error) { c.RetryMaxAttempts, err = parseInt(v, 1); return }},
+	{Env: "RETRY_BUDGET_PERCENT", Flag: "retry-budget-percent", Default: "20", Accepts: "a whole number from 0 to 1000",
+		Meaning: "Retries allowed per 100 requests over the last 10 s (never fewer than 10 retries/s), so retries cannot amplify an outage.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 0)
+			if err == nil && n > 1000 {
+				err = errors.New("must be at most 1000")
+			}
+			c.RetryBudget = n
+			return err
+		}},
+	{Env: "METRICS_ENABLED", Flag: "metrics-enabled", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Serve Prometheus metrics at GET /metrics (see docs/metrics.md).",
+		apply:   func(c *Config, v string) (err error) { c.MetricsEnabled, err = parseBool(v); return }},
+	{Env: "LOG_FORMAT", Flag: "log-format", Default: "text", Accepts: "text or json",
+		Meaning: "Log format on stderr: one access line per request, never a key, token or body.",
+		apply:   func(c *Config, v string) error { return parseWord(&c.LogFormat, v, "text", "json") }},
+	{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Accepts: "debug, info, warn or error",
+		Meaning: "Least severe log level written; warn drops the access lines.",
+		apply:   func(c *Config, v string) error { return parseWord(&c.LogLevel, v, "debug", "info", "warn", "error") }},
+}
+
+func parseWord(dst *string, v string, words ...string) error {
+	for _, w := range words {
+		if strings.EqualFold(v, w) {
+			*dst = w
+			return nil
+		}
+	}
+	return errors.New("not one of the accepted words")
 }
 
 // Default returns the configuration with every setting at its default.

@@ -23,12 +23,26 @@ type Config struct {
 	MaxSize int           // BATCH_MAX_SIZE: a window closes at this many members
 	MaxWait time.Duration // BATCH_MAX_WAIT_MS: ...or this long after its first member
 	Timeout time.Duration // BATCH_TIMEOUT_S: each member's deadline, counted from the flush
+	// MaxQueue caps the members waiting, in an open window or for a slot
+	// (BATCH_MAX_QUEUE). Past it Do fails at once with ErrQueueFull. Zero
+	// means no cap.
+	MaxQueue int
+	// Hold, if set, says until when upstream calls are to be held back (the
+	// upstream reported a rate limit exhausted until then). A member that
+	// gets its slot waits, holding the slot, until that time: so everyone
+	// behind it keeps their place in line, and arrival order is kept.
+	Hold func() time.Time
 }
 
 // ErrDeadline is returned when a member's wave deadline passed before its
 // function finished (or, for a member that lifted the deadline, before it
 // did so).
 var ErrDeadline = errors.New("dispatch: wave deadline passed")
+
+// ErrQueueFull is returned by Do, at once, when MaxQueue members are already
+// waiting: shedding the excess keeps waiting and memory bounded however hard
+// clients push.
+var ErrQueueFull = errors.New("dispatch: queue full")
 
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("dispatch: closed")
@@ -54,11 +68,13 @@ type Hooks struct {
 
 // Scheduler owns one window and shares one gate among all its waves.
 type Scheduler struct {
-	win     *window.Window[*Member]
-	gate    gate.Gate
-	timeout time.Duration
-	hooks   Hooks
-	queued  atomic.Int64 // members in an open window or waiting for a slot
+	win      *window.Window[*Member]
+	gate     gate.Gate
+	timeout  time.Duration
+	maxQueue int64
+	hold     func() time.Time
+	hooks    Hooks
+	queued   atomic.Int64 // members in an open window or waiting for a slot
 }
 
 // New returns a scheduler that releases its waves through g.
@@ -69,7 +85,10 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, hooks: hooks}
+	if cfg.MaxQueue < 0 {
+		return nil, errors.New("dispatch: max queue must not be negative")
+	}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, maxQueue: int64(cfg.MaxQueue), hold: cfg.Hold, hooks: hooks}
 	win, err := window.New(cfg.MaxSize, cfg.MaxWait, s.flush)
 	if err != nil {
 		return nil, err
@@ -81,6 +100,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 // Member is one request's passage through the scheduler. The function given
 // to Do receives it to learn its wave and to lift its deadline.
 type Member struct {
+	s        *Scheduler
 	ticket   gate.Ticket
 	wave     *window.Wave[*Member]
 	deadline *waveDeadline
@@ -108,6 +128,9 @@ func (m *Member) Granted() time.Time { return m.granted }
 // Released is when the member gave its slot back; zero until then, and
 // always zero unless Hooks.Started is set. Read it after Do returns.
 func (m *Member) Released() time.Time { return m.released }
+
+// SlotWait is how long the member waited for a slot after its wave closed.
+func (m *Member) SlotWait() time.Duration { return m.granted.Sub(m.wave.ClosedAt) }
 
 // Deadline is the time by which the member's function must finish, unless it
 // lifts the deadline first.
@@ -148,6 +171,62 @@ func (m *Member) expire() {
 	defer m.mu.Unlock()
 	if m.cancel != nil && !m.lifted {
 		m.cancel(ErrDeadline)
+	}
+}
+
+// Requeue gives the member's slot back, waits d (a retry's backoff), and
+// joins the back of the gate's line again; it returns once the member holds
+// a slot anew, or ctx's error (fn's context: the client left or the wave
+// deadline passed) without a slot. Only the function given to Do may call it.
+//
+// The back of the line, not the front: a retry has already had its turn
+// with an upstream that is failing, and its backoff gives the slot to
+// requests that have waited in order, so retries cannot starve fresh
+// requests during an outage. It also needs nothing of a gate beyond Join,
+// so every kind of gate supports it.
+func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
+	s := m.s
+	s.gate.Release(&m.ticket)
+	m.ticket = gate.Ticket{} // released tickets are done; a fresh one joins anew
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.queued.Add(1) // waiting again, but already admitted: never shed here
+	s.gate.Join(&m.ticket)
+	select {
+	case <-m.ticket.Ready():
+		s.queued.Add(-1)
+		return s.waitHold(ctx)
+	case <-ctx.Done():
+		s.queued.Add(-1)
+		s.gate.Leave(&m.ticket)
+		return ctx.Err()
+	}
+}
+
+// waitHold waits, holding the slot, until the Hold time has passed or ctx
+// ends. It looks again after each wait, since a response that came in
+// meanwhile may have moved the hold.
+func (s *Scheduler) waitHold(ctx context.Context) error {
+	if s.hold == nil {
+		return nil
+	}
+	for {
+		d := time.Until(s.hold())
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }
 
@@ -217,13 +296,19 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 	if err := ctx.Err(); err != nil {
 		return err // gone already: must not take a place in a window, or fill one
 	}
-	m := &Member{joined: time.Now()}
+	// Count the member before it joins, so that the cap holds exactly even
+	// when many arrive at once.
+	if n := s.queued.Add(1); s.maxQueue > 0 && n > s.maxQueue {
+		s.queued.Add(-1)
+		return ErrQueueFull
+	}
+	m := &Member{s: s, joined: time.Now()}
 	wave, err := s.win.Add(m)
 	if err != nil {
+		s.queued.Add(-1)
 		return ErrClosed
 	}
 	m.wave = wave
-	s.queued.Add(1)
 
 	// Wait for the window to close.
 	select {
@@ -252,9 +337,6 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 	s.queued.Add(-1)
 	m.granted = time.Now()
 	defer s.release(m)
-	if s.hooks.Started != nil {
-		s.hooks.Started(ctx, m)
-	}
 	if ctx.Err() != nil {
 		return ctx.Err() // a departed client whose slot raced in
 	}
@@ -263,6 +345,16 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 	defer cancel(nil)
 	if !m.start(cancel) {
 		return ErrDeadline // the slot and the deadline were both in when we looked
+	}
+	if err := s.waitHold(callCtx); err != nil {
+		if context.Cause(callCtx) == ErrDeadline {
+			return ErrDeadline
+		}
+		return err
+	}
+	m.granted = time.Now() // the hold counts as waiting
+	if s.hooks.Started != nil {
+		s.hooks.Started(ctx, m)
 	}
 	err = run(callCtx, m, fn)
 	if err != nil && context.Cause(callCtx) == ErrDeadline {
@@ -296,6 +388,10 @@ func (s *Scheduler) Flush() { s.win.Flush() }
 
 // Close releases the open window and refuses new members.
 func (s *Scheduler) Close() { s.win.Close() }
+
+// Full reports whether the queue is at its cap, so a caller can shed a
+// request before spending anything on it. Do enforces the cap exactly.
+func (s *Scheduler) Full() bool { return s.maxQueue > 0 && s.queued.Load() >= s.maxQueue }
 
 // Queued reports how many members are in an open window or waiting for a
 // slot.

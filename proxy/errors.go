@@ -36,7 +36,12 @@ func newRequestID() string {
 
 // writeError writes e as an Anthropic-shaped error response.
 func writeError(w http.ResponseWriter, e *apiError) {
-	id := newRequestID()
+	// sluice's own id for this request, set by ServeHTTP, so the error, its
+	// header and the access line agree.
+	id := w.Header().Get(sluiceIDHeader)
+	if id == "" {
+		id = newRequestID()
+	}
 	var b errorBody
 	b.Type = "error"
 	b.Error.Type = e.Type

@@ -25,7 +25,13 @@ func (p *Proxy) relayEvents(ctx context.Context, cancel context.CancelFunc, w ht
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	idle := p.cfg.StreamIdleTimeout
-	ew := &eventWriter{w: w, rc: rc, idle: idle}
+	var tally streamUsage
+	ew := &eventWriter{w: w, rc: rc, idle: idle, observe: tally.observe}
+	defer func() {
+		if tally.seen {
+			p.countTokens(tally.model, tally.u)
+		}
+	}()
 	if err := ew.flush(); err != nil {
 		return err
 	}
@@ -66,6 +72,9 @@ type eventWriter struct {
 	w    io.Writer
 	rc   *http.ResponseController
 	idle time.Duration
+	// observe, if set, sees each complete upstream event before it is
+	// written (for token usage); it must not keep ev.
+	observe func(ev []byte)
 }
 
 func (ew *eventWriter) writeEvent(ev []byte) error {
@@ -109,6 +118,9 @@ func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
 		progress()
 		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
 			// A blank line ends the event.
+			if ew.observe != nil {
+				ew.observe(event)
+			}
 			if err := ew.writeEvent(event); err != nil {
 				return err
 			}

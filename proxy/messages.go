@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -24,6 +26,16 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMethod("POST"))
 		return
 	}
+	// Shed before reading the body when the queue is already full: under
+	// overload the cheapest answer is the best one. Do enforces the cap
+	// exactly; this only saves the read.
+	rec := recordOf(r)
+	rec.windowed = p.sched != nil
+	if p.sched != nil && p.sched.Full() {
+		p.metrics.Shed.Inc()
+		writeError(w, p.mapError(dispatch.ErrQueueFull))
+		return
+	}
 	// The body is read before queuing: Go's server only notices a client
 	// that hangs up once the handler has consumed the request body.
 	body, aerr := readBody(w, r, maxMessagesBody)
@@ -33,17 +45,29 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if aerr := inspect(body); aerr != nil {
+	info, aerr := inspect(body)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	ex := &exchange{p: p, w: w, r: r, body: body}
+	rec.model, rec.stream = info.Model, info.Stream
+	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec}
 	var err error
 	if p.sched == nil {
 		err = ex.forward(r.Context(), nil)
 	} else {
+		p.budget.Request()
 		err = p.sched.Do(r.Context(), ex.forward)
+		switch {
+		case errors.Is(err, dispatch.ErrQueueFull):
+			p.metrics.Shed.Inc()
+		case errors.Is(err, dispatch.ErrDeadline):
+			p.metrics.Deadlines.Inc()
+		case r.Context().Err() != nil:
+			p.metrics.Departed.Inc()
+		}
 	}
+	rec.retries = ex.retries
 	ex.finish(err)
 }
 
@@ -70,21 +94,37 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	return buf.Bytes(), nil
 }
 
-// inspect checks that a Messages body is a JSON object. Everything else
-// about it is the upstream's to judge, so that sluice never rejects a
-// request the API would accept.
-func inspect(body []byte) *apiError {
+// requestInfo is what sluice reads from a Messages body, for the access log
+// and the metrics.
+type requestInfo struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+}
+
+// inspect checks that a Messages body is a JSON object and reads its model
+// and stream flag. Everything else about it is the upstream's to judge, so
+// that sluice never rejects a request the API would accept: a model or
+// stream of the wrong type is the upstream's to refuse.
+func inspect(body []byte) (requestInfo, *apiError) {
+	var info requestInfo
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
-		return errBadJSON("the body is empty")
+		return info, errBadJSON("the body is empty")
 	}
 	if trimmed[0] != '{' {
-		return errBadJSON("the body is not a JSON object")
+		return info, errBadJSON("the body is not a JSON object")
 	}
-	if !json.Valid(trimmed) {
-		return errBadJSON("the body is not valid JSON")
+	// One pass validates and reads the two fields.
+	if err := json.Unmarshal(trimmed, &info); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return requestInfo{}, errBadJSON("the body is not valid JSON")
+		}
 	}
-	return nil
+	if len(info.Model) > 128 {
+		info.Model = info.Model[:128] // bound what reaches the log
+	}
+	return info, nil
 }
 
 // exchange is one Messages request on its way through sluice.
@@ -94,43 +134,122 @@ type exchange struct {
 	r       *http.Request
 	body    []byte
 	written bool // the response status has been sent
+	retries int  // attempts after the first
+	rec     *record
 }
 
 // forward sends the request upstream under ctx and relays the answer. m is
-// the request's place in its wave, or nil on the plain path.
+// the request's place in its wave, or nil on the plain path. On the windowed
+// path a retryable failure is tried again in place (see again) as long as
+// nothing has been written to the client.
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
-	if err != nil {
-		return err
+	if m != nil {
+		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
+		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
+		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
 	}
-	defer resp.Body.Close()
-
-	if isEventStream(resp.Header) {
-		// The wave deadline covers a stream up to its headers; from here on
-		// the idle timeout governs.
-		if m != nil && !m.LiftDeadline() {
-			return dispatch.ErrDeadline
+	start := time.Now()
+	stream := "false"
+	defer func() {
+		ex.rec.upstreamTime = since(start)
+		ex.p.metrics.UpstreamDuration.WithLabelValues(stream).Observe(time.Since(start).Seconds())
+	}()
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
+		if err == nil {
+			ex.p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
+			ex.rec.upstreamID = resp.Header.Get("Request-Id")
 		}
+		if err != nil {
+			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			return err
+		}
+		ex.p.pacer.Observe(resp.StatusCode, resp.Header)
+		if isEventStream(resp.Header) {
+			defer resp.Body.Close()
+			// The wave deadline covers a stream up to its headers; from here on
+			// the idle timeout governs.
+			if m != nil && !m.LiftDeadline() {
+				return dispatch.ErrDeadline
+			}
+			ex.written = true
+			stream = "true"
+			return ex.p.relayEvents(ctx, cancel, ex.w, resp)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+		resp.Body.Close()
+		if err != nil {
+			uerr := &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
+			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			return uerr
+		}
+		if len(data) > maxResponseBody {
+			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+		}
+		if cause, ok := retry.Retryable(resp.StatusCode, resp.Header); ok {
+			if retried, rerr := ex.again(ctx, m, attempt, cause, resp.Header); retried {
+				continue
+			} else if rerr != nil {
+				return rerr
+			}
+			// Giving up: the upstream's own answer, retry-after and all, goes
+			// to the client so that its retry policy takes over.
+		}
+		if resp.StatusCode == http.StatusOK {
+			ex.p.countMessageTokens(data)
+		}
+		h := ex.w.Header()
+		upstream.CopyHeader(h, resp.Header)
+		h.Set("Content-Length", strconv.Itoa(len(data)))
 		ex.written = true
-		return ex.p.relayEvents(ctx, cancel, ex.w, resp)
+		ex.w.WriteHeader(resp.StatusCode)
+		ex.w.Write(data)
+		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-	if err != nil {
-		return &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
+}
+
+// again decides whether attempt, which failed with cause, is tried again,
+// and if so waits its turn: it gives the slot back for the backoff (or the
+// wait the upstream asked for in h) and rejoins the gate. It reports false
+// to give up: on the plain path, which stays a pass-through; when the
+// client left or the deadline passed; after RETRY_MAX_ATTEMPTS; when the
+// wait would end past the wave deadline; or when the retry budget is spent.
+// err is set when the wait itself was cut short (client gone, deadline).
+func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, cause retry.Cause, h http.Header) (bool, error) {
+	if m == nil || ctx.Err() != nil || attempt >= ex.p.cfg.RetryMaxAttempts {
+		return false, nil
 	}
-	if len(data) > maxResponseBody {
-		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-			Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+	wait := retry.Backoff(attempt-1, ex.p.rand())
+	if h != nil {
+		if d, ok := retry.After(h, time.Now()); ok {
+			wait = d
+		}
 	}
-	h := ex.w.Header()
-	upstream.CopyHeader(h, resp.Header)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	ex.written = true
-	ex.w.WriteHeader(resp.StatusCode)
-	ex.w.Write(data)
-	return nil
+	if time.Now().Add(wait).After(m.Deadline()) {
+		return false, nil // no time left for it: let the client's policy decide
+	}
+	if !ex.p.budget.Spend() {
+		ex.p.metrics.RetryBudgetSpent.Inc()
+		return false, nil
+	}
+	ex.retries++
+	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
+	if err := m.Requeue(ctx, wait); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // finish answers the client for a failure that happened before anything was
@@ -160,6 +279,9 @@ func (p *Proxy) mapError(err error) *apiError {
 	case errors.Is(err, dispatch.ErrDeadline):
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
+	case errors.Is(err, dispatch.ErrQueueFull):
+		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
 	case errors.Is(err, dispatch.ErrClosed):
 		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}

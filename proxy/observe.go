@@ -52,19 +52,24 @@ type observedKey struct{}
 
 type observed struct{ member *dispatch.Member }
 
-// dispatchHooks are the scheduler's hooks that feed obs; zero if obs is nil.
-func dispatchHooks(obs Observer) dispatch.Hooks {
-	if obs == nil {
-		return dispatch.Hooks{}
-	}
-	return dispatch.Hooks{
-		Flushed: func(id uint64, size int, reason window.Reason) { obs.WaveFlushed(id, size, reason.String()) },
-		Started: func(ctx context.Context, m *dispatch.Member) {
+// dispatchHooks are the scheduler's hooks: they count waves in the metrics
+// and, when obs is set, feed it.
+func (p *Proxy) dispatchHooks(obs Observer) dispatch.Hooks {
+	h := dispatch.Hooks{Flushed: func(id uint64, size int, reason window.Reason) {
+		p.metrics.Flushes.WithLabelValues(reason.String()).Inc()
+		p.metrics.WaveSize.Observe(float64(size))
+		if obs != nil {
+			obs.WaveFlushed(id, size, reason.String())
+		}
+	}}
+	if obs != nil {
+		h.Started = func(ctx context.Context, m *dispatch.Member) {
 			if o, ok := ctx.Value(observedKey{}).(*observed); ok {
 				o.member = m
 			}
-		},
+		}
 	}
+	return h
 }
 
 // observe wraps the Messages handler so that p's observer hears of each
@@ -92,27 +97,3 @@ func (p *Proxy) observe(h http.HandlerFunc) http.Handler {
 		p.obs.RequestDone(ex)
 	})
 }
-
-// statusWriter notes the status sent to the client.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer's
-// Flush and deadlines.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

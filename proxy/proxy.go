@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -35,11 +39,21 @@ type Proxy struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	obs   Observer // nil: nobody watching
+
+	budget  *retry.Budget // shared by all windowed requests
+	metrics *metrics.Metrics
+	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
+	rand    func() float64 // backoff jitter; tests fix it
 }
+
+// retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
+// failures are always retried, however few requests the share allows.
+const retryFloorPerSecond = 10
 
 // Options are the optional parts of a Proxy.
 type Options struct {
-	// Logger receives one line per failed request. If nil, slog.Default().
+	// Logger receives one access line per request, and failures. If nil,
+	// slog.Default().
 	Logger *slog.Logger
 	// Upstream is the client to forward with. If nil, one is built for
 	// cfg.UpstreamURL.
@@ -54,7 +68,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamURL == nil && opt.Upstream == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer}
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64,
+		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond), pacer: &pace.Pacer{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -64,12 +79,17 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.StreamIdleTimeout <= 0 {
 		return nil, errors.New("proxy: stream idle timeout must be positive")
 	}
+	p.metrics = metrics.New(metrics.State{
+		Queued:   p.Queued,
+		InFlight: func() int { return p.GateStats().InFlight },
+		Capacity: func() int { return p.GateStats().Capacity },
+	})
 	if cfg.Enabled {
 		g, err := gate.NewStatic(cfg.MaxConcurrency)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout}, g, dispatchHooks(p.obs))
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -77,13 +97,13 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p.mux = http.NewServeMux()
 	p.mux.HandleFunc("/healthz", p.healthz)
+	if cfg.MetricsEnabled {
+		p.mux.Handle("GET /metrics", p.metrics.Handler())
+	}
 	p.mux.Handle("/v1/messages", p.observe(p.messages))
 	p.mux.HandleFunc("/", p.relay)
 	return p, nil
 }
-
-// ServeHTTP routes r.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
 
 // Flush releases any open window at once; the server calls it when shutdown
 // begins so that no accepted request waits out BATCH_MAX_WAIT_MS.

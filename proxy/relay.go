@@ -35,6 +35,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	recordOf(r).upstreamID = resp.Header.Get("Request-Id")
 	if isBatchObjectResponse(r, resp) {
 		p.relayBatchObject(w, r, resp)
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -86,4 +87,16 @@ func newServer(h http.Handler) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 	}
+}
+
+// newLogger builds the logger that LOG_FORMAT and LOG_LEVEL ask for; the
+// config has already checked both words.
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -1,0 +1,93 @@
+// Package metrics holds sluice's Prometheus metrics, on a registry of their
+// own (no globals), and serves them at /metrics. docs/metrics.md documents
+// each one.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// State reports the live gauges on each scrape.
+type State struct {
+	Queued   func() int // requests waiting in open windows or for a slot
+	InFlight func() int // gate slots held
+	Capacity func() int // gate slots in all
+}
+
+// Metrics are sluice's collectors. Every field is ready to use after New.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Requests         *prometheus.CounterVec   // route, status, mode
+	Flushes          *prometheus.CounterVec   // reason
+	WaveSize         prometheus.Histogram     // members per wave
+	SlotWait         prometheus.Histogram     // seconds from flush to slot
+	QueueWait        prometheus.Histogram     // seconds from arrival to slot
+	UpstreamDuration *prometheus.HistogramVec // stream; whole exchange
+	UpstreamTTFB     prometheus.Histogram     // seconds to response headers
+	Retries          *prometheus.CounterVec   // cause
+	RetryBudgetSpent prometheus.Counter
+	Shed             prometheus.Counter
+	Deadlines        prometheus.Counter
+	Departed         prometheus.Counter
+	Tokens           *prometheus.CounterVec // model, kind
+}
+
+// New registers sluice's metrics on a fresh registry, with the gauges read
+// from st on each scrape.
+func New(st State) *Metrics {
+	r := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
+	m := &Metrics{Registry: r}
+	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_requests_total",
+		Help: "Requests answered, by route (messages, relay, healthz, metrics), status code and mode (windowed, plain)."},
+		[]string{"route", "status", "mode"})
+	m.Flushes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_window_flushes_total",
+		Help: "Windows closed, by reason (size, age, flush)."}, []string{"reason"})
+	m.WaveSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_wave_size_requests",
+		Help: "Requests per closed window.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
+	m.SlotWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_slot_wait_seconds",
+		Help: "Time from a request's window flush until it held a gate slot.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
+	m.QueueWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_queue_wait_seconds",
+		Help: "Time from a request's arrival until it held a gate slot (window plus slot wait).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
+	m.UpstreamDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_upstream_duration_seconds",
+		Help:    "Upstream exchange time, all attempts, until the whole response (stream=false) or the stream's end (stream=true).",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}, []string{"stream"})
+	m.UpstreamTTFB = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_upstream_ttfb_seconds",
+		Help: "Time from sending an upstream attempt to its response headers.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})
+	m.Retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_retries_total",
+		Help: "Upstream attempts retried in place, by cause (the status code, or connection)."}, []string{"cause"})
+	m.RetryBudgetSpent = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_retry_budget_exhausted_total",
+		Help: "Retries not made because the retry budget was spent."})
+	m.Shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_shed_requests_total",
+		Help: "Requests answered 529 at once because BATCH_MAX_QUEUE requests were waiting."})
+	m.Deadlines = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_deadline_timeouts_total",
+		Help: "Requests cut at their wave deadline (BATCH_TIMEOUT_S)."})
+	m.Departed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_departed_clients_total",
+		Help: "Windowed requests whose client hung up before the answer."})
+	m.Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tokens_total",
+		Help: "Tokens reported in responses' usage, by model and kind (input, output, cache_write, cache_read)."},
+		[]string{"model", "kind"})
+	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
+		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens} {
+		f(c)
+	}
+	gauge := func(name, help string, v func() int) {
+		if v == nil {
+			v = func() int { return 0 }
+		}
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v()) }))
+	}
+	gauge("sluice_queue_depth_requests", "Requests waiting now, in open windows or for a slot.", st.Queued)
+	gauge("sluice_gate_in_flight_requests", "Gate slots held now (upstream calls in flight).", st.InFlight)
+	gauge("sluice_gate_capacity_requests", "Gate slots in all (BATCH_MAX_CONCURRENCY).", st.Capacity)
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,199 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// record is what one request leaves in the access log and the metrics. The
+// handlers fill it in as they learn things; ServeHTTP writes it out.
+type record struct {
+	id           string // sluice's request id
+	upstreamID   string // the upstream's request-id
+	model        string
+	stream       bool
+	windowed     bool
+	wave         uint64
+	queueWait    time.Duration
+	upstreamTime time.Duration
+	retries      int
+}
+
+type recordKey struct{}
+
+// recordOf is r's record, or a throwaway one for a request that did not
+// come through ServeHTTP (unit tests calling a handler directly).
+func recordOf(r *http.Request) *record {
+	if rec, ok := r.Context().Value(recordKey{}).(*record); ok {
+		return rec
+	}
+	return &record{}
+}
+
+// sluiceIDHeader carries sluice's own request id on every response, so that
+// a client's report can be matched to sluice's access line; the upstream's
+// request-id passes through untouched.
+const sluiceIDHeader = "X-Sluice-Request-Id"
+
+// statusWriter remembers the status sent. Unwrap keeps flushing and write
+// deadlines (http.ResponseController) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP routes r and writes its access line and request metric.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &record{id: newRequestID()}
+	w.Header().Set(sluiceIDHeader, rec.id)
+	sw := &statusWriter{ResponseWriter: w}
+	p.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+
+	route := routeOf(r.URL.Path)
+	status := sw.status
+	if status == 0 {
+		status = 499 // nothing was sent: the client left first
+	}
+	mode := "plain"
+	if rec.windowed {
+		mode = "windowed"
+	}
+	p.metrics.Requests.WithLabelValues(route, strconv.Itoa(status), mode).Inc()
+	if route == "healthz" || route == "metrics" {
+		return // scrapes and probes would drown the access log
+	}
+	// Never the body or any header but the two ids: keys and tokens stay out.
+	p.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("id", rec.id), slog.String("upstream_request_id", rec.upstreamID),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
+		slog.String("mode", mode), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
+		slog.Int("status", status), slog.Duration("queue_wait", rec.queueWait),
+		slog.Duration("upstream_time", rec.upstreamTime), slog.Uint64("wave", rec.wave),
+		slog.Int("retries", rec.retries), slog.Duration("took", since(start)))
+}
+
+// routeOf names r's route for the metrics; a fixed set, whatever the path.
+func routeOf(path string) string {
+	switch path {
+	case "/v1/messages":
+		return "messages"
+	case "/healthz":
+		return "healthz"
+	case "/metrics":
+		return "metrics"
+	}
+	return "relay"
+}
+
+// usage is a response's token usage, as the API reports it.
+type usage struct {
+	Input      int64 `json:"input_tokens"`
+	Output     int64 `json:"output_tokens"`
+	CacheWrite int64 `json:"cache_creation_input_tokens"`
+	CacheRead  int64 `json:"cache_read_input_tokens"`
+}
+
+// countTokens adds u to the token counters for model.
+func (p *Proxy) countTokens(model string, u usage) {
+	if model == "" {
+		model = "unknown"
+	}
+	for _, kv := range []struct {
+		kind string
+		n    int64
+	}{{"input", u.Input}, {"output", u.Output}, {"cache_write", u.CacheWrite}, {"cache_read", u.CacheRead}} {
+		if kv.n > 0 {
+			p.metrics.Tokens.WithLabelValues(model, kv.kind).Add(float64(kv.n))
+		}
+	}
+}
+
+// countMessageTokens reads model and usage from a JSON Messages response.
+func (p *Proxy) countMessageTokens(data []byte) {
+	var m struct {
+		Model string `json:"model"`
+		Usage usage  `json:"usage"`
+	}
+	if json.Unmarshal(data, &m) == nil {
+		p.countTokens(m.Model, m.Usage)
+	}
+}
+
+// streamUsage tallies usage over a stream's events: message_start carries
+// the model and the input side, each message_delta the cumulative output.
+// Only those two events are decoded, so the cost per stream is small.
+type streamUsage struct {
+	model string
+	u     usage
+	seen  bool
+}
+
+var (
+	evMessageStart = []byte("event: message_start")
+	evMessageDelta = []byte("event: message_delta")
+	dataPrefix     = []byte("data:")
+)
+
+func (s *streamUsage) observe(ev []byte) {
+	start := bytes.HasPrefix(ev, evMessageStart)
+	if !start && !bytes.HasPrefix(ev, evMessageDelta) {
+		return
+	}
+	i := bytes.Index(ev, dataPrefix)
+	if i < 0 {
+		return
+	}
+	data := ev[i+len(dataPrefix):]
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	var v struct {
+		Message struct {
+			Model string `json:"model"`
+			Usage usage  `json:"usage"`
+		} `json:"message"`
+		Usage usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return
+	}
+	s.seen = true
+	if start {
+		s.model, s.u = v.Message.Model, v.Message.Usage
+		return
+	}
+	// message_delta's usage is cumulative; input fields appear there only
+	// on newer API versions.
+	s.u.Output = v.Usage.Output
+	if v.Usage.Input > 0 {
+		s.u.Input = v.Usage.Input
+	}
+	if v.Usage.CacheWrite > 0 {
+		s.u.CacheWrite = v.Usage.CacheWrite
+	}
+	if v.Usage.CacheRead > 0 {
+		s.u.CacheRead = v.Usage.CacheRead
+	}
+}
