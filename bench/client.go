@@ -149,6 +149,10 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 	req.Header.Set("Anthropic-Version", "2023-06-01")
 	req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
 	req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(attempt))
+	// Like the SDKs, tell the server how long this attempt may take.
+	if secs := int(c.timeout.Seconds()); secs > 0 {
+		req.Header.Set("X-Stainless-Timeout", strconv.Itoa(secs))
+	}
 	req.Header.Set("X-Bench-Attempt", key)
 	if c.onAttempt != nil {
 		c.onAttempt(key)

@@ -19,22 +19,23 @@ import (
 
 // Config is the proxy's whole configuration.
 type Config struct {
-	Enabled           bool          // BATCH_ENABLED
-	MaxSize           int           // BATCH_MAX_SIZE
-	MaxWait           time.Duration // BATCH_MAX_WAIT_MS
-	MaxConcurrency    int           // BATCH_MAX_CONCURRENCY
-	Timeout           time.Duration // BATCH_TIMEOUT_S
-	ListenAddr        string        // LISTEN_ADDR
-	UpstreamURL       *url.URL      // UPSTREAM_URL
-	StreamIdleTimeout time.Duration // STREAM_IDLE_TIMEOUT_S
-	DrainTimeout      time.Duration // DRAIN_TIMEOUT_S
-	UIEnabled         bool          // UI_ENABLED
-	MaxQueue          int           // BATCH_MAX_QUEUE
-	RetryMaxAttempts  int           // RETRY_MAX_ATTEMPTS
-	RetryBudget       int           // RETRY_BUDGET_PERCENT
-	MetricsEnabled    bool          // METRICS_ENABLED
-	LogFormat         string        // LOG_FORMAT: text or json
-	LogLevel          string        // LOG_LEVEL: debug, info, warn or error
+	Enabled              bool          // BATCH_ENABLED
+	MaxSize              int           // BATCH_MAX_SIZE
+	MaxWait              time.Duration // BATCH_MAX_WAIT_MS
+	MaxConcurrency       int           // BATCH_MAX_CONCURRENCY
+	Timeout              time.Duration // BATCH_TIMEOUT_S
+	ListenAddr           string        // LISTEN_ADDR
+	UpstreamURL          *url.URL      // UPSTREAM_URL
+	StreamIdleTimeout    time.Duration // STREAM_IDLE_TIMEOUT_S
+	DrainTimeout         time.Duration // DRAIN_TIMEOUT_S
+	UIEnabled            bool          // UI_ENABLED
+	MaxQueue             int           // BATCH_MAX_QUEUE
+	AdmitByClientTimeout bool          // ADMIT_BY_CLIENT_TIMEOUT
+	RetryMaxAttempts     int           // RETRY_MAX_ATTEMPTS
+	RetryBudget          int           // RETRY_BUDGET_PERCENT
+	MetricsEnabled       bool          // METRICS_ENABLED
+	LogFormat            string        // LOG_FORMAT: text or json
+	LogLevel             string        // LOG_LEVEL: debug, info, warn or error
 }
 
 // Setting is one row of the configuration table.
@@ -98,6 +99,9 @@ var Settings = []Setting{
 	{Env: "BATCH_MAX_QUEUE", Flag: "batch-max-queue", Default: "1024", Accepts: "a whole number >= 1",
 		Meaning: "Max requests waiting, in open windows or for a slot. Past it sluice answers 529 overloaded_error with retry-after at once.",
 		apply:   func(c *Config, v string) (err error) { c.MaxQueue, err = parseInt(v, 1); return }},
+	{Env: "ADMIT_BY_CLIENT_TIMEOUT", Flag: "admit-by-client-timeout", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Shed a windowed request at once with 529 and retry-after when its expected wait for a slot plus the average call time exceeds the timeout its SDK sent in x-stainless-timeout.",
+		apply:   func(c *Config, v string) (err error) { c.AdmitByClientTimeout, err = parseBool(v); return }},
 	{Env: "RETRY_MAX_ATTEMPTS", Flag: "retry-max-attempts", Default: "3", Accepts: "a whole number >= 1",
 		Meaning: "Attempts per windowed request, the first included, on 429, 5xx, 529 or a failed connection before anything reached the client. 1 turns retries off.",
 		apply:   func(c *Config, v string) (err error) { c.RetryMaxAttempts, err = parseInt(v, 1); return }},

@@ -44,6 +44,19 @@ var ErrDeadline = errors.New("dispatch: wave deadline passed")
 // clients push.
 var ErrQueueFull = errors.New("dispatch: queue full")
 
+// WaitTooLongError is returned by DoWithin, at once, when the wait the
+// request would face in line is longer than its client will wait: admitting
+// it would only let it reach a slot as its client gives up, wasting the slot
+// and the upstream's work on an answer nobody reads.
+type WaitTooLongError struct {
+	Expected time.Duration // the estimated wait for a slot
+	Patience time.Duration // what the client said it would wait in all
+}
+
+func (e *WaitTooLongError) Error() string {
+	return fmt.Sprintf("dispatch: expected wait %s plus service exceeds the client's %s", e.Expected, e.Patience)
+}
+
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("dispatch: closed")
 
@@ -75,6 +88,9 @@ type Scheduler struct {
 	hold     func() time.Time
 	hooks    Hooks
 	queued   atomic.Int64 // members in an open window or waiting for a slot
+	// service is a moving average of how long a member holds its slot, in
+	// nanoseconds: the turnover rate of the gate, for DoWithin's estimate.
+	service atomic.Int64
 }
 
 // New returns a scheduler that releases its waves through g.
@@ -293,8 +309,22 @@ func (d *waveDeadline) finish() {
 // deadline passed first, ctx's error if the caller left before it was
 // served, or a *PanicError if fn panicked.
 func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Member) error) error {
+	return s.DoWithin(ctx, 0, fn)
+}
+
+// DoWithin is Do for a request whose client gives up after patience (zero:
+// unknown). When the expected wait for a slot plus the average service time
+// exceeds patience, it fails at once with a *WaitTooLongError instead of
+// queueing: under sustained overload a FIFO queue otherwise grows until
+// every request reaches its slot just as its client leaves.
+func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error) error {
 	if err := ctx.Err(); err != nil {
 		return err // gone already: must not take a place in a window, or fill one
+	}
+	if patience > 0 {
+		if wait := s.ExpectedWait(); wait > 0 && wait+s.ServiceTime() > patience {
+			return &WaitTooLongError{Expected: wait, Patience: patience}
+		}
 	}
 	// Count the member before it joins, so that the cap holds exactly even
 	// when many arrive at once.
@@ -363,12 +393,50 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 	return err
 }
 
-// release gives m's slot back, noting when if anyone is watching.
+// release gives m's slot back and feeds the service-time average.
 func (s *Scheduler) release(m *Member) {
+	now := time.Now()
 	if s.hooks.Started != nil {
-		m.released = time.Now()
+		m.released = now
 	}
 	s.gate.Release(&m.ticket)
+	s.observeService(now.Sub(m.granted))
+}
+
+// observeService folds one slot-hold time into the moving average (weight
+// 1/8: recent enough to follow a latency spike within a few calls, smooth
+// enough not to jump on one slow stream).
+func (s *Scheduler) observeService(d time.Duration) {
+	for {
+		old := s.service.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if s.service.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// ServiceTime is the moving average of how long a request holds its slot;
+// zero until one has finished.
+func (s *Scheduler) ServiceTime() time.Duration { return time.Duration(s.service.Load()) }
+
+// ExpectedWait estimates how long a request arriving now would wait for a
+// slot: with FIFO slots turning over every ServiceTime, the requests ahead
+// of it beyond the free slots drain at capacity per ServiceTime.
+func (s *Scheduler) ExpectedWait() time.Duration {
+	svc := s.service.Load()
+	st := s.gate.Stats()
+	if svc == 0 || st.Capacity == 0 {
+		return 0
+	}
+	ahead := s.queued.Load() - int64(st.Capacity-st.InFlight)
+	if ahead < 0 {
+		return 0
+	}
+	return time.Duration((ahead + 1) * svc / int64(st.Capacity))
 }
 
 // run calls fn, turning a panic into a *PanicError so that one member's

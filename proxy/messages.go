@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -57,9 +58,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		err = ex.forward(r.Context(), nil)
 	} else {
 		p.budget.Request()
-		err = p.sched.Do(r.Context(), ex.forward)
+		err = p.sched.DoWithin(r.Context(), p.clientPatience(r), ex.forward)
+		var tooLong *dispatch.WaitTooLongError
 		switch {
-		case errors.Is(err, dispatch.ErrQueueFull):
+		case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong):
 			p.metrics.Shed.Inc()
 		case errors.Is(err, dispatch.ErrDeadline):
 			p.metrics.Deadlines.Inc()
@@ -268,11 +270,27 @@ func (ex *exchange) finish(err error) {
 	writeError(ex.w, ex.p.mapError(err))
 }
 
+// clientPatience is how long the client will wait for this request in all,
+// from the official SDKs' x-stainless-timeout header (whole seconds; absent
+// or 0 when the client set no timeout), or zero when unknown or when
+// ADMIT_BY_CLIENT_TIMEOUT is off.
+func (p *Proxy) clientPatience(r *http.Request) time.Duration {
+	if !p.cfg.AdmitByClientTimeout {
+		return 0
+	}
+	n, err := strconv.Atoi(r.Header.Get("X-Stainless-Timeout"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
 // mapError is the one place where a failure becomes a client-visible error.
 func (p *Proxy) mapError(err error) *apiError {
 	var ae *apiError
 	var ue *upstream.Error
 	var pe *dispatch.PanicError
+	var tooLong *dispatch.WaitTooLongError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -282,6 +300,10 @@ func (p *Proxy) mapError(err error) *apiError {
 	case errors.Is(err, dispatch.ErrQueueFull):
 		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
+	case errors.As(err, &tooLong):
+		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
+			Message: fmt.Sprintf("sluice is overloaded: this request would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call; retry after the retry-after delay",
+				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience)}
 	case errors.Is(err, dispatch.ErrClosed):
 		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
