@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMemoryPerWaitingRequest is the memory benchmark of issue 6: sluice's
+// own RSS with SLUICE_MEMBENCH_N (default 10,000) requests waiting. It
+// builds the sluice binary and runs `sluice serve` as its own process, so
+// that the clients (this process) are not counted, against an upstream here
+// that holds every call. It measures, it does not assert a target: the
+// figures go to docs/benchmarks.md. Skipped unless SLUICE_MEMBENCH=1.
+// Environment variables of the run (UI_ENABLED, GOGC, ...) reach sluice.
+func TestMemoryPerWaitingRequest(t *testing.T) {
+	if os.Getenv("SLUICE_MEMBENCH") != "1" {
+		t.Skip("a benchmark, not a test: set SLUICE_MEMBENCH=1 to run it")
+	}
+	n := envInt("SLUICE_MEMBENCH_N", 10000)
+	const slots = 8 // BATCH_MAX_CONCURRENCY's default
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+
+	bin := filepath.Join(t.TempDir(), "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	release := make(chan struct{})
+	var upstreamCalls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		upstreamCalls.Add(1)
+		select { // holds every call
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	defer close(release)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "BATCH_ENABLED=1", "BATCH_MAX_QUEUE=20000", "BATCH_TIMEOUT_S=600",
+		"LISTEN_ADDR="+addr, "UPSTREAM_URL="+up.URL, "LOG_LEVEL=warn")
+	if v := os.Getenv("SLUICE_MEMBENCH_GODEBUG"); v != "" {
+		cmd.Env = append(cmd.Env, "GODEBUG="+v) // gctrace=1 splits the RSS into heap and stacks
+	}
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	base := "http://" + addr
+
+	probe := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	defer probe.CloseIdleConnections()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if resp, err := probe.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sluice did not come up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	queued(t, probe, base) // the metrics handler's first use allocates; count it as idle
+	time.Sleep(time.Second)
+	idle := procStatus(t, pid)
+
+	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel and kill, every client returns
+	defer cancel()
+	start := time.Now()
+	for i := range n {
+		if i%500 == 499 {
+			time.Sleep(50 * time.Millisecond) // under the listen backlog, so no SYN is dropped and retried a second later
+		}
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Api-Key", "sk-membench")
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			if resp, err := client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	want := n - slots
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		q := queued(t, probe, base)
+		if q >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_queue_depth_requests = %d after 5 min; want %d", q, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fill := time.Since(start)
+	time.Sleep(3 * time.Second) // let it settle
+	q := queued(t, probe, base)
+	loaded := procStatus(t, pid)
+	held := q + int(upstreamCalls.Load())
+	perReq := (loaded["VmRSS"] - idle["VmRSS"]) / int64(held)
+	t.Logf("sluice pid %d: %d requests held (%d queued, %d upstream) after %v", pid, held, q, upstreamCalls.Load(), fill.Round(time.Millisecond))
+	t.Logf("VmRSS idle %d KB, loaded %d KB (+%d KB); peak VmHWM %d KB; threads %d",
+		idle["VmRSS"]>>10, loaded["VmRSS"]>>10, (loaded["VmRSS"]-idle["VmRSS"])>>10, loaded["VmHWM"]>>10, loaded["Threads"])
+	t.Logf("RSS per waiting request: %d bytes (%.1f KB); RSS at %d waiting: %.1f MB", perReq, float64(perReq)/1024, held, float64(loaded["VmRSS"])/(1<<20))
+	if b, err := os.ReadFile(stderr.Name()); err == nil {
+		var last string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "gc ") {
+				last = line
+			}
+		}
+		if last != "" {
+			t.Logf("sluice's last GC: %s", last)
+		}
+	}
+}
+
+// queued reads sluice_queue_depth_requests from sluice's /metrics.
+func queued(t *testing.T, c *http.Client, base string) int {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "sluice_queue_depth_requests "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("sluice_queue_depth_requests %q: %v", v, err)
+			}
+			return int(f)
+		}
+	}
+	t.Fatal("no sluice_queue_depth_requests in /metrics")
+	return 0
+}
+
+// procStatus reads the memory lines of /proc/PID/status, in bytes (Threads
+// as a count).
+func procStatus(t *testing.T, pid int) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		x, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			x <<= 10
+		}
+		m[k] = x
+	}
+	return m
+}
