@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -33,7 +35,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		if edit != nil {
 			edit(&cfg)
 		}
-		p, err := New(cfg, Options{})
+		p, err := New(cfg, Options{Logger: benchLogger})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,3 +85,12 @@ func mustURL(tb testing.TB, s string) *url.URL {
 	}
 	return u
 }
+
+// benchLogger discards the access lines unless SLUICE_BENCH_LOG=stderr, so
+// that the figure can be taken with and without their cost.
+var benchLogger = func() *slog.Logger {
+	if os.Getenv("SLUICE_BENCH_LOG") == "stderr" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}()

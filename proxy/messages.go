@@ -209,15 +209,17 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			// Giving up: the upstream's own answer, retry-after and all, goes
 			// to the client so that its retry policy takes over.
 		}
-		if resp.StatusCode == http.StatusOK {
-			ex.p.countMessageTokens(data)
-		}
 		h := ex.w.Header()
 		upstream.CopyHeader(h, resp.Header)
 		h.Set("Content-Length", strconv.Itoa(len(data)))
 		ex.written = true
 		ex.w.WriteHeader(resp.StatusCode)
 		ex.w.Write(data)
+		if resp.StatusCode == http.StatusOK {
+			// After the write: the client has its answer before sluice
+			// spends a decode on the metrics.
+			ex.p.countMessageTokens(data)
+		}
 		return nil
 	}
 }
