@@ -450,9 +450,13 @@ func run(ctx context.Context, m *Member, fn func(context.Context, *Member) error
 	return fn(ctx, m)
 }
 
-// Flush releases the open window now; the server calls it on shutdown so
-// that nobody waits out MaxWait.
+// Flush releases the open window now.
 func (s *Scheduler) Flush() { s.win.Flush() }
+
+// Drain releases the open window now and every later member at once,
+// without a window; the server calls it on shutdown so that nobody accepted
+// before the signal waits out MaxWait.
+func (s *Scheduler) Drain() { s.win.Drain() }
 
 // Close releases the open window and refuses new members.
 func (s *Scheduler) Close() { s.win.Close() }

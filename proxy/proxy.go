@@ -105,11 +105,13 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Flush releases any open window at once; the server calls it when shutdown
-// begins so that no accepted request waits out BATCH_MAX_WAIT_MS.
+// Flush releases any open window at once, and every windowed request after
+// it without waiting for a window; the server calls it when shutdown begins
+// so that no request accepted before the signal waits out
+// BATCH_MAX_WAIT_MS.
 func (p *Proxy) Flush() {
 	if p.sched != nil {
-		p.sched.Flush()
+		p.sched.Drain()
 	}
 }
 

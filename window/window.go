@@ -58,8 +58,9 @@ type Window[T comparable] struct {
 	mu     sync.Mutex
 	open   *Wave[T]
 	timer  *time.Timer
-	nextID uint64
-	closed bool
+	nextID   uint64
+	closed   bool
+	draining bool // every Add closes its window at once (shutdown)
 
 	// flushMu is taken before mu is let go when a wave closes, so that waves
 	// reach the flush function in the order they closed even when a timer
@@ -103,13 +104,17 @@ func (w *Window[T]) Add(item T) (*Wave[T], error) {
 			done:     make(chan struct{}),
 		}
 		w.open = wave
-		if w.maxSize > 1 {
+		if w.maxSize > 1 && !w.draining {
 			w.timer = time.AfterFunc(w.maxWait, func() { w.expire(wave) })
 		}
 	}
 	wave.Items = append(wave.Items, item)
 	if len(wave.Items) >= w.maxSize {
 		w.closeLocked(ReasonSize)
+		return wave, nil
+	}
+	if w.draining {
+		w.closeLocked(ReasonFlush)
 		return wave, nil
 	}
 	w.mu.Unlock()
@@ -144,6 +149,19 @@ func (w *Window[T]) Withdraw(item T) bool {
 // Flush closes the open window now, if there is one.
 func (w *Window[T]) Flush() {
 	w.mu.Lock()
+	if w.open == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.closeLocked(ReasonFlush)
+}
+
+// Drain flushes the open window now and makes every later Add close its
+// window at once: when a server shuts down, a request accepted just before
+// the signal must not wait out MaxWait.
+func (w *Window[T]) Drain() {
+	w.mu.Lock()
+	w.draining = true
 	if w.open == nil {
 		w.mu.Unlock()
 		return

@@ -396,3 +396,35 @@ func TestReasonString(t *testing.T) {
 		}
 	}
 }
+
+func TestDrainFlushesNowAndEveryLaterAdd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []Reason
+		var sizes []int
+		w, err := New(16, time.Hour, func(wave *Wave[int]) {
+			got = append(got, wave.Reason)
+			sizes = append(sizes, len(wave.Items))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Add(1)
+		w.Add(2)
+		w.Drain()
+		wave, err := w.Add(3) // accepted just before shutdown, added just after
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wave.Done():
+		default:
+			t.Fatal("an Add after Drain waits for its window")
+		}
+		if len(got) != 2 || got[0] != ReasonFlush || got[1] != ReasonFlush || sizes[0] != 2 || sizes[1] != 1 {
+			t.Fatalf("waves %v of sizes %v; want two flushes, of 2 and 1", got, sizes)
+		}
+		if w.Pending() != 0 {
+			t.Fatalf("pending = %d", w.Pending())
+		}
+	})
+}
