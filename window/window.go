@@ -55,9 +55,9 @@ type Window[T comparable] struct {
 	maxWait time.Duration
 	flush   func(*Wave[T])
 
-	mu     sync.Mutex
-	open   *Wave[T]
-	timer  *time.Timer
+	mu       sync.Mutex
+	open     *Wave[T]
+	timer    *time.Timer
 	nextID   uint64
 	closed   bool
 	draining bool // every Add closes its window at once (shutdown)
