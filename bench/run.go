@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/statuswriter"
 )
 
 // The modes a scenario runs through.
@@ -142,9 +143,9 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 		l.mu.Lock()
 		l.calls[key] = iv
 		l.mu.Unlock()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := statuswriter.Wrap(w)
 		h.ServeHTTP(sw, r)
-		end, status := time.Since(l.start), sw.status
+		end, status := time.Since(l.start), sw.Status()
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -153,33 +154,6 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 		l.mu.Unlock()
 	})
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // upstreamStats reads the simulator's counters, in-process or over HTTP.
 type upstreamStats func() (sim.Stats, error)

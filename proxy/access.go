@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/statuswriter"
 )
 
 // record is what one request leaves in the access log and the metrics. The
@@ -40,39 +42,16 @@ func recordOf(r *http.Request) *record {
 // request-id passes through untouched.
 const sluiceIDHeader = "X-Sluice-Request-Id"
 
-// statusWriter remembers the status sent. Unwrap keeps flushing and write
-// deadlines (http.ResponseController) working through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // ServeHTTP routes r and writes its access line and request metric.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &record{id: newRequestID()}
 	w.Header().Set(sluiceIDHeader, rec.id)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := statuswriter.Wrap(w)
 	p.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
 
 	route := routeOf(r.URL.Path)
-	status := sw.status
+	status := sw.Status()
 	if status == 0 {
 		status = 499 // nothing was sent: the client left first
 	}

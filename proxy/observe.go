@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/statuswriter"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -80,11 +81,11 @@ func (p *Proxy) observe(h http.HandlerFunc) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := &observed{}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := statuswriter.Wrap(w)
 		ex := Exchange{Request: r, Start: time.Now()}
 		h(sw, r.WithContext(context.WithValue(r.Context(), observedKey{}, o)))
 		ex.End = time.Now()
-		ex.Status = sw.status
+		ex.Status = sw.Status()
 		if ex.Status == 0 {
 			ex.Status = 499
 		}

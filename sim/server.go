@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/statuswriter"
 )
 
 const (
@@ -88,9 +90,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("request-id", "req_"+s.newID())
 	h.Set("anthropic-organization-id", organizationID)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := statuswriter.Wrap(w)
 	if !strings.HasPrefix(r.URL.Path, "/sim/") { // the simulator's own endpoints are not API traffic
-		defer func() { s.stats.finish(sw.status) }()
+		defer func() { s.stats.finish(sw.Status()) }()
 	}
 
 	// Route first so an unknown path is 404 even without credentials, and a
@@ -145,36 +147,6 @@ func idString(v uint64) string {
 	}
 	return string(b[:])
 }
-
-// statusWriter remembers the status for the stats and keeps Flush and
-// Unwrap so streaming and hijacking still work through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // probeWriter captures what ServeMux's own 404/405 handler would send.
 type probeWriter struct {
