@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,21 +64,29 @@ func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 			t.Fatalf("%d upstream calls during the hold; want 1", len(calls))
 		}
 		mu.Unlock()
+		// b and c, first in line, hold the two slots through the hold; d and e
+		// keep their places behind them.
+		if st := rig.proxy.GateStats(); st.InFlight != 2 || st.Waiting != 2 {
+			t.Fatalf("gate during the hold = %+v; want 2 slots held, 2 waiting", st)
+		}
 		for _, w := range waits {
 			if s := <-w; s != 200 {
 				t.Fatalf("status %d", s)
 			}
 		}
-		var order []string
+		// All four go at the reset, in the same (virtual) instant, so the
+		// order the upstream sees them in is the scheduler's, not the gate's:
+		// the gate's order is checked above.
+		var names []string
 		for _, c := range calls[1:] {
 			if c.at.Before(reset) {
 				t.Errorf("call %s at %v, before the reset %v", c.body, c.at, reset)
 			}
-			order = append(order, c.body[strings.Index(c.body, `"n":`)+5:][:1])
+			names = append(names, c.body[strings.Index(c.body, `"n":`)+5:][:1])
 		}
-		// Two slots: b and c held theirs through the hold and go first.
-		if got := strings.Join(order, ""); got[:2] != "bc" && got[:2] != "cb" || got[2:] != "de" && got[2:] != "ed" {
-			t.Errorf("order after the hold = %s; want b, c before d, e", got)
+		slices.Sort(names)
+		if got := strings.Join(names, ""); got != "bcde" {
+			t.Errorf("calls after the hold = %s; want b, c, d and e once each", got)
 		}
 		if st := rig.proxy.GateStats(); st.InFlight != 0 || st.Waiting != 0 {
 			t.Fatalf("gate = %+v; want empty", st)
