@@ -101,9 +101,10 @@ func (ew *eventWriter) flush() error {
 func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
 	br := bufio.NewReaderSize(src, 16<<10)
 	var event []byte
+	lineStart := 0 // where the line being read began in event
 	for {
-		line, err := br.ReadSlice('\n')
-		event = append(event, line...)
+		chunk, err := br.ReadSlice('\n')
+		event = append(event, chunk...)
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue // a long line: keep reading it
@@ -116,6 +117,10 @@ func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
 			return err
 		}
 		progress()
+		// The whole line, not the last chunk of it: a long line can end with
+		// a chunk of just "\n" when it fills the buffer exactly.
+		line := event[lineStart:]
+		lineStart = len(event)
 		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
 			// A blank line ends the event.
 			if ew.observe != nil {
@@ -125,6 +130,7 @@ func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
 				return err
 			}
 			event = event[:0]
+			lineStart = 0
 		}
 	}
 }
