@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -89,7 +90,7 @@ func testConfig(t *testing.T, upstream string, windowed bool, edit ...func(*conf
 // startProxy serves a proxy for cfg on a loopback httptest server.
 func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
 	t.Helper()
-	p, err := New(cfg, Options{})
+	p, err := New(cfg, Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,3 +144,7 @@ func bothModes(t *testing.T, f func(t *testing.T, windowed bool)) {
 		t.Run(name, func(t *testing.T) { f(t, windowed) })
 	}
 }
+
+// quietLog keeps access lines out of the test output; the tests of the
+// access log set their own logger.
+var quietLog = slog.New(slog.DiscardHandler)

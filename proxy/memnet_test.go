@@ -70,7 +70,7 @@ func newBubbleRig(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc,
 
 	cfg := testConfig(t, "http://upstream.test", windowed, edit...)
 	uc := upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.dial})
-	p, err := New(cfg, Options{Upstream: uc})
+	p, err := New(cfg, Options{Upstream: uc, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestObserverHearsWavesAndExchanges(t *testing.T) {
 		cfg := config.Default()
 		cfg.Enabled, cfg.MaxSize, cfg.MaxConcurrency = windowed, 3, 1
 		cfg.UpstreamURL = mustURL(t, up.URL)
-		p, err := New(cfg, Options{Observer: obs})
+		p, err := New(cfg, Options{Observer: obs, Logger: quietLog})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"testing"
@@ -26,7 +27,7 @@ func startSluice(t *testing.T, upstream string) *httptest.Server {
 		t.Fatal(err)
 	}
 	cfg.UpstreamURL = u
-	p, err := proxy.New(cfg, proxy.Options{})
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
 	cfg.MaxWait = time.Hour // only the shutdown flush can release the last window
 	cfg.MaxSize = 16
-	p, err := proxy.New(cfg, proxy.Options{})
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
