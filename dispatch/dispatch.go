@@ -122,6 +122,7 @@ type Member struct {
 	deadline *waveDeadline
 	joined   time.Time
 	granted  time.Time
+	heldFrom time.Time // when the slot now held was granted (again, after a Requeue)
 	released time.Time // set only when Hooks.Started is
 
 	mu     sync.Mutex              // orders start and LiftDeadline against the deadline's sweep
@@ -216,7 +217,9 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 	select {
 	case <-m.ticket.Ready():
 		s.queued.Add(-1)
-		return s.waitHold(ctx)
+		err := s.waitHold(ctx)
+		m.heldFrom = time.Now() // the backoff and the wait are not service
+		return err
 	case <-ctx.Done():
 		s.queued.Add(-1)
 		s.gate.Leave(&m.ticket)
@@ -383,6 +386,7 @@ func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn fun
 		return err
 	}
 	m.granted = time.Now() // the hold counts as waiting
+	m.heldFrom = m.granted
 	if s.hooks.Started != nil {
 		s.hooks.Started(ctx, m)
 	}
@@ -400,7 +404,9 @@ func (s *Scheduler) release(m *Member) {
 		m.released = now
 	}
 	s.gate.Release(&m.ticket)
-	s.observeService(now.Sub(m.granted))
+	if !m.heldFrom.IsZero() { // zero: it left before its call began
+		s.observeService(now.Sub(m.heldFrom))
+	}
 }
 
 // observeService folds one slot-hold time into the moving average (weight

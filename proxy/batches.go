@@ -21,11 +21,17 @@ var resultsURLField = regexp.MustCompile(`("results_url"\s*:\s*")([^"\\]*)(")`)
 // Batch objects whose results_url sluice must rewrite: JSON from the batches
 // endpoints other than the JSONL results themselves.
 func isBatchObjectResponse(r *http.Request, resp *http.Response) bool {
-	if !strings.HasPrefix(r.URL.Path, "/v1/messages/batches") || strings.HasSuffix(r.URL.Path, "/results") {
+	if !rewritesBatchObjects(r) || resp.Header.Get("Content-Encoding") != "" {
 		return false
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	return mt == "application/json"
+}
+
+// rewritesBatchObjects reports whether r's answer carries Message Batch
+// objects: the batches endpoints other than the JSONL results.
+func rewritesBatchObjects(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/v1/messages/batches") && !strings.HasSuffix(r.URL.Path, "/results")
 }
 
 // relayBatchObject relays a batch object with every results_url pointed at

@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -81,20 +82,40 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	if r.ContentLength > limit {
 		return nil, errTooLarge(limit)
 	}
+	// A body must arrive within bodyReadTimeout: a client that declares a
+	// large body and sends it slowly must not hold memory and a handler
+	// indefinitely. The deadline is lifted afterwards so that the server's
+	// watch for a departing client is not cut short during a long stream.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	defer rc.SetReadDeadline(time.Time{})
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom reads until EOF
+		// Trust the declared length only up to a point: memory is committed
+		// as bytes arrive, not as a header promises them.
+		buf.Grow(int(min(r.ContentLength, 64<<10)) + 1) // +1: ReadFrom reads until EOF
 	}
 	if _, err := buf.ReadFrom(rd); err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			return nil, errTooLarge(limit)
+		case r.Context().Err() != nil:
+			return nil, errClientGone
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+				Message: fmt.Sprintf("the request body did not arrive within %s; send it faster or make it smaller", bodyReadTimeout)}
 		}
-		return nil, errClientGone
+		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Message: "sluice could not read the request body (" + err.Error() + "); send a well-formed HTTP body"}
 	}
 	return buf.Bytes(), nil
 }
+
+// bodyReadTimeout bounds how long a Messages request body may take to
+// arrive: 32 MB at well under 1 MB/s.
+const bodyReadTimeout = 60 * time.Second
 
 // requestInfo is what sluice reads from a Messages body, for the access log
 // and the metrics.
@@ -213,6 +234,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		upstream.CopyHeader(h, resp.Header)
 		h.Set("Content-Length", strconv.Itoa(len(data)))
 		ex.written = true
+		// The slot is held while the answer is written: a client that stops
+		// reading must not keep it past the idle timeout, as for streams.
+		_ = http.NewResponseController(ex.w).SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
 		ex.w.WriteHeader(resp.StatusCode)
 		ex.w.Write(data)
 		if resp.StatusCode == http.StatusOK {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -19,6 +20,12 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > limit {
 		writeError(w, errTooLarge(limit))
 		return
+	}
+	if rewritesBatchObjects(r) {
+		// sluice must read the batch objects to point results_url at itself,
+		// so it asks the upstream for them uncompressed.
+		r = r.Clone(r.Context())
+		r.Header.Del("Accept-Encoding")
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	resp, err := p.up.Do(r.Context(), r, body, r.ContentLength)
@@ -42,17 +49,20 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	}
 	upstream.CopyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	copyFlushing(w, resp.Body)
+	copyFlushing(w, resp.Body, p.cfg.StreamIdleTimeout)
 }
 
 // copyFlushing copies src to w, flushing after every read so that a slow
 // body (results being produced, a stream) reaches the client as it comes.
-func copyFlushing(w http.ResponseWriter, src io.Reader) {
+// Each write must finish within idle, so that a client that stops reading
+// releases the upstream connection.
+func copyFlushing(w http.ResponseWriter, src io.Reader, idle time.Duration) {
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(idle))
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
