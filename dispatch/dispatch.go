@@ -69,7 +69,9 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("dispatch: member panicked: %v", e.Value) }
 
-// Hooks are optional observers, called synchronously; they must be quick.
+// Hooks are optional observers, called synchronously; they must be quick
+// and must not call back into the Scheduler (Flushed runs while the window
+// is closing, and every Add waits for it).
 type Hooks struct {
 	// Flushed is called once per wave, before its members are put in line.
 	Flushed func(waveID uint64, size int, reason window.Reason)
