@@ -58,21 +58,13 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.MaxSize, err = parseInt(v, 1); return }},
 	{Env: "BATCH_MAX_WAIT_MS", Flag: "batch-max-wait-ms", Default: "20", Accepts: "whole milliseconds >= 0",
 		Meaning: "Max wait for a window to fill, counted from its first request, before flushing.",
-		apply: func(c *Config, v string) error {
-			n, err := parseInt(v, 0)
-			c.MaxWait = time.Duration(n) * time.Millisecond
-			return err
-		}},
+		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.MaxWait })},
 	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
 		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
 		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},
 	{Env: "BATCH_TIMEOUT_S", Flag: "batch-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
 		Meaning: "Hard ceiling on one window's dispatch: slot wait plus upstream call, counted from the flush.",
-		apply: func(c *Config, v string) error {
-			n, err := parseInt(v, 1)
-			c.Timeout = time.Duration(n) * time.Second
-			return err
-		}},
+		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.Timeout })},
 	{Env: "LISTEN_ADDR", Flag: "listen", Default: "127.0.0.1:8080", Accepts: "host:port",
 		Meaning: "Address sluice listens on.",
 		apply:   parseListen},
@@ -81,18 +73,10 @@ var Settings = []Setting{
 		apply:   parseUpstream},
 	{Env: "STREAM_IDLE_TIMEOUT_S", Flag: "stream-idle-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
 		Meaning: "A stream silent this long is ended with an in-band timeout_error event and its slot released.",
-		apply: func(c *Config, v string) error {
-			n, err := parseInt(v, 1)
-			c.StreamIdleTimeout = time.Duration(n) * time.Second
-			return err
-		}},
+		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.StreamIdleTimeout })},
 	{Env: "DRAIN_TIMEOUT_S", Flag: "drain-timeout-s", Default: "30", Accepts: "whole seconds >= 0",
 		Meaning: "On SIGINT/SIGTERM, how long in-flight requests may take to finish before sluice exits.",
-		apply: func(c *Config, v string) error {
-			n, err := parseInt(v, 0)
-			c.DrainTimeout = time.Duration(n) * time.Second
-			return err
-		}},
+		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.DrainTimeout })},
 	{Env: "UI_ENABLED", Flag: "ui-enabled", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Serve the page at /ui/ (replay and live view) and its endpoints under /ui/api/. Off: /ui/ goes to the proxy like any other path.",
 		apply:   func(c *Config, v string) (err error) { c.UIEnabled, err = parseBool(v); return }},
@@ -201,6 +185,16 @@ func MarkdownTable() string {
 		fmt.Fprintf(&b, "| `%s` | `--%s` | `%s` | %s |\n", s.Env, s.Flag, s.Default, s.Meaning)
 	}
 	return b.String()
+}
+
+// wholeUnits parses a whole number, at least min, of unit into the duration
+// that field picks out of the Config.
+func wholeUnits(unit time.Duration, min int, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := parseInt(v, min)
+		*field(c) = time.Duration(n) * unit
+		return err
+	}
 }
 
 func parseBool(v string) (bool, error) {
