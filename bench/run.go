@@ -202,8 +202,11 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		if err != nil {
 			return nil, err
 		}
-		srv := httptest.NewServer(p)
+		srv := httptest.NewUnstartedServer(p)
+		srv.Listener = p.Listener(srv.Listener) // as under sluice serve: waiting requests are parked
+		srv.Start()
 		defer p.Close()
+		defer p.Shutdown(context.Background())
 		defer srv.Close()
 		base = srv.URL
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -15,6 +16,7 @@ type State struct {
 	Queued   func() int // requests waiting in open windows or for a slot
 	InFlight func() int // gate slots held
 	Capacity func() int // gate slots in all
+	Parked   func() int // client connections parked
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.
@@ -84,6 +86,11 @@ func New(st State) *Metrics {
 	gauge("sluice_queue_depth_requests", "Requests waiting now, in open windows or for a slot.", st.Queued)
 	gauge("sluice_gate_in_flight_requests", "Gate slots held now (upstream calls in flight).", st.InFlight)
 	gauge("sluice_gate_capacity_requests", "Gate slots in all (BATCH_MAX_CONCURRENCY).", st.Capacity)
+	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
+	// The runtime's and the process's own: memory, goroutines, file
+	// descriptors, which are what overload costs.
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/statuswriter"
 )
 
 // record is what one request leaves in the access log and the metrics. The
 // handlers fill it in as they learn things; ServeHTTP writes it out.
 type record struct {
+	start        time.Time
 	id           string // sluice's request id
 	upstreamID   string // the upstream's request-id
 	model        string
@@ -24,6 +26,12 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
+	// member is the request's place in its wave, once it got a slot; set
+	// only when an Observer is (for its timeline).
+	member *dispatch.Member
+	// parked says the request was parked (see park): its own goroutine
+	// finishes it and calls account, not ServeHTTP.
+	parked bool
 }
 
 type recordKey struct{}
@@ -42,16 +50,26 @@ func recordOf(r *http.Request) *record {
 // request-id passes through untouched.
 const sluiceIDHeader = "X-Sluice-Request-Id"
 
-// ServeHTTP routes r and writes its access line and request metric.
+// ServeHTTP routes r and, unless r was parked, writes its access line and
+// request metric.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rec := &record{id: newRequestID()}
+	rec := &record{id: newRequestID(), start: time.Now()}
 	w.Header().Set(sluiceIDHeader, rec.id)
 	sw := statuswriter.Wrap(w)
-	p.mux.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
+	p.mux.ServeHTTP(sw, r)
+	if rec.parked {
+		return // its answer is still to come; whoever finishes it accounts for it
+	}
+	p.account(r, rec, sw.Status())
+}
 
+// account writes the access line and request metric of r, whose answer is
+// complete with status (0: nothing was sent), and tells the observer of a
+// Messages exchange.
+func (p *Proxy) account(r *http.Request, rec *record, status int) {
+	end := time.Now()
 	route := routeOf(r.URL.Path)
-	status := sw.Status()
 	if status == 0 {
 		status = 499 // nothing was sent: the client left first
 	}
@@ -60,6 +78,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		mode = "windowed"
 	}
 	p.metrics.Requests.WithLabelValues(route, strconv.Itoa(status), mode).Inc()
+	if p.obs != nil && route == "messages" {
+		p.observeDone(r, rec, status, end)
+	}
 	if route == "healthz" || route == "metrics" {
 		return // scrapes and probes would drown the access log
 	}
@@ -70,7 +91,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("mode", mode), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
 		slog.Int("status", status), slog.Duration("queue_wait", rec.queueWait),
 		slog.Duration("upstream_time", rec.upstreamTime), slog.Uint64("wave", rec.wave),
-		slog.Int("retries", rec.retries), slog.Duration("took", since(start)))
+		slog.Int("retries", rec.retries), slog.Duration("took", end.Sub(rec.start).Round(time.Microsecond)))
 }
 
 // routeOf names r's route for the metrics; a fixed set, whatever the path.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -94,8 +95,10 @@ func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = p.Listener(srv.Listener) // windowed requests are parked, as under sluice serve
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
 	return p, srv
 }
 

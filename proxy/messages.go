@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -54,24 +55,56 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.model, rec.stream = info.Model, info.Stream
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec}
-	var err error
 	if p.sched == nil {
-		err = ex.forward(r.Context(), nil)
-	} else {
-		p.budget.Request()
-		err = p.sched.DoWithin(r.Context(), p.clientPatience(r), ex.forward)
-		var tooLong *dispatch.WaitTooLongError
-		switch {
-		case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong):
-			p.metrics.Shed.Inc()
-		case errors.Is(err, dispatch.ErrDeadline):
-			p.metrics.Deadlines.Inc()
-		case r.Context().Err() != nil:
-			p.metrics.Departed.Inc()
-		}
+		ex.finish(r.Context(), ex.forward(r.Context(), nil))
+		return
 	}
-	rec.retries = ex.retries
-	ex.finish(err)
+	p.budget.Request()
+	// A windowed request may wait long for its turn: park it, so that it
+	// waits without net/http's connection goroutine and buffers (see park).
+	// r's body is spent; dropping it lets go of the server's read buffer,
+	// which it points into, for as long as r is kept.
+	r.Body = http.NoBody
+	rw, err := p.parker.Park(w, r)
+	if err != nil {
+		p.windowed(r.Context(), ex) // not parkable (HTTP/2, say): wait in place
+		return
+	}
+	rec.parked = true
+	ex.w = rw
+	go func() {
+		defer func() {
+			if v := recover(); v != nil { // outside DoWithin's own containment: nobody else would catch it
+				p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+			if rw.Status() == 0 && rw.Context().Err() == nil {
+				writeError(rw, &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+					Message: "sluice hit an internal error handling this request; retry, and report it if it persists"})
+			}
+			// Accounted before Finish sends the last buffered bytes, as
+			// ServeHTTP accounts before net/http sends them.
+			p.account(r, rec, rw.Status())
+			rw.Finish()
+		}()
+		p.windowed(rw.Context(), ex)
+	}()
+}
+
+// windowed sends ex through the scheduler and answers it; ctx ends when
+// its client leaves.
+func (p *Proxy) windowed(ctx context.Context, ex *exchange) {
+	err := p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward)
+	var tooLong *dispatch.WaitTooLongError
+	switch {
+	case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong):
+		p.metrics.Shed.Inc()
+	case errors.Is(err, dispatch.ErrDeadline):
+		p.metrics.Deadlines.Inc()
+	case ctx.Err() != nil:
+		p.metrics.Departed.Inc()
+	}
+	ex.rec.retries = ex.retries
+	ex.finish(ctx, err)
 }
 
 // errClientGone marks a client that left while its body was being read.
@@ -281,8 +314,8 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 }
 
 // finish answers the client for a failure that happened before anything was
-// written, or logs one that happened after.
-func (ex *exchange) finish(err error) {
+// written, or logs one that happened after; ctx ends when the client left.
+func (ex *exchange) finish(ctx context.Context, err error) {
 	if err == nil {
 		return
 	}
@@ -290,7 +323,7 @@ func (ex *exchange) finish(err error) {
 		// A stream that broke: relayEvents already told the client in-band.
 		return
 	}
-	if ex.r.Context().Err() != nil {
+	if ctx.Err() != nil {
 		return // the client left: nobody to answer
 	}
 	writeError(ex.w, ex.p.mapError(err))

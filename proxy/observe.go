@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
-	"github.com/sluicehq/sluice/statuswriter"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -47,12 +46,6 @@ type Exchange struct {
 	Status int
 }
 
-// observedKey carries an *observed through the request context, from
-// observe to the scheduler's Started hook.
-type observedKey struct{}
-
-type observed struct{ member *dispatch.Member }
-
 // dispatchHooks are the scheduler's hooks: they count waves in the metrics
 // and, when obs is set, feed it.
 func (p *Proxy) dispatchHooks(obs Observer) dispatch.Hooks {
@@ -65,36 +58,22 @@ func (p *Proxy) dispatchHooks(obs Observer) dispatch.Hooks {
 	}}
 	if obs != nil {
 		h.Started = func(ctx context.Context, m *dispatch.Member) {
-			if o, ok := ctx.Value(observedKey{}).(*observed); ok {
-				o.member = m
+			if rec, ok := ctx.Value(recordKey{}).(*record); ok {
+				rec.member = m
 			}
 		}
 	}
 	return h
 }
 
-// observe wraps the Messages handler so that p's observer hears of each
-// exchange; without an observer it is h itself, costing nothing.
-func (p *Proxy) observe(h http.HandlerFunc) http.Handler {
-	if p.obs == nil {
-		return h
+// observeDone tells p's observer of a finished Messages exchange.
+func (p *Proxy) observeDone(r *http.Request, rec *record, status int, end time.Time) {
+	ex := Exchange{Request: r, Start: rec.start, End: end, Status: status}
+	if m := rec.member; m != nil {
+		ex.Granted, ex.Released = m.Granted(), m.Released()
+		ex.Wave, ex.Reason, ex.QueueWait = m.WaveID(), m.FlushReason().String(), m.QueueWait()
+	} else if p.sched == nil && status != 499 {
+		ex.Granted, ex.Released = ex.Start, ex.End
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o := &observed{}
-		sw := statuswriter.Wrap(w)
-		ex := Exchange{Request: r, Start: time.Now()}
-		h(sw, r.WithContext(context.WithValue(r.Context(), observedKey{}, o)))
-		ex.End = time.Now()
-		ex.Status = sw.Status()
-		if ex.Status == 0 {
-			ex.Status = 499
-		}
-		if m := o.member; m != nil {
-			ex.Granted, ex.Released = m.Granted(), m.Released()
-			ex.Wave, ex.Reason, ex.QueueWait = m.WaveID(), m.FlushReason().String(), m.QueueWait()
-		} else if p.sched == nil && ex.Status != 499 {
-			ex.Granted, ex.Released = ex.Start, ex.End
-		}
-		p.obs.RequestDone(ex)
-	})
+	p.obs.RequestDone(ex)
 }

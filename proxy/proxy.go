@@ -5,10 +5,12 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -40,6 +43,10 @@ type Proxy struct {
 	mux   *http.ServeMux
 	obs   Observer // nil: nobody watching
 
+	// parker parks windowed requests whose connections came through
+	// Listener; others wait in place.
+	parker *park.Parker
+
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
 	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
@@ -61,6 +68,10 @@ type Options struct {
 	// Observer, if set, hears of every wave and every Messages exchange
 	// (see observe.go). If nil, the request path does no observing at all.
 	Observer Observer
+	// IdleTimeout is how long a parked connection may stay idle after its
+	// answer, awaiting the client's next request; set it to the
+	// http.Server's IdleTimeout. If zero, two minutes.
+	IdleTimeout time.Duration
 }
 
 // New builds a proxy for cfg.
@@ -68,7 +79,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamURL == nil && opt.Upstream == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64,
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond), pacer: &pace.Pacer{}}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -83,6 +94,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Queued:   p.Queued,
 		InFlight: func() int { return p.GateStats().InFlight },
 		Capacity: func() int { return p.GateStats().Capacity },
+		Parked:   func() int { return p.parker.Parked() },
 	})
 	if cfg.Enabled {
 		g, err := gate.NewStatic(cfg.MaxConcurrency)
@@ -100,7 +112,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.MetricsEnabled {
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
-	p.mux.Handle("/v1/messages", p.observe(p.messages))
+	p.mux.HandleFunc("/v1/messages", p.messages)
 	p.mux.HandleFunc("/", p.relay)
 	return p, nil
 }
@@ -114,6 +126,19 @@ func (p *Proxy) Flush() {
 		p.sched.Drain()
 	}
 }
+
+// Listener wraps ln, the listener of the http.Server that serves p, so
+// that windowed requests arriving through it are parked while they wait:
+// a waiting request then holds a few KB instead of net/http's connection
+// goroutine and buffers (see package park). Requests through other
+// listeners are served all the same, waiting in place.
+func (p *Proxy) Listener(ln net.Listener) net.Listener { return p.parker.Listener(ln) }
+
+// Shutdown waits for the answers of parked requests, which the
+// http.Server's own Shutdown does not see, until ctx ends, and then cuts
+// them; call it alongside the server's Shutdown, after Flush. Idle parked
+// connections are closed at once.
+func (p *Proxy) Shutdown(ctx context.Context) error { return p.parker.Shutdown(ctx) }
 
 // Close releases the open window, refuses new windowed requests, and closes
 // idle upstream connections. Call it after the HTTP server has drained.

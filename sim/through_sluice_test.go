@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"log/slog"
 	"net/http/httptest"
 	"net/url"
@@ -31,8 +32,10 @@ func startSluice(t *testing.T, upstream string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = p.Listener(srv.Listener) // windowed requests are parked, as under sluice serve
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
 	return srv
 }
 

@@ -124,10 +124,13 @@ func newStack(t *testing.T, slots int) *stack {
 		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := httptest.NewServer(Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p))
+	srv := httptest.NewUnstartedServer(Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p))
+	srv.Listener = p.Listener(srv.Listener)
+	srv.Start()
 	t.Cleanup(func() {
 		cancel()
 		srv.Close()
+		p.Shutdown(context.Background())
 		p.Close()
 		simSrv.Close()
 		s.Close()

@@ -57,7 +57,7 @@ func runServe(args []string) error {
 func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
 	srv := newServer(h)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(p.Listener(ln)) }() // so that waiting requests can be parked
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -67,16 +67,24 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy,
 	p.Flush()
 	sctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
+	parked := make(chan error, 1)
+	go func() { parked <- p.Shutdown(sctx) }() // the parked requests, which srv does not see
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("drain timeout passed; closing the connections still open")
 		srv.Close()
 		err = nil
+	}
+	if perr := <-parked; errors.Is(perr, context.DeadlineExceeded) || sctx.Err() != nil {
+		log.Warn("drain timeout passed; closed the connections still open")
 	}
 	p.Close()
 	<-errc // Serve has returned ErrServerClosed
 	return err
 }
+
+// idleTimeout is how long a keep-alive connection may sit idle, in the
+// server and while parked (proxy.Options.IdleTimeout).
+const idleTimeout = 120 * time.Second
 
 // newServer wraps h in an http.Server with the timeouts a public-facing
 // proxy needs so that no client can hold it hostage.
@@ -84,7 +92,7 @@ func newServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    1 << 20,
 	}
 }

@@ -1,0 +1,299 @@
+package park
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Response answers a parked request. It is an http.ResponseWriter with the
+// semantics of net/http's own: headers are sent with the first Write or
+// Flush; an answer with no Content-Length that ends before 2 KB is sent
+// with its length, a longer or flushed one chunked; a missing Content-Type
+// is sniffed; every answer has a Date. http.ResponseController reaches
+// Flush and SetWriteDeadline.
+//
+// Its methods other than Context are for one goroutine at a time, like any
+// ResponseWriter's.
+type Response struct {
+	pk     *Parker
+	c      *conn
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	header    http.Header
+	status    int
+	committed bool
+	chunked   bool
+	bodyOK    bool  // the status allows a body
+	declared  int64 // the Content-Length sent, or -1
+	written   int64
+	pending   []byte // body written before the headers went out
+	bw        *bufio.Writer
+	werr      error
+
+	// Shared with the watcher, under mu.
+	mu        sync.Mutex
+	keepAlive bool
+	finished  bool   // Finish ran
+	watching  bool   // the watcher is reading
+	gone      bool   // the watcher saw the connection end
+	next      []byte // the client's next bytes, read while parked
+}
+
+func newResponse(pk *Parker, c *conn, h http.Header, r *http.Request) *Response {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	return &Response{pk: pk, c: c, ctx: ctx, cancel: cancel, header: h.Clone(), declared: -1,
+		keepAlive: !r.Close}
+}
+
+// Context is cancelled when the client hangs up before its answer is
+// complete (or Shutdown cuts the connection). It carries r's values.
+func (rw *Response) Context() context.Context { return rw.ctx }
+
+// Header is the header map that the first Write or Flush sends.
+func (rw *Response) Header() http.Header { return rw.header }
+
+// Status is the status sent, or 0 if nothing has been sent yet.
+func (rw *Response) Status() int { return rw.status }
+
+// WriteHeader sets the status; like net/http, a second call is ignored,
+// and informational (1xx) statuses are not supported.
+func (rw *Response) WriteHeader(code int) {
+	if rw.status != 0 || code < 200 || code > 999 {
+		return
+	}
+	rw.status = code
+	rw.bodyOK = code != http.StatusNoContent && code != http.StatusNotModified
+	if cl := rw.header.Get("Content-Length"); cl != "" && rw.bodyOK {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			rw.declared = n
+		} else {
+			rw.header.Del("Content-Length") // not a length: send it chunked
+		}
+	}
+}
+
+// bufferBeforeChunking is how much body waits for the handler to finish,
+// so that a short answer goes out with its length rather than chunked (the
+// same size as net/http's).
+const bufferBeforeChunking = 2048
+
+// Write sends p as part of the body.
+func (rw *Response) Write(p []byte) (int, error) {
+	if rw.status == 0 {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if !rw.bodyOK {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if rw.werr != nil {
+		return 0, rw.werr
+	}
+	if rw.declared >= 0 && rw.written+int64(len(p)) > rw.declared {
+		return 0, http.ErrContentLength
+	}
+	if !rw.committed {
+		if rw.declared < 0 && len(rw.pending)+len(p) <= bufferBeforeChunking {
+			rw.pending = append(rw.pending, p...)
+			rw.written += int64(len(p))
+			return len(p), nil
+		}
+		rw.commit(false)
+	}
+	rw.written += int64(len(p))
+	return len(p), rw.writeBody(p)
+}
+
+// Flush sends the headers and all the body written so far.
+func (rw *Response) Flush() { _ = rw.FlushError() }
+
+// FlushError is Flush, reporting a failed write.
+func (rw *Response) FlushError() error {
+	if rw.status == 0 {
+		rw.WriteHeader(http.StatusOK)
+	}
+	rw.commit(false)
+	if rw.werr == nil {
+		rw.werr = rw.bw.Flush()
+	}
+	return rw.werr
+}
+
+// SetWriteDeadline bounds the writes to the client, as
+// http.ResponseController.SetWriteDeadline does for net/http's writers.
+func (rw *Response) SetWriteDeadline(t time.Time) error { return rw.c.Conn.SetWriteDeadline(t) }
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
+// commit sends the status line and headers, then any pending body. final
+// says the handler is done, so that a short body's length is known.
+func (rw *Response) commit(final bool) {
+	if rw.committed {
+		return
+	}
+	rw.committed = true
+	h := rw.header
+	if rw.bodyOK {
+		if _, typed := h["Content-Type"]; !typed && len(rw.pending) > 0 {
+			h.Set("Content-Type", http.DetectContentType(rw.pending))
+		}
+		switch {
+		case rw.declared >= 0:
+		case final:
+			rw.declared = int64(len(rw.pending))
+			h.Set("Content-Length", strconv.Itoa(len(rw.pending)))
+		default:
+			rw.chunked = true
+			h.Set("Transfer-Encoding", "chunked")
+		}
+	} else {
+		h.Del("Content-Length")
+		h.Del("Transfer-Encoding")
+	}
+	if _, dated := h["Date"]; !dated {
+		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	rw.mu.Lock()
+	if rw.pk.isClosing() || h.Get("Connection") == "close" {
+		rw.keepAlive = false
+	}
+	if !rw.keepAlive {
+		h.Set("Connection", "close")
+	}
+	rw.mu.Unlock()
+
+	rw.bw = writerPool.Get().(*bufio.Writer)
+	rw.bw.Reset(rw.c.Conn)
+	text := http.StatusText(rw.status)
+	if text == "" {
+		text = "status code " + strconv.Itoa(rw.status)
+	}
+	fmt.Fprintf(rw.bw, "HTTP/1.1 %03d %s\r\n", rw.status, text)
+	h.Write(rw.bw)
+	rw.bw.WriteString("\r\n")
+	if len(rw.pending) > 0 {
+		rw.werr = rw.writeBody(rw.pending)
+		rw.pending = nil
+	}
+}
+
+func (rw *Response) writeBody(p []byte) error {
+	if rw.werr != nil || len(p) == 0 {
+		return rw.werr
+	}
+	if rw.chunked {
+		fmt.Fprintf(rw.bw, "%x\r\n", len(p))
+	}
+	if _, err := rw.bw.Write(p); err != nil {
+		rw.werr = err
+		return err
+	}
+	if rw.chunked {
+		_, rw.werr = rw.bw.WriteString("\r\n")
+	}
+	return rw.werr
+}
+
+// Finish completes the answer (sending it, if the handler wrote nothing,
+// as an empty 200) and lets the connection go: back to the server once the
+// client sends its next request, or closed if the client asked for that,
+// the answer was cut short, or the Parker is shutting down. Call it exactly
+// once, when the answer is complete; the Response must not be used after.
+func (rw *Response) Finish() {
+	if rw.status == 0 {
+		rw.WriteHeader(http.StatusOK)
+	}
+	rw.commit(true)
+	if rw.chunked && rw.werr == nil {
+		_, rw.werr = rw.bw.WriteString("0\r\n\r\n")
+	}
+	if rw.werr == nil {
+		rw.werr = rw.bw.Flush()
+	}
+	rw.bw.Reset(nil)
+	writerPool.Put(rw.bw)
+	rw.bw = nil
+	rw.cancel()
+
+	rw.mu.Lock()
+	rw.finished = true
+	if rw.werr != nil || (rw.declared >= 0 && rw.written != rw.declared) {
+		rw.keepAlive = false // the client cannot tell where this answer ends
+	}
+	watching := rw.watching
+	if watching && rw.keepAlive {
+		// The watcher now waits for the next request, for as long as an
+		// idle connection may stay open.
+		rw.c.Conn.SetReadDeadline(time.Now().Add(rw.pk.idleTimeout))
+	}
+	keepAlive := rw.keepAlive
+	rw.mu.Unlock()
+	switch {
+	case watching && keepAlive:
+	case watching:
+		rw.c.Conn.Close() // the watcher sees it, and releases
+	default:
+		rw.release()
+	}
+}
+
+// watch reads the parked connection: an error before the answer is
+// complete means the client left (the request's context is cancelled);
+// after it, that the idle connection ended. A byte is the client's next
+// request.
+func (rw *Response) watch() {
+	var b [1]byte
+	n, _ := rw.c.Conn.Read(b[:]) // an error is EOF, a reset, a deadline or Shutdown: gone either way
+	rw.mu.Lock()
+	rw.watching = false
+	if n > 0 {
+		rw.next = append(rw.next, b[0])
+	} else {
+		rw.gone = true
+	}
+	finished := rw.finished
+	rw.mu.Unlock()
+	if !finished {
+		if n == 0 {
+			rw.cancel()
+		}
+		return // Finish lets the connection go
+	}
+	rw.release()
+}
+
+// release hands the connection back to the server or closes it, once both
+// the answer and the watcher are done.
+func (rw *Response) release() {
+	rw.mu.Lock()
+	keep := rw.keepAlive && !rw.gone && len(rw.next) > 0
+	next := rw.next
+	rw.mu.Unlock()
+	defer rw.pk.done(rw)
+	if !keep || rw.pk.isClosing() {
+		rw.c.Conn.Close()
+		return
+	}
+	rw.c.Conn.SetDeadline(time.Time{}) // the handler's write deadline must not outlive its answer
+	rw.c.next = next
+	rw.c.addr.l.handBack(rw.c)
+}
+
+// closeIfIdle closes the connection if its answer is complete and it only
+// waits for the client's next request; Shutdown calls it.
+func (rw *Response) closeIfIdle() {
+	rw.mu.Lock()
+	idle := rw.finished && rw.watching
+	rw.mu.Unlock()
+	if idle {
+		rw.c.Conn.Close()
+	}
+}
+
+var _ http.Flusher = (*Response)(nil)
+var _ interface{ FlushError() error } = (*Response)(nil)
