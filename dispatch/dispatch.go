@@ -130,6 +130,17 @@ type Member struct {
 	mu     sync.Mutex              // orders start and LiftDeadline against the deadline's sweep
 	cancel context.CancelCauseFunc // cancels fn's ctx; nil until fn starts
 	lifted bool
+
+	// What Start was given. A waiting member holds no goroutine: its wait
+	// ends in whichever of the gate (a slot), the context (its client
+	// left) or the wave deadline claims it first.
+	ctx     context.Context
+	fn      func(ctx context.Context, m *Member) error
+	done    func(error)
+	claimed atomic.Bool // its wait has ended; whoever set it finishes the wait
+	inLine  atomic.Bool // its wave's flush has put its ticket in the gate's line
+	stop    func() bool // unregisters the departure watch; under mu
+	ended   bool        // done has been called; under mu
 }
 
 // WaveID is the id of the member's wave.
@@ -186,6 +197,10 @@ func (m *Member) start(cancel context.CancelCauseFunc) bool {
 // the deadline is cancelled. (A member still waiting for a slot sees
 // deadline.done itself.)
 func (m *Member) expire() {
+	if m.claimed.CompareAndSwap(false, true) {
+		go m.abandon(ErrDeadline) // still in line: it leaves it, and its caller hears why
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cancel != nil && !m.lifted {
@@ -269,8 +284,14 @@ func (s *Scheduler) flush(w *window.Wave[*Member]) {
 	d := &waveDeadline{timeout: s.timeout, members: w.Items, done: make(chan struct{})}
 	d.live.Store(int32(len(w.Items)))
 	for _, m := range w.Items {
-		m.deadline = d
+		m.wave, m.deadline = w, d
 		s.gate.Join(&m.ticket)
+		m.inLine.Store(true)
+		// A client that left while its wave was closing found it not yet
+		// in line (see depart); look again now that it is.
+		if m.ctx.Err() != nil && m.claimed.CompareAndSwap(false, true) {
+			go m.abandon(m.ctx.Err())
+		}
 	}
 	// Members read d.timer only after the wave is done, that is after flush
 	// returns.
@@ -323,6 +344,24 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 // queueing: under sustained overload a FIFO queue otherwise grows until
 // every request reaches its slot just as its client leaves.
 func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error) error {
+	result := make(chan error, 1)
+	if err := s.Start(ctx, patience, fn, func(err error) { result <- err }); err != nil {
+		return err
+	}
+	return <-result
+}
+
+// Start is DoWithin for a caller that does not wait: it returns at once. A
+// non-nil error means the request was not admitted (ErrQueueFull, a
+// *WaitTooLongError, ErrClosed, or ctx's error), and done is never called.
+// Otherwise done is called exactly once, on a goroutine of the scheduler's,
+// with what DoWithin would have returned, after fn (if it ran) returned.
+//
+// While it waits for its wave and its slot, the request holds no goroutine
+// at all: fn gets one when the request holds its slot. So ten thousand
+// waiting requests cost ten thousand small records, not ten thousand
+// stacks.
+func (s *Scheduler) Start(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error, done func(error)) error {
 	if err := ctx.Err(); err != nil {
 		return err // gone already: must not take a place in a window, or fill one
 	}
@@ -337,45 +376,97 @@ func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn fun
 		s.queued.Add(-1)
 		return ErrQueueFull
 	}
-	m := &Member{s: s, joined: time.Now()}
-	wave, err := s.win.Add(m)
-	if err != nil {
+	m := &Member{s: s, joined: time.Now(), ctx: ctx, fn: fn, done: done}
+	m.ticket.OnGrant(m.grant)
+	if _, err := s.win.Add(m); err != nil {
 		s.queued.Add(-1)
 		return ErrClosed
 	}
-	m.wave = wave
+	// Watch for departure only now that m is in a window, so that the
+	// watch always finds it there or past it. (Add may even have granted
+	// it a slot already: then the watch finds it claimed.)
+	stop := context.AfterFunc(ctx, m.depart)
+	m.mu.Lock()
+	if m.ended {
+		stop() // it is all over already
+	} else {
+		m.stop = stop
+	}
+	m.mu.Unlock()
+	return nil
+}
 
-	// Wait for the window to close.
-	select {
-	case <-wave.Done():
-	case <-ctx.Done():
-		if s.win.Withdraw(m) {
+// grant is m's ticket being granted a slot, called by the gate under its
+// lock: m's function gets its goroutine. It declines the slot if m's wait
+// has already ended otherwise (its client left, or its deadline passed).
+func (m *Member) grant() bool {
+	if !m.claimed.CompareAndSwap(false, true) {
+		return false
+	}
+	go m.run()
+	return true
+}
+
+// depart is m's context ending: if m is still waiting, it leaves the
+// window or the line, and its caller hears ctx's error. A member whose
+// wave is closing right now is not yet in line; flush looks at its context
+// again once it is.
+func (m *Member) depart() {
+	s := m.s
+	if s.win.Withdraw(m) {
+		if m.claimed.CompareAndSwap(false, true) { // always: nobody else claims a member in a window
 			s.queued.Add(-1)
-			return ctx.Err() // departed before its wave: never reaches the gate
+			m.end(m.ctx.Err()) // never reached the gate; no wave counts it
 		}
-		<-wave.Done() // the wave is closing right now; let it finish
+		return
 	}
-	defer m.deadline.finish()
+	if m.inLine.Load() && m.claimed.CompareAndSwap(false, true) {
+		m.abandon(m.ctx.Err())
+	}
+}
 
-	// Wait for a slot.
-	select {
-	case <-m.ticket.Ready():
-	case <-ctx.Done():
-		s.queued.Add(-1)
-		s.gate.Leave(&m.ticket)
-		return ctx.Err()
-	case <-m.deadline.done:
-		s.queued.Add(-1)
-		s.gate.Leave(&m.ticket)
-		return ErrDeadline
-	}
+// abandon ends the wait of a member in line that was claimed by its
+// departure or its deadline: it leaves the line and its caller hears err.
+func (m *Member) abandon(err error) {
+	s := m.s
+	<-m.wave.Done() // the flush that put m in line is done with its deadline
+	s.gate.Leave(&m.ticket)
 	s.queued.Add(-1)
+	m.deadline.finish()
+	m.end(err)
+}
+
+// run is the goroutine of a member that holds its slot.
+func (m *Member) run() {
+	// The slot may come while the wave's flush is still under way (from
+	// its Join); the wave's deadline is armed only once the flush is done.
+	<-m.wave.Done()
+	m.s.queued.Add(-1)
 	m.granted = time.Now()
+	m.end(m.s.serve(m))
+}
+
+// end reports err to m's caller, once, and drops the departure watch.
+func (m *Member) end(err error) {
+	m.mu.Lock()
+	m.ended = true
+	stop := m.stop
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	m.done(err)
+}
+
+// serve runs m's function in its slot, under its deadline and its
+// context, and gives the slot back.
+func (s *Scheduler) serve(m *Member) error {
+	defer m.deadline.finish()
 	defer s.release(m)
+	ctx := m.ctx
 	if ctx.Err() != nil {
 		return ctx.Err() // a departed client whose slot raced in
 	}
-
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !m.start(cancel) {
@@ -392,7 +483,7 @@ func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn fun
 	if s.hooks.Started != nil {
 		s.hooks.Started(ctx, m)
 	}
-	err = run(callCtx, m, fn)
+	err := run(callCtx, m, m.fn)
 	if err != nil && context.Cause(callCtx) == ErrDeadline {
 		return ErrDeadline
 	}

@@ -38,9 +38,19 @@ type Stats struct {
 // a slot is free.
 type Ticket struct {
 	ready      chan struct{}
+	onGrant    func() bool
 	state      ticketState
 	prev, next *Ticket // intrusive FIFO links, guarded by the gate's mutex
 }
+
+// OnGrant makes the gate call f when t is granted a slot, instead of
+// closing a Ready channel: a holder that waits without a goroutine of its
+// own (it starts one in f) costs the gate nothing but the ticket. f runs
+// with the gate's lock held, so it must be quick and must not call the
+// gate. If f returns false, t declines the slot: it is done, and the slot
+// passes to the next in line. Call OnGrant before Join; Ready must not be
+// used on such a ticket.
+func (t *Ticket) OnGrant(f func() bool) { t.onGrant = f }
 
 type ticketState uint8
 

@@ -31,13 +31,19 @@ func (g *Static) Join(t *Ticket) {
 		return
 	}
 	if g.inFlight < g.capacity && g.head == nil {
+		if t.onGrant != nil && !t.onGrant() {
+			t.state = ticketDone // declined: the slot stays free
+			return
+		}
 		g.inFlight++
 		t.state = ticketGranted
 		t.ready = closed
 		return
 	}
 	t.state = ticketWaiting
-	t.ready = make(chan struct{})
+	if t.onGrant == nil {
+		t.ready = make(chan struct{})
+	}
 	t.prev = g.tail
 	if g.tail != nil {
 		g.tail.next = t
@@ -76,8 +82,16 @@ func (g *Static) Release(t *Ticket) {
 // release hands t's slot to the head of the line, or frees it. g.mu is held.
 func (g *Static) release(t *Ticket) {
 	t.state = ticketDone
-	if next := g.head; next != nil {
+	for next := g.head; next != nil; next = g.head {
 		g.unlink(next)
+		if next.onGrant != nil {
+			if !next.onGrant() {
+				next.state = ticketDone // declined: the slot passes on
+				continue
+			}
+			next.state = ticketGranted
+			return
+		}
 		next.state = ticketGranted
 		close(next.ready)
 		return

@@ -47,7 +47,9 @@ type Response struct {
 
 func newResponse(pk *Parker, c *conn, h http.Header, r *http.Request) *Response {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	return &Response{pk: pk, c: c, ctx: ctx, cancel: cancel, header: h.Clone(), declared: -1,
+	// h is the hijacked writer's header map, which net/http no longer
+	// touches: it is taken over rather than copied.
+	return &Response{pk: pk, c: c, ctx: ctx, cancel: cancel, header: h, declared: -1,
 		keepAlive: !r.Close}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -66,34 +67,45 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// which it points into, for as long as r is kept.
 	r.Body = http.NoBody
 	rw, err := p.parker.Park(w, r)
-	if err != nil {
-		p.windowed(r.Context(), ex) // not parkable (HTTP/2, say): wait in place
+	if err != nil { // not parkable (HTTP/2, say): wait in place
+		ctx := r.Context()
+		p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(r), ex.forward))
 		return
 	}
 	rec.parked = true
 	ex.w = rw
-	go func() {
-		defer func() {
-			if v := recover(); v != nil { // outside DoWithin's own containment: nobody else would catch it
-				p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			}
-			if rw.Status() == 0 && rw.Context().Err() == nil {
+	// From here no goroutine waits for this request: the scheduler calls
+	// back when it is over, from the goroutine its call ran on.
+	ctx := rw.Context()
+	over := func(err error) { p.settleParked(ctx, ex, rw, err) }
+	if err := p.sched.Start(ctx, p.clientPatience(r), ex.forward, over); err != nil {
+		over(err) // not admitted: answered at once
+	}
+}
+
+// settleParked is settle for a parked request, which then lets its
+// connection go.
+func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Response, err error) {
+	defer func() {
+		if v := recover(); v != nil { // outside the scheduler's containment of fn: nobody else would catch it
+			p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if rw.Status() == 0 && ctx.Err() == nil {
 				writeError(rw, &apiError{Status: http.StatusInternalServerError, Type: "api_error",
 					Message: "sluice hit an internal error handling this request; retry, and report it if it persists"})
 			}
-			// Accounted before Finish sends the last buffered bytes, as
-			// ServeHTTP accounts before net/http sends them.
-			p.account(r, rec, rw.Status())
-			rw.Finish()
-		}()
-		p.windowed(rw.Context(), ex)
+		}
+		// Accounted before Finish sends the last buffered bytes, as
+		// ServeHTTP accounts before net/http sends them.
+		p.account(ex.r, ex.rec, rw.Status())
+		rw.Finish()
 	}()
+	p.settle(ctx, ex, err)
 }
 
-// windowed sends ex through the scheduler and answers it; ctx ends when
-// its client leaves.
-func (p *Proxy) windowed(ctx context.Context, ex *exchange) {
-	err := p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward)
+// settle answers a windowed request whose passage through the scheduler
+// ended with err, and counts how it ended; ctx ends when its client
+// leaves.
+func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	var tooLong *dispatch.WaitTooLongError
 	switch {
 	case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong):
@@ -123,13 +135,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// Trust the declared length only up to a point: memory is committed
-		// as bytes arrive, not as a header promises them.
-		buf.Grow(int(min(r.ContentLength, 64<<10)) + 1) // +1: ReadFrom reads until EOF
-	}
-	if _, err := buf.ReadFrom(rd); err != nil {
+	body, err := readAllOf(rd, r.ContentLength)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
@@ -143,7 +150,26 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Message: "sluice could not read the request body (" + err.Error() + "); send a well-formed HTTP body"}
 	}
-	return buf.Bytes(), nil
+	return body, nil
+}
+
+// readAllOf reads rd to the end. A body of a declared length up to 64 KB
+// is read into a buffer of exactly that size, since a waiting request keeps
+// its body: a 90-byte body costs 90 bytes, not a growing buffer's 768.
+// Beyond 64 KB the declared length is trusted only up to a point: memory
+// is committed as bytes arrive, not as a header promises them.
+func readAllOf(rd io.Reader, declared int64) ([]byte, error) {
+	if declared >= 0 && declared <= 64<<10 {
+		body := make([]byte, declared)
+		_, err := io.ReadFull(rd, body) // net/http's body ends at the declared length
+		return body, err
+	}
+	var buf bytes.Buffer
+	if declared > 0 {
+		buf.Grow(64<<10 + 1) // +1: ReadFrom reads until EOF
+	}
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
 }
 
 // bodyReadTimeout bounds how long a Messages request body may take to
