@@ -37,6 +37,9 @@ var ErrNotParkable = errors.New("park: request cannot be parked")
 type Parker struct {
 	idleTimeout time.Duration
 
+	pollOnce sync.Once
+	poll     *epoller // nil until needed, or where there is none
+
 	mu       sync.Mutex
 	closing  bool
 	live     map[*Response]struct{} // parked: answering, or idle awaiting the next request
@@ -97,12 +100,13 @@ func (pk *Parker) Park(w http.ResponseWriter, r *http.Request) (*Response, error
 		resp.next = append([]byte(nil), resp.next...)
 	}
 	resp.watching = len(resp.next) == 0 // else the client is not waiting on a read we could see fail
+	resp.w = pk.watcherFor(c.Conn)
 	pk.mu.Lock()
 	pk.arriving--
 	pk.live[resp] = struct{}{}
 	pk.mu.Unlock()
 	if resp.watching {
-		go resp.watch()
+		resp.w.watch(resp)
 	}
 	return resp, nil
 }
@@ -155,6 +159,7 @@ func (pk *Parker) Shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-drained:
+		pk.closePoller()
 		return nil
 	case <-ctx.Done():
 	}
@@ -166,9 +171,11 @@ func (pk *Parker) Shutdown(ctx context.Context) error {
 	pk.mu.Unlock()
 	for _, r := range left {
 		r.cancel()
+		r.endWatch()
 		r.c.Conn.Close()
 	}
 	<-drained
+	pk.closePoller()
 	return ctx.Err()
 }
 
@@ -176,4 +183,20 @@ func (pk *Parker) isClosing() bool {
 	pk.mu.Lock()
 	defer pk.mu.Unlock()
 	return pk.closing
+}
+
+// poller is pk's epoller, started on first use; nil where the system has
+// none.
+func (pk *Parker) poller() *epoller {
+	pk.pollOnce.Do(func() { pk.poll = newPoller() })
+	return pk.poll
+}
+
+// closePoller stops the epoller, if one was started: nothing is parked
+// any more.
+func (pk *Parker) closePoller() {
+	pk.pollOnce.Do(func() {}) // none can start from now on
+	if pk.poll != nil {
+		pk.poll.close()
+	}
 }

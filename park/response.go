@@ -36,13 +36,18 @@ type Response struct {
 	bw        *bufio.Writer
 	werr      error
 
+	w  watcher
+	fd int32 // the socket's descriptor, when an epoller watches it
+
 	// Shared with the watcher, under mu.
 	mu        sync.Mutex
 	keepAlive bool
-	finished  bool   // Finish ran
-	watching  bool   // the watcher is reading
-	gone      bool   // the watcher saw the connection end
-	next      []byte // the client's next bytes, read while parked
+	finished  bool        // Finish ran
+	watching  bool        // the watcher has not reported yet
+	gone      bool        // the watcher saw the connection end
+	more      bool        // the watcher saw the client send more (its next request)
+	next      []byte      // the client's next bytes, when they had to be read while parked
+	idleTimer *time.Timer // an epoller's idle timeout
 }
 
 func newResponse(pk *Parker, c *conn, h http.Header, r *http.Request) *Response {
@@ -227,41 +232,47 @@ func (rw *Response) Finish() {
 	if rw.werr != nil || (rw.declared >= 0 && rw.written != rw.declared) {
 		rw.keepAlive = false // the client cannot tell where this answer ends
 	}
-	watching := rw.watching
-	if watching && rw.keepAlive {
-		// The watcher now waits for the next request, for as long as an
-		// idle connection may stay open.
-		rw.c.Conn.SetReadDeadline(time.Now().Add(rw.pk.idleTimeout))
+	watching, keepAlive := rw.watching, rw.keepAlive
+	if watching && keepAlive {
+		// The watch goes on for the next request, for as long as an idle
+		// connection may stay open.
+		rw.w.idle(rw, rw.pk.idleTimeout)
 	}
-	keepAlive := rw.keepAlive
 	rw.mu.Unlock()
 	switch {
 	case watching && keepAlive:
 	case watching:
-		rw.c.Conn.Close() // the watcher sees it, and releases
+		rw.endWatch()
 	default:
 		rw.release()
 	}
 }
 
-// watch reads the parked connection: an error before the answer is
-// complete means the client left (the request's context is cancelled);
-// after it, that the idle connection ended. A byte is the client's next
-// request.
-func (rw *Response) watch() {
-	var b [1]byte
-	n, _ := rw.c.Conn.Read(b[:]) // an error is EOF, a reset, a deadline or Shutdown: gone either way
+// endWatch ends the watch early: the connection is to be closed.
+func (rw *Response) endWatch() {
+	if rw.w.stop(rw) {
+		rw.event(nil, true) // no event will come: this is it
+	}
+}
+
+// event is the watcher's report, once per watch: the client sent more
+// (data holds what had to be read of it, if anything) or the connection
+// ended. Before the answer is complete, an end means the client left: the
+// request's context is cancelled. After it, the connection goes back to
+// the server or is closed.
+func (rw *Response) event(data []byte, gone bool) {
 	rw.mu.Lock()
 	rw.watching = false
-	if n > 0 {
-		rw.next = append(rw.next, b[0])
-	} else {
+	rw.next = append(rw.next, data...)
+	if gone {
 		rw.gone = true
+	} else {
+		rw.more = true
 	}
 	finished := rw.finished
 	rw.mu.Unlock()
 	if !finished {
-		if n == 0 {
+		if gone {
 			rw.cancel()
 		}
 		return // Finish lets the connection go
@@ -269,11 +280,20 @@ func (rw *Response) watch() {
 	rw.release()
 }
 
+// stopIdleTimer takes the idle timer, if any, for its owner to stop.
+func (rw *Response) stopIdleTimer() *time.Timer {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	t := rw.idleTimer
+	rw.idleTimer = nil
+	return t
+}
+
 // release hands the connection back to the server or closes it, once both
-// the answer and the watcher are done.
+// the answer and the watch are done.
 func (rw *Response) release() {
 	rw.mu.Lock()
-	keep := rw.keepAlive && !rw.gone && len(rw.next) > 0
+	keep := rw.keepAlive && !rw.gone && (rw.more || len(rw.next) > 0)
 	next := rw.next
 	rw.mu.Unlock()
 	defer rw.pk.done(rw)
@@ -293,7 +313,7 @@ func (rw *Response) closeIfIdle() {
 	idle := rw.finished && rw.watching
 	rw.mu.Unlock()
 	if idle {
-		rw.c.Conn.Close()
+		rw.endWatch()
 	}
 }
 
