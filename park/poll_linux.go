@@ -147,6 +147,17 @@ func (p *epoller) failAll() {
 	}
 }
 
+// alive reports whether the loop still runs; it ends only on Shutdown, or
+// if epoll itself fails, and then new connections are watched otherwise.
+func (p *epoller) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // close stops the loop and frees its descriptors; only the first call
 // does anything.
 func (p *epoller) close() {

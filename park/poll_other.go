@@ -13,3 +13,4 @@ func (*epoller) watch(*Response)               {}
 func (*epoller) idle(*Response, time.Duration) {}
 func (*epoller) stop(*Response) bool           { return false }
 func (*epoller) close()                        {}
+func (*epoller) alive() bool                   { return false }

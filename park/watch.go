@@ -54,7 +54,7 @@ func (readWatcher) stop(rw *Response) bool {
 // goroutine.
 func (pk *Parker) watcherFor(c net.Conn) watcher {
 	if _, ok := c.(syscall.Conn); ok {
-		if p := pk.poller(); p != nil {
+		if p := pk.poller(); p != nil && p.alive() {
 			return p
 		}
 	}
