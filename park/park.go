@@ -170,9 +170,11 @@ func (pk *Parker) Shutdown(ctx context.Context) error {
 	}
 	pk.mu.Unlock()
 	for _, r := range left {
+		// Closed first: what the handler writes once cancelled (an empty
+		// answer, say) must not reach the client as if it were the answer.
+		r.c.Conn.Close()
 		r.cancel()
 		r.endWatch()
-		r.c.Conn.Close()
 	}
 	<-drained
 	pk.closePoller()

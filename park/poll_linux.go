@@ -1,6 +1,7 @@
 package park
 
 import (
+	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -88,7 +89,9 @@ func (p *epoller) stop(rw *Response) bool {
 
 // forget takes fd out of the watch; p.mu is held. The descriptor is still
 // open (only the Response closes it, and only after the watch), so it
-// cannot have been reused.
+// cannot have been reused; or else Shutdown closed it, which took it out
+// of the epoll set already, and nothing new is watched any more that could
+// have been given its number.
 func (p *epoller) forget(fd int32) {
 	delete(p.conns, fd)
 	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
@@ -123,10 +126,27 @@ func (p *epoller) loop() {
 			if t := rw.stopIdleTimer(); t != nil {
 				t.Stop()
 			}
-			gone := ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
+			// A FIN (EPOLLRDHUP) with bytes still unread is a client that
+			// sent its next request and half-closed at once: that request
+			// is served, as net/http and readWatcher would, and the FIN
+			// is the server's to read after it.
+			gone := ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 ||
+				ev.Events&unix.EPOLLRDHUP != 0 && !unread(rw.c.Conn)
 			go rw.event(nil, gone) // the handling may write and hand back: not on the loop
 		}
 	}
+}
+
+// unread reports whether bytes from the client wait to be read on c. It
+// asks through c, which keeps the descriptor from being closed meanwhile.
+func unread(c net.Conn) bool {
+	sc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	sc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
 }
 
 // failAll ends every watch as the connection's end: the poller is going

@@ -232,6 +232,12 @@ func (rw *Response) Finish() {
 	if rw.werr != nil || (rw.declared >= 0 && rw.written != rw.declared) {
 		rw.keepAlive = false // the client cannot tell where this answer ends
 	}
+	// Shutdown may have begun since the headers went out: it closes only
+	// the idle connections it sees, so this one must not go idle now.
+	// Checked under rw.mu, the lock closeIfIdle takes after closing is set.
+	if rw.pk.isClosing() {
+		rw.keepAlive = false
+	}
 	watching, keepAlive := rw.watching, rw.keepAlive
 	if watching && keepAlive {
 		// The watch goes on for the next request, for as long as an idle

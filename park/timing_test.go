@@ -1,9 +1,11 @@
 package park
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -163,6 +165,131 @@ func TestShutdownClosesIdleFinishesActiveAndCutsTheRest(t *testing.T) {
 		}
 		if _, err := pk.Park(nil, httptestRequest()); !errors.Is(err, ErrNotParkable) {
 			t.Fatalf("Park after Shutdown: %v", err)
+		}
+	})
+}
+
+// Shutdown closes the connections it finds idle and leaves the others to
+// close after their answers. An answer whose headers went out (keep-alive)
+// before Shutdown began, and which completes after Shutdown looked for
+// idle connections, must close its connection too, rather than go idle:
+// else Shutdown waits for it until its deadline and cuts it then.
+func TestShutdownClosesAnAnswerCompletingAsItBegins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pk := New(time.Hour)
+		release := make(chan struct{})
+		ln := memnet.NewListener()
+		srv := &http.Server{Handler: parkingHandler(pk, func(rw *Response, r *http.Request) {
+			<-release
+			rw.Write([]byte("ok"))
+		})}
+		go srv.Serve(pk.Listener(ln))
+		t.Cleanup(func() { srv.Close() })
+		c, err := ln.Dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+		synctest.Wait()
+		if pk.Parked() != 1 {
+			t.Fatalf("Parked() = %d; want 1", pk.Parked())
+		}
+		close(release)
+		// Finish has sent the headers, keep-alive, and blocks writing them
+		// to the pipe: the client is not reading yet.
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		shut := make(chan error, 1)
+		begun := time.Now()
+		go func() { shut <- pk.Shutdown(ctx) }()
+		synctest.Wait() // Shutdown found nothing idle, and waits
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+			t.Fatalf("the answer: %q, %v", b, err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-shut:
+			if err != nil {
+				t.Fatalf("Shutdown = %v; want nil: the answer completed", err)
+			}
+		default:
+			t.Error("Shutdown still waits, for a connection whose answer is complete")
+			t.Errorf("Shutdown = %v after %v", <-shut, time.Since(begun))
+			return
+		}
+		if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+			t.Fatalf("after the answer: %q, %v; want the connection closed", rest, err)
+		}
+	})
+}
+
+// slowCloseListener's connections take a second to close, during which the
+// rest of the bubble runs: whatever is written to a connection before its
+// Close is called reaches the client.
+type slowCloseListener struct{ net.Listener }
+
+func (l slowCloseListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return slowCloseConn{c}, nil
+}
+
+type slowCloseConn struct{ net.Conn }
+
+func (c slowCloseConn) Close() error {
+	time.Sleep(time.Second)
+	return c.Conn.Close()
+}
+
+// A request that Shutdown cuts gets no answer: its connection is closed
+// before its context is cancelled, so that what its handler does then (here,
+// as the proxy does for a cancelled request, Finish with nothing written: an
+// empty 200) cannot reach the client as if it were the answer.
+func TestShutdownCutsBeforeTheHandlerCanAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pk := New(time.Hour)
+		ln := memnet.NewListener()
+		srv := &http.Server{Handler: parkingHandler(pk, func(rw *Response, r *http.Request) {
+			<-rw.Context().Done()
+		})}
+		go srv.Serve(pk.Listener(slowCloseListener{ln}))
+		tr := &http.Transport{DialContext: ln.Dial}
+		t.Cleanup(func() {
+			tr.CloseIdleConnections()
+			srv.Close()
+		})
+		type result struct {
+			resp *http.Response
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			resp, err := (&http.Client{Transport: tr}).Post("http://parked.test/", "text/plain", strings.NewReader("x"))
+			if err == nil {
+				resp.Body.Close()
+			}
+			got <- result{resp, err}
+		}()
+		synctest.Wait()
+		if pk.Parked() != 1 {
+			t.Fatalf("Parked() = %d; want 1", pk.Parked())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := pk.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v; want the deadline it had to cut at", err)
+		}
+		if r := <-got; r.err == nil {
+			t.Fatalf("the cut request's client got an answer, %s; want the connection cut", r.resp.Status)
 		}
 	})
 }
