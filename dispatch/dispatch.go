@@ -137,10 +137,11 @@ type Member struct {
 	ctx     context.Context
 	fn      func(ctx context.Context, m *Member) error
 	done    func(error)
-	claimed atomic.Bool // its wait has ended; whoever set it finishes the wait
-	inLine  atomic.Bool // its wave's flush has put its ticket in the gate's line
-	stop    func() bool // unregisters the departure watch; under mu
-	ended   bool        // done has been called; under mu
+	slot    chan<- struct{} // set when the caller waits to run fn itself (DoWithin)
+	claimed atomic.Bool     // its wait has ended; whoever set it finishes the wait
+	inLine  atomic.Bool     // its wave's flush has put its ticket in the gate's line
+	stop    func() bool     // unregisters the departure watch; under mu
+	ended   bool            // done has been called; under mu
 }
 
 // WaveID is the id of the member's wave.
@@ -344,10 +345,27 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 // queueing: under sustained overload a FIFO queue otherwise grows until
 // every request reaches its slot just as its client leaves.
 func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error) error {
+	// The caller's goroutine waits anyway, so fn runs on it when the slot
+	// comes (no goroutine is started for it, and none woken).
 	result := make(chan error, 1)
-	if err := s.Start(ctx, patience, fn, func(err error) { result <- err }); err != nil {
+	slot := make(chan struct{}, 1)
+	m, err := s.start(ctx, patience, fn, func(err error) { result <- err }, slot)
+	if err != nil {
 		return err
 	}
+	select {
+	case <-slot:
+	case err := <-result: // the deadline passed before the slot came
+		return err
+	case <-ctx.Done():
+		m.depart()
+		select {
+		case <-slot: // it came first after all: run sees the departure at once
+		case err := <-result:
+			return err
+		}
+	}
+	m.run()
 	return <-result
 }
 
@@ -362,25 +380,35 @@ func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn fun
 // waiting requests cost ten thousand small records, not ten thousand
 // stacks.
 func (s *Scheduler) Start(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error, done func(error)) error {
+	_, err := s.start(ctx, patience, fn, done, nil)
+	return err
+}
+
+// start admits a member. When its slot comes, it runs on a goroutine of
+// its own, or, if slot is set, slot is signalled and the caller runs it.
+func (s *Scheduler) start(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error, done func(error), slot chan<- struct{}) (*Member, error) {
 	if err := ctx.Err(); err != nil {
-		return err // gone already: must not take a place in a window, or fill one
+		return nil, err // gone already: must not take a place in a window, or fill one
 	}
 	if patience > 0 {
 		if wait := s.ExpectedWait(); wait > 0 && wait+s.ServiceTime() > patience {
-			return &WaitTooLongError{Expected: wait, Patience: patience}
+			return nil, &WaitTooLongError{Expected: wait, Patience: patience}
 		}
 	}
 	// Count the member before it joins, so that the cap holds exactly even
 	// when many arrive at once.
 	if n := s.queued.Add(1); s.maxQueue > 0 && n > s.maxQueue {
 		s.queued.Add(-1)
-		return ErrQueueFull
+		return nil, ErrQueueFull
 	}
-	m := &Member{s: s, joined: time.Now(), ctx: ctx, fn: fn, done: done}
+	m := &Member{s: s, joined: time.Now(), ctx: ctx, fn: fn, done: done, slot: slot}
 	m.ticket.OnGrant(m.grant)
 	if _, err := s.win.Add(m); err != nil {
 		s.queued.Add(-1)
-		return ErrClosed
+		return nil, ErrClosed
+	}
+	if slot != nil {
+		return m, nil // its caller watches ctx itself, as it waits
 	}
 	// Watch for departure only now that m is in a window, so that the
 	// watch always finds it there or past it. (Add may even have granted
@@ -393,7 +421,7 @@ func (s *Scheduler) Start(ctx context.Context, patience time.Duration, fn func(c
 		m.stop = stop
 	}
 	m.mu.Unlock()
-	return nil
+	return m, nil
 }
 
 // grant is m's ticket being granted a slot, called by the gate under its
@@ -403,7 +431,11 @@ func (m *Member) grant() bool {
 	if !m.claimed.CompareAndSwap(false, true) {
 		return false
 	}
-	go m.run()
+	if m.slot != nil {
+		m.slot <- struct{}{} // its caller is waiting to run it (buffered: never blocks)
+	} else {
+		go m.run()
+	}
 	return true
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,8 +40,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := httptest.NewServer(p)
-		b.Cleanup(func() { srv.Close(); p.Close() })
+		srv := httptest.NewUnstartedServer(p)
+		srv.Listener = p.Listener(srv.Listener) // as under sluice serve
+		srv.Start()
+		b.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
 		return srv.URL
 	}
 	for _, tc := range []struct {

@@ -91,7 +91,7 @@ func testConfig(t *testing.T, upstream string, windowed bool, edit ...func(*conf
 // startProxy serves a proxy for cfg on a loopback httptest server.
 func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
 	t.Helper()
-	p, err := New(cfg, Options{Logger: quietLog})
+	p, err := New(cfg, Options{Logger: quietLog, ParkWhenQueued: -1}) // every windowed request takes the parked path
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func newBubbleRig(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc,
 
 	cfg := testConfig(t, "http://upstream.test", windowed, edit...)
 	uc := upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial})
-	p, err := New(cfg, Options{Upstream: uc, Logger: quietLog})
+	p, err := New(cfg, Options{Upstream: uc, Logger: quietLog, ParkWhenQueued: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,13 +61,17 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.budget.Request()
-	// A windowed request may wait long for its turn: park it, so that it
-	// waits without net/http's connection goroutine and buffers (see park).
-	// r's body is spent; dropping it lets go of the server's read buffer,
-	// which it points into, for as long as r is kept.
+	// A request with many ahead of it will wait long for its turn: park
+	// it, so that it waits without net/http's connection goroutine and
+	// buffers (see park). r's body is spent; dropping it lets go of the
+	// server's read buffer, which it points into, for as long as r is kept.
 	r.Body = http.NoBody
-	rw, err := p.parker.Park(w, r)
-	if err != nil { // not parkable (HTTP/2, say): wait in place
+	var rw *park.Response
+	err := park.ErrNotParkable
+	if p.parkWhen < 0 || p.sched.Queued() >= p.parkWhen {
+		rw, err = p.parker.Park(w, r)
+	}
+	if err != nil { // not worth parking, or not parkable (HTTP/2, say): wait in place
 		ctx := r.Context()
 		p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(r), ex.forward))
 		return

@@ -7,12 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // heldUpstream answers like the API, but holds its first call until
@@ -169,5 +172,58 @@ func TestHTTP10WindowedRequestIsServedInPlace(t *testing.T) {
 	// Without keep-alive, HTTP/1.0's connection ends with the answer.
 	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
 		t.Fatalf("after the answer: %q, %v; want the connection closed", rest, err)
+	}
+}
+
+// By default a windowed request is parked only when BATCH_MAX_CONCURRENCY
+// requests are already waiting: one that will get its slot soon is not
+// worth the takeover.
+func TestParkingStartsWhenTheCapIsWaiting(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		<-release
+		writeMessage(w)
+	})
+	cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 })
+	p, err := New(cfg, Options{Logger: quietLog}) // the default threshold: 2 waiting
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = p.Listener(srv.Listener)
+	srv.Start()
+	defer func() { srv.Close(); p.Shutdown(context.Background()); p.Close() }()
+	defer close(release)
+
+	c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
+	defer c.CloseIdleConnections()
+	answers := make(chan tracedAnswer, 5)
+	send := func() { go func() { answers <- tracedPost(c, srv.URL) }() }
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (queued %d, parked %d, upstream calls %d)", what, p.Queued(), p.parker.Parked(), calls.Load())
+			}
+		}
+	}
+	for range 2 { // both get a slot at once: nobody is waiting
+		send()
+	}
+	waitUntil("two calls upstream", func() bool { return calls.Load() == 2 })
+	for i := 1; i <= 2; i++ { // in line for a slot, with fewer than 2 ahead
+		send()
+		waitUntil(fmt.Sprint(i, " waiting"), func() bool { return p.Queued() == i })
+	}
+	if n := p.parker.Parked(); n != 0 {
+		t.Fatalf("Parked() = %d with fewer than 2 waiting ahead; want 0", n)
+	}
+	send() // 2 waiting ahead of it: parked
+	waitUntil("the fifth parked", func() bool { return p.parker.Parked() == 1 })
+	if q := p.Queued(); q != 3 {
+		t.Fatalf("Queued() = %d; want 3", q)
 	}
 }

@@ -44,8 +44,9 @@ type Proxy struct {
 	obs   Observer // nil: nobody watching
 
 	// parker parks windowed requests whose connections came through
-	// Listener; others wait in place.
-	parker *park.Parker
+	// Listener, once parkWhen requests are waiting; others wait in place.
+	parker   *park.Parker
+	parkWhen int
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
@@ -72,6 +73,15 @@ type Options struct {
 	// answer, awaiting the client's next request; set it to the
 	// http.Server's IdleTimeout. If zero, two minutes.
 	IdleTimeout time.Duration
+	// ParkWhenQueued is how many requests must already be waiting (in
+	// windows or for a slot) for a new windowed request to be parked (see
+	// Listener) rather than wait in place. Parking costs some work (the
+	// connection is taken over, and handed back for the next request) and
+	// saves memory only on a request that waits long; one that finds at
+	// least BATCH_MAX_CONCURRENCY requests ahead of it waits at least a
+	// whole upstream call. If zero, BATCH_MAX_CONCURRENCY; if negative,
+	// every windowed request is parked.
+	ParkWhenQueued int
 }
 
 // New builds a proxy for cfg.
@@ -86,6 +96,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
+	}
+	p.parkWhen = opt.ParkWhenQueued
+	if p.parkWhen == 0 {
+		p.parkWhen = cfg.MaxConcurrency
 	}
 	if cfg.StreamIdleTimeout <= 0 {
 		return nil, errors.New("proxy: stream idle timeout must be positive")

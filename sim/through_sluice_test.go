@@ -28,7 +28,7 @@ func startSluice(t *testing.T, upstream string) *httptest.Server {
 		t.Fatal(err)
 	}
 	cfg.UpstreamURL = u
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), ParkWhenQueued: -1}) // the SDKs get parked answers
 	if err != nil {
 		t.Fatal(err)
 	}
