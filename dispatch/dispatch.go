@@ -137,11 +137,11 @@ type Member struct {
 	ctx     context.Context
 	fn      func(ctx context.Context, m *Member) error
 	done    func(error)
-	slot    chan<- struct{} // set when the caller waits to run fn itself (DoWithin)
-	claimed atomic.Bool     // its wait has ended; whoever set it finishes the wait
-	inLine  atomic.Bool     // its wave's flush has put its ticket in the gate's line
-	stop    func() bool     // unregisters the departure watch; under mu
-	ended   bool            // done has been called; under mu
+	wake    chan<- error // set when the caller waits to run fn itself (DoWithin)
+	claimed atomic.Bool  // its wait has ended; whoever set it finishes the wait
+	inLine  atomic.Bool  // its wave's flush has put its ticket in the gate's line
+	stop    func() bool  // unregisters the departure watch; under mu
+	ended   bool         // done has been called; under mu
 }
 
 // WaveID is the id of the member's wave.
@@ -346,28 +346,27 @@ func (s *Scheduler) Do(ctx context.Context, fn func(ctx context.Context, m *Memb
 // every request reaches its slot just as its client leaves.
 func (s *Scheduler) DoWithin(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error) error {
 	// The caller's goroutine waits anyway, so fn runs on it when the slot
-	// comes (no goroutine is started for it, and none woken).
-	result := make(chan error, 1)
-	slot := make(chan struct{}, 1)
-	m, err := s.start(ctx, patience, fn, func(err error) { result <- err }, slot)
+	// comes (no goroutine is started for it, and none woken). wake carries
+	// either errGranted or how the wait ended without a slot.
+	wake := make(chan error, 1)
+	m, err := s.start(ctx, patience, fn, nil, wake)
 	if err != nil {
 		return err
 	}
 	select {
-	case <-slot:
-	case err := <-result: // the deadline passed before the slot came
-		return err
+	case err = <-wake:
 	case <-ctx.Done():
 		m.depart()
-		select {
-		case <-slot: // it came first after all: run sees the departure at once
-		case err := <-result:
-			return err
-		}
+		err = <-wake // the slot may have come first after all: serve sees the departure at once
 	}
-	m.run()
-	return <-result
+	if err != errGranted {
+		return err
+	}
+	return m.runHere()
 }
+
+// errGranted tells DoWithin's caller that its member holds its slot.
+var errGranted = errors.New("dispatch: granted")
 
 // Start is DoWithin for a caller that does not wait: it returns at once. A
 // non-nil error means the request was not admitted (ErrQueueFull, a
@@ -385,8 +384,9 @@ func (s *Scheduler) Start(ctx context.Context, patience time.Duration, fn func(c
 }
 
 // start admits a member. When its slot comes, it runs on a goroutine of
-// its own, or, if slot is set, slot is signalled and the caller runs it.
-func (s *Scheduler) start(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error, done func(error), slot chan<- struct{}) (*Member, error) {
+// its own and reports to done; or, if wake is set, wake gets errGranted
+// (or how the wait ended otherwise) and the caller runs it.
+func (s *Scheduler) start(ctx context.Context, patience time.Duration, fn func(ctx context.Context, m *Member) error, done func(error), wake chan<- error) (*Member, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // gone already: must not take a place in a window, or fill one
 	}
@@ -401,13 +401,13 @@ func (s *Scheduler) start(ctx context.Context, patience time.Duration, fn func(c
 		s.queued.Add(-1)
 		return nil, ErrQueueFull
 	}
-	m := &Member{s: s, joined: time.Now(), ctx: ctx, fn: fn, done: done, slot: slot}
+	m := &Member{s: s, joined: time.Now(), ctx: ctx, fn: fn, done: done, wake: wake}
 	m.ticket.OnGrant(m.grant)
 	if _, err := s.win.Add(m); err != nil {
 		s.queued.Add(-1)
 		return nil, ErrClosed
 	}
-	if slot != nil {
+	if wake != nil {
 		return m, nil // its caller watches ctx itself, as it waits
 	}
 	// Watch for departure only now that m is in a window, so that the
@@ -431,8 +431,8 @@ func (m *Member) grant() bool {
 	if !m.claimed.CompareAndSwap(false, true) {
 		return false
 	}
-	if m.slot != nil {
-		m.slot <- struct{}{} // its caller is waiting to run it (buffered: never blocks)
+	if m.wake != nil {
+		m.wake <- errGranted // its caller is waiting to run it (buffered: never blocks)
 	} else {
 		go m.run()
 	}
@@ -469,17 +469,24 @@ func (m *Member) abandon(err error) {
 }
 
 // run is the goroutine of a member that holds its slot.
-func (m *Member) run() {
+func (m *Member) run() { m.end(m.runHere()) }
+
+// runHere serves m, which holds its slot, on the calling goroutine.
+func (m *Member) runHere() error {
 	// The slot may come while the wave's flush is still under way (from
 	// its Join); the wave's deadline is armed only once the flush is done.
 	<-m.wave.Done()
 	m.s.queued.Add(-1)
 	m.granted = time.Now()
-	m.end(m.s.serve(m))
+	return m.s.serve(m)
 }
 
 // end reports err to m's caller, once, and drops the departure watch.
 func (m *Member) end(err error) {
+	if m.wake != nil {
+		m.wake <- err // DoWithin's caller: no watch to drop
+		return
+	}
 	m.mu.Lock()
 	m.ended = true
 	stop := m.stop
