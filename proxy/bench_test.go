@@ -29,14 +29,18 @@ func BenchmarkAddedLatency(b *testing.B) {
 	}))
 	defer up.Close()
 
-	target := func(b *testing.B, windowed bool, edit func(*config.Config)) string {
+	target := func(b *testing.B, windowed bool, edit func(*config.Config), opts ...Options) string {
 		cfg := config.Default()
 		cfg.Enabled = windowed
 		cfg.UpstreamURL = mustURL(b, up.URL)
 		if edit != nil {
 			edit(&cfg)
 		}
-		p, err := New(cfg, Options{Logger: benchLogger})
+		opt := Options{Logger: benchLogger}
+		for _, o := range opts {
+			opt.ParkWhenQueued = o.ParkWhenQueued
+		}
+		p, err := New(cfg, opt)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,6 +58,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 		{"plain", func(b *testing.B) string { return target(b, false, nil) }},
 		{"windowed-size1", func(b *testing.B) string {
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1 })
+		}},
+		{"windowed-size1-parked", func(b *testing.B) string { // every request parked: what parking costs
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1 }, Options{ParkWhenQueued: -1})
 		}},
 		{"windowed-default", func(b *testing.B) string { return target(b, true, nil) }},
 	} {

@@ -144,6 +144,9 @@ func TestMemoryPerWaitingRequest(t *testing.T) {
 	t.Logf("VmRSS idle %d KB, loaded %d KB (+%d KB); peak VmHWM %d KB; threads %d",
 		idle["VmRSS"]>>10, loaded["VmRSS"]>>10, (loaded["VmRSS"]-idle["VmRSS"])>>10, loaded["VmHWM"]>>10, loaded["Threads"])
 	t.Logf("RSS per waiting request: %d bytes (%.1f KB); RSS at %d waiting: %.1f MB", perReq, float64(perReq)/1024, held, float64(loaded["VmRSS"])/(1<<20))
+	m := scrape(t, probe, base)
+	t.Logf("sluice's runtime: heap in use %.1f MB, stacks %.1f MB, goroutines %.0f, parked connections %.0f",
+		m["go_memstats_heap_inuse_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20), m["go_goroutines"], m["sluice_parked_connections"])
 	if b, err := os.ReadFile(stderr.Name()); err == nil {
 		var last string
 		for _, line := range strings.Split(string(b), "\n") {
@@ -160,23 +163,35 @@ func TestMemoryPerWaitingRequest(t *testing.T) {
 // queued reads sluice_queue_depth_requests from sluice's /metrics.
 func queued(t *testing.T, c *http.Client, base string) int {
 	t.Helper()
+	v, ok := scrape(t, c, base)["sluice_queue_depth_requests"]
+	if !ok {
+		t.Fatal("no sluice_queue_depth_requests in /metrics")
+	}
+	return int(v)
+}
+
+// scrape reads the unlabelled samples of sluice's /metrics.
+func scrape(t *testing.T, c *http.Client, base string) map[string]float64 {
+	t.Helper()
 	resp, err := c.Get(base + "/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
 	defer resp.Body.Close()
+	m := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "sluice_queue_depth_requests "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("sluice_queue_depth_requests %q: %v", v, err)
-			}
-			return int(f)
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
 		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("%s %q: %v", name, v, err)
+		}
+		m[name] = f
 	}
-	t.Fatal("no sluice_queue_depth_requests in /metrics")
-	return 0
+	return m
 }
 
 // procStatus reads the memory lines of /proc/PID/status, in bytes (Threads
