@@ -16,8 +16,9 @@
 // so keep-alive clients see one ordinary connection throughout.
 //
 // Only connections accepted through a Parker's Listener can be parked;
-// others (HTTP/2, TLS served elsewhere, test recorders) get ErrNotParkable
-// and the caller serves them in place as usual.
+// others (HTTP/2, test recorders) get ErrNotParkable and the caller serves
+// them in place as usual. The Listener is for plain HTTP/1.1: a server
+// that wraps its connections (ServeTLS) must not be given it.
 package park
 
 import (

@@ -301,14 +301,22 @@ func (rw *Response) release() {
 	rw.mu.Lock()
 	keep := rw.keepAlive && !rw.gone && (rw.more || len(rw.next) > 0)
 	next := rw.next
+	t := rw.idleTimer // armed, if an event came just before Finish did
+	rw.idleTimer = nil
 	rw.mu.Unlock()
-	defer rw.pk.done(rw)
+	if t != nil {
+		t.Stop()
+	}
 	if !keep || rw.pk.isClosing() {
 		rw.c.Conn.Close()
+		rw.pk.done(rw)
 		return
 	}
 	rw.c.Conn.SetDeadline(time.Time{}) // the handler's write deadline must not outlive its answer
 	rw.c.next = next
+	// Forgotten before it is handed back: from then on the connection is
+	// the server's, and Shutdown must not cut it as a parked one.
+	rw.pk.done(rw)
 	rw.c.addr.l.handBack(rw.c)
 }
 

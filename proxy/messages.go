@@ -71,6 +71,12 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.parkWhen < 0 || p.sched.Queued() >= p.parkWhen {
 		rw, err = p.parker.Park(w, r)
 	}
+	if err != nil && !errors.Is(err, park.ErrNotParkable) {
+		// The connection was taken over and then found unusable (a
+		// listener serving TLS, say): there is nobody left to answer.
+		p.log.Error("parking failed; the connection is closed", "err", err)
+		return
+	}
 	if err != nil { // not worth parking, or not parkable (HTTP/2, say): wait in place
 		ctx := r.Context()
 		p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(r), ex.forward))

@@ -78,9 +78,10 @@ type Options struct {
 	// Listener) rather than wait in place. Parking costs some work (the
 	// connection is taken over, and handed back for the next request) and
 	// saves memory only on a request that waits long; one that finds at
-	// least BATCH_MAX_CONCURRENCY requests ahead of it waits at least a
-	// whole upstream call. If zero, BATCH_MAX_CONCURRENCY; if negative,
-	// every windowed request is parked.
+	// least BATCH_MAX_CONCURRENCY requests ahead of it will, as a rule,
+	// wait about a whole upstream call (those ahead may still be in an
+	// open window). If zero, BATCH_MAX_CONCURRENCY; if negative, every
+	// windowed request is parked.
 	ParkWhenQueued int
 }
 
