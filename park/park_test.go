@@ -304,3 +304,21 @@ func httptestRequest() *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("x"))
 	return r
 }
+
+// slowStuckOrQuick is the answer of the Shutdown tests: /slow once release
+// is closed, /stuck only when its context ends (the error goes to cut),
+// anything else at once.
+func slowStuckOrQuick(release <-chan struct{}, cut chan<- error) answer {
+	return func(rw *Response, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow": // finishes when released, during the shutdown
+			<-release
+			rw.Write([]byte("late but whole"))
+		case "/stuck": // never finishes on its own
+			<-rw.Context().Done()
+			cut <- rw.Context().Err()
+		default:
+			rw.Write([]byte("quick"))
+		}
+	}
+}

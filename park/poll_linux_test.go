@@ -253,6 +253,7 @@ func TestShutdownOverSocketsClosesIdleFinishesActiveAndCutsTheRest(t *testing.T)
 	var released sync.Once
 	cut := make(chan error, 1)
 	var notEpolled atomic.Int32
+	answer := slowStuckOrQuick(release, cut)
 	srv := startParked(t, pk, parkingHandler(pk, func(rw *Response, r *http.Request) {
 		if rw == nil {
 			return
@@ -260,16 +261,7 @@ func TestShutdownOverSocketsClosesIdleFinishesActiveAndCutsTheRest(t *testing.T)
 		if !epollWatched(rw) {
 			notEpolled.Add(1)
 		}
-		switch r.URL.Path {
-		case "/slow": // finishes when released, during the shutdown
-			<-release
-			rw.Write([]byte("late but whole"))
-		case "/stuck": // never finishes on its own
-			<-rw.Context().Done()
-			cut <- rw.Context().Err()
-		default:
-			rw.Write([]byte("quick"))
-		}
+		answer(rw, r)
 	}))
 	// After startParked's, so that it runs before: a failed test must not
 	// strand the handler, nor Shutdown waiting for it.

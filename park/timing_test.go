@@ -100,18 +100,7 @@ func TestShutdownClosesIdleFinishesActiveAndCutsTheRest(t *testing.T) {
 		var released sync.Once
 		defer released.Do(func() { close(release) }) // a failed test must not strand the handler
 		cut := make(chan error, 1)
-		h := parkingHandler(pk, func(rw *Response, r *http.Request) {
-			switch r.URL.Path {
-			case "/slow": // finishes when released, during the shutdown
-				<-release
-				rw.Write([]byte("late but whole"))
-			case "/stuck": // never finishes on its own
-				<-rw.Context().Done()
-				cut <- rw.Context().Err()
-			default:
-				rw.Write([]byte("quick"))
-			}
-		})
+		h := parkingHandler(pk, slowStuckOrQuick(release, cut))
 		c := bubble(t, pk, h)
 		type result struct {
 			resp *http.Response
