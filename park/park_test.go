@@ -322,3 +322,26 @@ func slowStuckOrQuick(release <-chan struct{}, cut chan<- error) answer {
 		}
 	}
 }
+
+// result is what a client got for a request posted in the background.
+type result struct {
+	resp *http.Response
+	body string
+	err  error
+}
+
+// postInBackground posts to url and delivers what came back.
+func postInBackground(c *http.Client, url string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		resp, err := c.Post(url, "text/plain", strings.NewReader("x"))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ch <- result{resp, string(b), err}
+	}()
+	return ch
+}

@@ -269,24 +269,7 @@ func TestShutdownOverSocketsClosesIdleFinishesActiveAndCutsTheRest(t *testing.T)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &http.Client{Transport: tr}
-	type result struct {
-		resp *http.Response
-		body string
-		err  error
-	}
-	slow, stuck := make(chan result, 1), make(chan result, 1)
-	for path, ch := range map[string]chan result{"/slow": slow, "/stuck": stuck} {
-		go func() {
-			resp, err := c.Post(srv.URL+path, "text/plain", strings.NewReader("x"))
-			if err != nil {
-				ch <- result{err: err}
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			ch <- result{resp, string(b), err}
-		}()
-	}
+	slow, stuck := postInBackground(c, srv.URL+"/slow"), postInBackground(c, srv.URL+"/stuck")
 	waitParked(t, pk, 2)
 	if _, body, _ := reusedPost(t, c, srv.URL+"/", "x"); body != "quick" { // a third connection, idle once answered
 		t.Fatalf("quick answer: got %q", body)

@@ -102,24 +102,7 @@ func TestShutdownClosesIdleFinishesActiveAndCutsTheRest(t *testing.T) {
 		cut := make(chan error, 1)
 		h := parkingHandler(pk, slowStuckOrQuick(release, cut))
 		c := bubble(t, pk, h)
-		type result struct {
-			resp *http.Response
-			body string
-			err  error
-		}
-		slow, stuck := make(chan result, 1), make(chan result, 1)
-		for path, ch := range map[string]chan result{"/slow": slow, "/stuck": stuck} {
-			go func() {
-				resp, err := c.Post("http://parked.test"+path, "text/plain", strings.NewReader("x"))
-				if err != nil {
-					ch <- result{err: err}
-					return
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				ch <- result{resp, string(b), err}
-			}()
-		}
+		slow, stuck := postInBackground(c, "http://parked.test/slow"), postInBackground(c, "http://parked.test/stuck")
 		synctest.Wait()
 		postOK(t, c, "/") // a third connection, idle once answered
 		synctest.Wait()
