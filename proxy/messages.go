@@ -66,20 +66,19 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// buffers (see park). r's body is spent; dropping it lets go of the
 	// server's read buffer, which it points into, for as long as r is kept.
 	r.Body = http.NoBody
-	var rw *park.Response
-	err := park.ErrNotParkable
-	if p.parkWhen < 0 || p.sched.Queued() >= p.parkWhen {
-		rw, err = p.parker.Park(w, r)
+	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen {
+		p.waitInPlace(ex) // its turn is near: not worth the takeover
+		return
 	}
-	if err != nil && !errors.Is(err, park.ErrNotParkable) {
+	rw, err := p.parker.Park(w, r)
+	switch {
+	case errors.Is(err, park.ErrNotParkable): // HTTP/2, say
+		p.waitInPlace(ex)
+		return
+	case err != nil:
 		// The connection was taken over and then found unusable (a
 		// listener serving TLS, say): there is nobody left to answer.
 		p.log.Error("parking failed; the connection is closed", "err", err)
-		return
-	}
-	if err != nil { // not worth parking, or not parkable (HTTP/2, say): wait in place
-		ctx := r.Context()
-		p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(r), ex.forward))
 		return
 	}
 	rec.parked = true
@@ -91,6 +90,13 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if err := p.sched.Start(ctx, p.clientPatience(r), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
+}
+
+// waitInPlace sends ex through the scheduler on the handler's own
+// goroutine, and answers it.
+func (p *Proxy) waitInPlace(ex *exchange) {
+	ctx := ex.r.Context()
+	p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward))
 }
 
 // settleParked is settle for a parked request, which then lets its

@@ -74,7 +74,8 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy,
 		srv.Close()
 		err = nil
 	}
-	if perr := <-parked; errors.Is(perr, context.DeadlineExceeded) || sctx.Err() != nil {
+	<-parked
+	if sctx.Err() != nil {
 		log.Warn("drain timeout passed; closed the connections still open")
 	}
 	p.Close()
