@@ -1,0 +1,52 @@
+// Package request describes one Messages request as sluice's policies see
+// it: who sends it, which cacheable prompt prefixes it carries, what it is
+// likely to cost and how long its client will wait. It is built once, in
+// one pass over the body, and read by every policy on the request path
+// (admission, wave release, the gate's order); none of them parses the
+// body again.
+package request
+
+import "time"
+
+// Descriptor is what the policies know of one Messages request.
+type Descriptor struct {
+	// Tenant identifies who sends the request: a short hash of the
+	// credential it carries (never the credential), or "" when it carries
+	// none.
+	Tenant string
+	// Model is the body's model, cut to 128 bytes.
+	Model string
+	// Stream is the body's stream flag.
+	Stream bool
+	// Prefixes are the request's cacheable prompt prefixes, one per
+	// cache_control breakpoint, in the API's prefix order (tools, system,
+	// messages), the shortest first. Top-level automatic caching counts as
+	// a breakpoint on the last cacheable block.
+	Prefixes []Prefix
+	// Cost is the estimated cost of the request.
+	Cost Cost
+	// Patience is how long the client waits for an attempt, from the
+	// official SDKs' x-stainless-timeout header; zero when unknown.
+	Patience time.Duration
+}
+
+// Prefix is one cacheable prefix of a prompt: everything up to and
+// including a cache_control breakpoint.
+type Prefix struct {
+	// Key is a hash of the model and of every byte of the prompt up to and
+	// including the breakpoint (without the cache_control markers
+	// themselves), so two requests share a Key exactly when the API would
+	// let one read the other's cache entry.
+	Key uint64
+	// Tokens is the estimated number of input tokens in the prefix.
+	Tokens int
+	// TTL is the cache lifetime the breakpoint asks for: 5 minutes or 1
+	// hour.
+	TTL time.Duration
+}
+
+// Cost is what a request is estimated to spend of the upstream's limits.
+type Cost struct {
+	InputTokens int // estimated input tokens of the whole prompt
+	MaxTokens   int // the body's max_tokens (0 when absent or invalid)
+}
