@@ -36,6 +36,10 @@ type Config struct {
 	MetricsEnabled       bool          // METRICS_ENABLED
 	LogFormat            string        // LOG_FORMAT: text or json
 	LogLevel             string        // LOG_LEVEL: debug, info, warn or error
+	PublicURL            *url.URL      // PUBLIC_URL; nil: http:// and the listen address
+	BodyBudget           int64         // BODY_BUDGET_MB, in bytes
+	UpstreamTimeout      time.Duration // UPSTREAM_TIMEOUT_S
+	MaxPendingConns      int           // MAX_PENDING_CONNS
 }
 
 // Setting is one row of the configuration table.
@@ -108,6 +112,45 @@ var Settings = []Setting{
 	{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Accepts: "debug, info, warn or error",
 		Meaning: "Least severe log level written; warn drops the access lines.",
 		apply:   func(c *Config, v string) error { return parseWord(&c.LogLevel, v, "debug", "info", "warn", "error") }},
+	{Env: "PUBLIC_URL", Flag: "public-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
+		Meaning: "The URL clients reach sluice at, written into each batch's results_url. Empty: http:// and the listen address. Never taken from a request's Host header.",
+		apply:   parsePublicURL},
+	{Env: "BODY_BUDGET_MB", Flag: "body-budget-mb", Default: "256", Accepts: "whole megabytes >= 1",
+		Meaning: "Memory for the Messages request bodies held at once (waiting or in flight). A request whose body would pass it is answered 529 overloaded_error with retry-after before its body is read.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			c.BodyBudget = int64(n) << 20
+			return err
+		}},
+	{Env: "UPSTREAM_TIMEOUT_S", Flag: "upstream-timeout-s", Default: "600", Accepts: "whole seconds >= 1",
+		Meaning: "On the plain path and every relayed path, how long the upstream may take to send its response headers (the SDKs' own default timeout is 600 s); after them a body silent for STREAM_IDLE_TIMEOUT_S is cut.",
+		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
+	{Env: "MAX_PENDING_CONNS", Flag: "max-pending-conns", Default: "1024", Accepts: "a whole number >= 1",
+		Meaning: "Max connections that have not yet sent a whole request (headers and body). A connection past it is answered 529 and closed at once, so slow clients cannot use up file descriptors.",
+		apply:   func(c *Config, v string) (err error) { c.MaxPendingConns, err = parseInt(v, 1); return }},
+}
+
+func parsePublicURL(c *Config, v string) error {
+	if v == "" {
+		c.PublicURL = nil
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not carry a user, query or fragment")
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c.PublicURL = u
+	return nil
 }
 
 func parseWord(dst *string, v string, words ...string) error {

@@ -44,7 +44,7 @@ func (p *Proxy) relayBatchObject(w http.ResponseWriter, r *http.Request, resp *h
 		writeError(w, p.mapError(&upstream.Error{Upstream: p.upstreamName(), Err: err}))
 		return
 	}
-	self := selfBase(r)
+	self := p.publicBase
 	data = resultsURLField.ReplaceAllFunc(data, func(m []byte) []byte {
 		parts := resultsURLField.FindSubmatch(m)
 		rewritten := p.rewriteResultsURL(string(parts[2]), self)
@@ -75,13 +75,4 @@ func (p *Proxy) rewriteResultsURL(raw, self string) string {
 		out += "?" + u.RawQuery
 	}
 	return out
-}
-
-// selfBase is the scheme and host the client used to reach sluice.
-func selfBase(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
 }

@@ -7,110 +7,237 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/upstream"
 )
 
-// relayEvents relays an SSE response event by event, flushing each complete
-// event as it arrives. Only whole events are written, so that an error
-// sluice adds in-band always lands on an event boundary where the SDKs'
-// parsers can read it. A stream that stays silent for the idle timeout is
-// ended with an in-band timeout_error; cancel aborts the upstream call.
-func (p *Proxy) relayEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, resp *http.Response) error {
-	h := w.Header()
+// maxEventSize bounds one upstream SSE event. The API's largest events (a
+// tool call's whole input in one delta, a long thinking signature) are
+// far smaller; an event past it means an upstream gone wrong, and sluice
+// would otherwise buffer it without limit.
+const maxEventSize = 8 << 20
+
+// streamBufferSize bounds the events read from the upstream and not yet
+// written to the client. The upstream is read as fast as it sends, so a
+// slow client costs its slot nothing as long as the rest of its stream
+// fits here (a long answer of 4,000 output tokens is about 600 KB of
+// events); past it the upstream waits for the client, and a client that
+// takes no bytes for STREAM_IDLE_TIMEOUT_S is cut.
+const streamBufferSize = 1 << 20
+
+// relayEvents relays an SSE response event by event. It runs while the
+// request holds its slot and returns as soon as the upstream's stream has
+// ended: the events go to the client through a streamPipe, written by a
+// goroutine of their own, so that a client that reads slowly never keeps
+// the slot longer than the upstream takes to answer. Only whole events are
+// written, so that an error sluice adds in-band always lands on an event
+// boundary where the SDKs' parsers can read it. A stream that stays silent
+// for the idle timeout is ended with an in-band timeout_error; cancel
+// aborts the upstream call.
+func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, resp *http.Response) error {
+	p := ex.p
+	idle := p.cfg.StreamIdleTimeout
+	pipe := newStreamPipe(streamBufferSize)
+	ex.out = pipe
+	h := ex.w.Header()
 	upstream.CopyHeader(h, resp.Header)
 	h.Del("Content-Length")
-	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
-	idle := p.cfg.StreamIdleTimeout
+	go pipe.writeTo(ex.w, resp.StatusCode, idle)
+
 	var tally streamUsage
-	ew := &eventWriter{w: w, rc: rc, idle: idle, observe: tally.observe}
 	defer func() {
 		if tally.seen {
 			p.countTokens(tally.model, tally.u)
 		}
 	}()
-	if err := ew.flush(); err != nil {
-		return err
-	}
-
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(idle, func() {
 		stalled.Store(true)
 		cancel()
 	})
 	defer watchdog.Stop()
-
-	err := copyEvents(ew, resp.Body, func() { watchdog.Reset(idle) })
+	send := func(ev []byte) error {
+		tally.observe(ev)
+		// Waiting for the client to make room is not the upstream's
+		// silence.
+		watchdog.Stop()
+		defer watchdog.Reset(idle)
+		return pipe.put(ctx, ev)
+	}
+	err := copyEvents(send, resp.Body, func() { watchdog.Reset(idle) })
+	var inBand []byte
 	switch {
 	case err == nil:
-		return nil
 	case errors.Is(err, errClientWrite):
 		cancel() // the client is gone or stopped reading: stop the upstream too
-		return err
+	case errors.Is(err, errEventTooLarge):
+		inBand = sseError("api_error", fmt.Sprintf(
+			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", maxEventSize>>20))
 	case stalled.Load():
-		ew.writeEvent(sseError("timeout_error", fmt.Sprintf(
-			"the upstream sent nothing for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle)))
-		return fmt.Errorf("stream idle for %s", idle)
+		inBand = sseError("timeout_error", fmt.Sprintf(
+			"the upstream sent nothing for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle))
+		err = fmt.Errorf("stream idle for %s", idle)
+	case context.Cause(ctx) == errShuttingDown:
+		inBand = sseError("overloaded_error", "sluice is shutting down and cut this stream before it ended; retry the request")
+		err = errShuttingDown
 	case ctx.Err() != nil:
-		return ctx.Err() // the client left
+		err = ctx.Err() // the client left
 	default:
-		ew.writeEvent(sseError("api_error", fmt.Sprintf(
-			"the upstream stream broke before it ended (%v); retry the request", err)))
-		return err
+		inBand = sseError("api_error", fmt.Sprintf(
+			"the upstream stream broke before it ended (%v); retry the request", err))
 	}
+	if inBand != nil {
+		pipe.putLast(inBand)
+	}
+	pipe.close()
+	return err
 }
 
 // errClientWrite marks a failure to write to the client.
 var errClientWrite = errors.New("write to client")
 
-// eventWriter writes whole events to the client, each under a write
-// deadline so that a client that stops reading cannot hold a slot forever.
-type eventWriter struct {
-	w    io.Writer
-	rc   *http.ResponseController
-	idle time.Duration
-	// observe, if set, sees each complete upstream event before it is
-	// written (for token usage); it must not keep ev.
-	observe func(ev []byte)
+// errEventTooLarge marks an upstream event longer than maxEventSize.
+var errEventTooLarge = errors.New("upstream event too large")
+
+// streamPipe carries a stream's events from the goroutine that reads the
+// upstream (put) to the one that writes the client (writeTo), holding at
+// most max bytes between them.
+type streamPipe struct {
+	max  int
+	wake chan struct{} // the writer has something new to do; capacity 1
+	room chan struct{} // the writer took bytes, or failed; capacity 1
+	done chan struct{} // closed when the writer has finished
+
+	mu     sync.Mutex
+	buf    []byte // events put and not yet taken by the writer
+	closed bool   // nothing more will be put
+	err    error  // the writer failed: the client is gone or stopped reading
 }
 
-func (ew *eventWriter) writeEvent(ev []byte) error {
-	// Not every ResponseWriter supports deadlines (a recorder in tests);
-	// where it does not, the write simply has none.
-	_ = ew.rc.SetWriteDeadline(time.Now().Add(ew.idle))
-	if _, err := ew.w.Write(ev); err != nil {
-		return fmt.Errorf("%w: %v", errClientWrite, err)
+func newStreamPipe(max int) *streamPipe {
+	return &streamPipe{max: max, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
-	return ew.flush()
 }
 
-func (ew *eventWriter) flush() error {
-	if err := ew.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+// put adds one whole event, waiting while the pipe is full. It fails once
+// the writer has failed, or when ctx ends while it waits.
+func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
+	sp.mu.Lock()
+	for sp.err == nil && len(sp.buf) > 0 && len(sp.buf)+len(ev) > sp.max {
+		sp.mu.Unlock()
+		select {
+		case <-sp.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sp.mu.Lock()
+	}
+	err := sp.err
+	if err == nil {
+		sp.buf = append(sp.buf, ev...)
+	}
+	sp.mu.Unlock()
+	signal(sp.wake)
+	return err
+}
+
+// putLast adds sluice's own last event, past the bound: it is small, and
+// it must reach the client.
+func (sp *streamPipe) putLast(ev []byte) {
+	sp.mu.Lock()
+	sp.buf = append(sp.buf, ev...)
+	sp.mu.Unlock()
+	signal(sp.wake)
+}
+
+// close says nothing more will be put; the writer finishes what is left.
+func (sp *streamPipe) close() {
+	sp.mu.Lock()
+	sp.closed = true
+	sp.mu.Unlock()
+	signal(sp.wake)
+}
+
+// writeTo sends the status and then every event put to w, each write under
+// a deadline of idle, until the pipe is closed and empty or a write fails.
+func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Duration) {
+	defer close(sp.done)
+	rc := http.NewResponseController(w)
+	w.WriteHeader(status)
+	err := flushTo(rc)
+	var spare []byte
+	for err == nil {
+		sp.mu.Lock()
+		for len(sp.buf) == 0 && !sp.closed {
+			sp.mu.Unlock()
+			<-sp.wake
+			sp.mu.Lock()
+		}
+		take, last := sp.buf, sp.closed && len(sp.buf) == 0
+		sp.buf = spare[:0]
+		sp.mu.Unlock()
+		signal(sp.room)
+		if last {
+			return
+		}
+		// Not every ResponseWriter supports deadlines (a recorder in
+		// tests); where it does not, the write simply has none.
+		_ = rc.SetWriteDeadline(time.Now().Add(idle))
+		if _, werr := w.Write(take); werr != nil {
+			err = fmt.Errorf("%w: %v", errClientWrite, werr)
+		} else {
+			err = flushTo(rc)
+		}
+		spare = take
+	}
+	sp.mu.Lock()
+	sp.err = err
+	sp.buf = nil
+	sp.mu.Unlock()
+	signal(sp.room)
+}
+
+// wait blocks until the writer has finished: the client has every event,
+// or it failed.
+func (sp *streamPipe) wait() { <-sp.done }
+
+func flushTo(rc *http.ResponseController) error {
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return fmt.Errorf("%w: %v", errClientWrite, err)
 	}
 	return nil
 }
 
-// copyEvents copies SSE events from src to ew, one complete event (lines up
-// to a blank line) per write. progress is called whenever a line arrives.
-// At EOF a trailing partial event is written as is. It returns nil at EOF,
-// an errClientWrite error if the client failed, or src's read error.
-func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
+// copyEvents copies SSE events from src to send, one complete event (lines
+// up to a blank line) per call. progress is called whenever a line
+// arrives. At EOF a trailing partial event is sent as is. It returns nil
+// at EOF, send's error, errEventTooLarge for an event past maxEventSize,
+// or src's read error.
+func copyEvents(send func(ev []byte) error, src io.Reader, progress func()) error {
 	br := bufio.NewReaderSize(src, 16<<10)
 	var event []byte
 	lineStart := 0 // where the line being read began in event
 	for {
 		chunk, err := br.ReadSlice('\n')
 		event = append(event, chunk...)
+		if len(event) > maxEventSize {
+			return errEventTooLarge
+		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue // a long line: keep reading it
 		case err == io.EOF:
 			if len(event) > 0 {
-				return ew.writeEvent(event)
+				return send(event)
 			}
 			return nil
 		case err != nil:
@@ -123,10 +250,7 @@ func copyEvents(ew *eventWriter, src io.Reader, progress func()) error {
 		lineStart = len(event)
 		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
 			// A blank line ends the event.
-			if ew.observe != nil {
-				ew.observe(event)
-			}
-			if err := ew.writeEvent(event); err != nil {
+			if err := send(event); err != nil {
 				return err
 			}
 			event = event[:0]

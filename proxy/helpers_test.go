@@ -91,11 +91,15 @@ func testConfig(t *testing.T, upstream string, windowed bool, edit ...func(*conf
 // startProxy serves a proxy for cfg on a loopback httptest server.
 func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
 	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if cfg.PublicURL == nil {
+		cfg.PublicURL = &url.URL{Scheme: "http", Host: srv.Listener.Addr().String()} // as sluice serve does for its listener
+	}
 	p, err := New(cfg, Options{Logger: quietLog, ParkWhenQueued: -1}) // every windowed request takes the parked path
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(p)
+	srv.Config.Handler = p
 	srv.Listener = p.Listener(srv.Listener) // windowed requests are parked, as under sluice serve
 	srv.Start()
 	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"mime"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -42,22 +40,25 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body is read before queuing: Go's server only notices a client
 	// that hangs up once the handler has consumed the request body.
-	body, aerr := readBody(w, r, maxMessagesBody)
+	body, aerr := readBody(w, r, maxMessagesBody, bodyReadTimeout, p.bodies)
 	if aerr != nil {
 		if aerr != errClientGone {
 			writeError(w, aerr)
 		}
 		return
 	}
-	info, aerr := inspect(body)
+	info, aerr := inspect(body.data)
 	if aerr != nil {
+		p.bodies.release(body.reserved)
 		writeError(w, aerr)
 		return
 	}
 	rec.model, rec.stream = info.Model, info.Stream
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec}
 	if p.sched == nil {
-		ex.finish(r.Context(), ex.forward(r.Context(), nil))
+		ctx, end := p.begin(r.Context())
+		defer end()
+		ex.complete(ctx, ex.forward(ctx, nil))
 		return
 	}
 	p.budget.Request()
@@ -78,6 +79,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// The connection was taken over and then found unusable (a
 		// listener serving TLS, say): there is nobody left to answer.
+		p.bodies.release(body.reserved)
 		p.log.Error("parking failed; the connection is closed", "err", err)
 		return
 	}
@@ -85,8 +87,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	ex.w = rw
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
-	ctx := rw.Context()
-	over := func(err error) { p.settleParked(ctx, ex, rw, err) }
+	ctx, end := p.begin(rw.Context())
+	over := func(err error) { defer end(); p.settleParked(ctx, ex, rw, err) }
 	if err := p.sched.Start(ctx, p.clientPatience(r), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
@@ -95,7 +97,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // waitInPlace sends ex through the scheduler on the handler's own
 // goroutine, and answers it.
 func (p *Proxy) waitInPlace(ex *exchange) {
-	ctx := ex.r.Context()
+	ctx, end := p.begin(ex.r.Context())
+	defer end()
 	p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward))
 }
 
@@ -128,69 +131,12 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 		p.metrics.Shed.Inc()
 	case errors.Is(err, dispatch.ErrDeadline):
 		p.metrics.Deadlines.Inc()
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && context.Cause(ctx) != errShuttingDown:
 		p.metrics.Departed.Inc()
 	}
 	ex.rec.retries = ex.retries
-	ex.finish(ctx, err)
+	ex.complete(ctx, err)
 }
-
-// errClientGone marks a client that left while its body was being read.
-var errClientGone = &apiError{Status: 499, Type: "client_closed", Message: "client closed the request"}
-
-// readBody reads the whole request body, up to limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
-	if r.ContentLength > limit {
-		return nil, errTooLarge(limit)
-	}
-	// A body must arrive within bodyReadTimeout: a client that declares a
-	// large body and sends it slowly must not hold memory and a handler
-	// indefinitely. The deadline is lifted afterwards so that the server's
-	// watch for a departing client is not cut short during a long stream.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	defer rc.SetReadDeadline(time.Time{})
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	body, err := readAllOf(rd, r.ContentLength)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return nil, errTooLarge(limit)
-		case r.Context().Err() != nil:
-			return nil, errClientGone
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
-				Message: fmt.Sprintf("the request body did not arrive within %s; send it faster or make it smaller", bodyReadTimeout)}
-		}
-		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
-			Message: "sluice could not read the request body (" + err.Error() + "); send a well-formed HTTP body"}
-	}
-	return body, nil
-}
-
-// readAllOf reads rd to the end. A body of a declared length up to 64 KB
-// is read into a buffer of exactly that size, since a waiting request keeps
-// its body: a 90-byte body costs 90 bytes, not a growing buffer's 768.
-// Beyond 64 KB the declared length is trusted only up to a point: memory
-// is committed as bytes arrive, not as a header promises them.
-func readAllOf(rd io.Reader, declared int64) ([]byte, error) {
-	if declared >= 0 && declared <= 64<<10 {
-		body := make([]byte, declared)
-		_, err := io.ReadFull(rd, body) // net/http's body ends at the declared length
-		return body, err
-	}
-	var buf bytes.Buffer
-	if declared > 0 {
-		buf.Grow(64<<10 + 1) // +1: ReadFrom reads until EOF
-	}
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
-}
-
-// bodyReadTimeout bounds how long a Messages request body may take to
-// arrive: 32 MB at well under 1 MB/s.
-const bodyReadTimeout = 60 * time.Second
 
 // requestInfo is what sluice reads from a Messages body, for the access log
 // and the metrics.
@@ -230,16 +176,33 @@ type exchange struct {
 	p       *Proxy
 	w       http.ResponseWriter
 	r       *http.Request
-	body    []byte
-	written bool // the response status has been sent
-	retries int  // attempts after the first
+	body    heldBody
 	rec     *record
+	retries int // attempts after the first
+
+	// What forward leaves for complete. At most one is set.
+	reply *reply      // a whole answer, written once the slot is given back
+	out   *streamPipe // a stream, being written to the client already
+	// last is the latest retryable answer from the upstream: when sluice
+	// runs out of time to retry, the client gets it rather than a timeout
+	// of sluice's own for a wait the upstream caused.
+	last *reply
 }
 
-// forward sends the request upstream under ctx and relays the answer. m is
-// the request's place in its wave, or nil on the plain path. On the windowed
-// path a retryable failure is tried again in place (see again) as long as
-// nothing has been written to the client.
+// reply is a whole upstream answer, read while the request held its slot.
+type reply struct {
+	status int
+	header http.Header
+	data   []byte
+}
+
+// forward fetches the answer to the request from the upstream under ctx:
+// on the windowed path while the request holds its slot (m is its place
+// in its wave; nil on the plain path). A whole answer is left in ex.reply,
+// to be written to the client after the slot is given back; a stream is
+// relayed as it arrives (see relayEvents), and forward returns when the
+// upstream has finished sending it. On the windowed path a retryable
+// failure is tried again in place (see again).
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -254,73 +217,96 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		ex.rec.upstreamTime = since(start)
 		ex.p.metrics.UpstreamDuration.WithLabelValues(stream).Observe(time.Since(start).Seconds())
 	}()
+	rep, resp, err := ex.fetch(ctx, m)
+	switch {
+	case err != nil:
+		return err
+	case resp != nil:
+		defer resp.Body.Close()
+		// The wave deadline covers a stream up to its headers; from here on
+		// the idle timeout governs.
+		if m != nil && !m.LiftDeadline() {
+			return dispatch.ErrDeadline
+		}
+		stream = "true"
+		return ex.relayEvents(ctx, cancel, resp)
+	}
+	ex.reply = rep
+	return nil
+}
+
+// fetch makes the request's upstream attempts until one gives an answer
+// to relay: a whole reply, or a stream's response with its body still to
+// be read. The decision to try again is made in one place, again, for
+// every kind of failure.
+func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *http.Response, error) {
 	for attempt := 1; ; attempt++ {
-		sent := time.Now()
-		resp, err := ex.p.up.Do(ctx, ex.r, bytes.NewReader(ex.body), int64(len(ex.body)))
-		if err == nil {
-			ex.p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
-			ex.rec.upstreamID = resp.Header.Get("Request-Id")
+		rep, resp, cause, err := ex.attempt(ctx, m == nil)
+		if cause == "" {
+			return rep, resp, err
 		}
-		if err != nil {
-			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
-				continue
-			} else if rerr != nil {
-				return rerr
-			}
-			return err
+		var h http.Header
+		if rep != nil {
+			h = rep.header
+			ex.last = rep
 		}
-		ex.p.pacer.Observe(resp.StatusCode, resp.Header)
-		if isEventStream(resp.Header) {
-			defer resp.Body.Close()
-			// The wave deadline covers a stream up to its headers; from here on
-			// the idle timeout governs.
-			if m != nil && !m.LiftDeadline() {
-				return dispatch.ErrDeadline
-			}
-			ex.written = true
-			stream = "true"
-			return ex.p.relayEvents(ctx, cancel, ex.w, resp)
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-		resp.Body.Close()
-		if err != nil {
-			uerr := &upstream.Error{Upstream: ex.p.upstreamName(), Err: fmt.Errorf("read response body: %w", err)}
-			if retried, rerr := ex.again(ctx, m, attempt, retry.CauseConnection, nil); retried {
-				continue
-			} else if rerr != nil {
-				return rerr
-			}
-			return uerr
-		}
-		if len(data) > maxResponseBody {
-			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
-		}
-		if cause, ok := retry.Retryable(resp.StatusCode, resp.Header); ok {
-			if retried, rerr := ex.again(ctx, m, attempt, cause, resp.Header); retried {
-				continue
-			} else if rerr != nil {
-				return rerr
-			}
+		retried, werr := ex.again(ctx, m, attempt, cause, h)
+		switch {
+		case retried:
+			continue
+		case werr != nil && ex.last != nil && context.Cause(ctx) == dispatch.ErrDeadline:
+			// The deadline passed while waiting to try again: the upstream's
+			// own last answer, retry-after and all, tells the client more than
+			// a timeout would.
+			return ex.last, nil, nil
+		case werr != nil:
+			return nil, nil, werr
+		case rep != nil:
 			// Giving up: the upstream's own answer, retry-after and all, goes
 			// to the client so that its retry policy takes over.
+			return rep, nil, nil
 		}
-		h := ex.w.Header()
-		upstream.CopyHeader(h, resp.Header)
-		h.Set("Content-Length", strconv.Itoa(len(data)))
-		ex.written = true
-		// The slot is held while the answer is written: a client that stops
-		// reading must not keep it past the idle timeout, as for streams.
-		_ = http.NewResponseController(ex.w).SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
-		ex.w.WriteHeader(resp.StatusCode)
-		ex.w.Write(data)
-		if resp.StatusCode == http.StatusOK {
-			// After the write: the client has its answer before sluice
-			// spends a decode on the metrics.
-			ex.p.countMessageTokens(data)
-		}
-		return nil
+		return nil, nil, err
 	}
+}
+
+// attempt makes one upstream call. A cause is set when the attempt failed
+// in a way worth trying again; rep then holds the upstream's answer, if it
+// gave one, and err the failure otherwise. plain says the call is on the
+// plain path, where no wave deadline bounds it: UPSTREAM_TIMEOUT_S bounds
+// the wait for its headers instead, and STREAM_IDLE_TIMEOUT_S its body.
+func (ex *exchange) attempt(ctx context.Context, plain bool) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
+	p := ex.p
+	sent := time.Now()
+	stop := func() {}
+	if plain {
+		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)
+	}
+	resp, err = p.up.Do(ctx, ex.r, bytes.NewReader(ex.body.data), int64(len(ex.body.data)))
+	stop() // the headers are in, or the call failed
+	if err != nil {
+		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
+	}
+	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
+	ex.rec.upstreamID = resp.Header.Get("Request-Id")
+	p.pacer.Observe(resp.StatusCode, resp.Header)
+	if isEventStream(resp.Header) {
+		return nil, resp, "", nil
+	}
+	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
+	resp.Body.Close()
+	if err != nil {
+		if errors.Is(err, errResponseTooLarge) {
+			return nil, nil, "", &apiError{Status: http.StatusBadGateway, Type: "api_error",
+				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+		}
+		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
+	}
+	rep = &reply{status: resp.StatusCode, header: resp.Header, data: data}
+	if c, ok := retry.Retryable(resp.StatusCode, resp.Header); ok {
+		return rep, nil, c, nil
+	}
+	return rep, nil, "", nil
 }
 
 // again decides whether attempt, which failed with cause, is tried again,
@@ -355,20 +341,45 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 	return true, nil
 }
 
-// finish answers the client for a failure that happened before anything was
-// written, or logs one that happened after; ctx ends when the client left.
-func (ex *exchange) finish(ctx context.Context, err error) {
-	if err == nil {
-		return
+// complete answers the client once the request's passage is over (on the
+// windowed path, after its slot was given back): it writes the reply
+// forward fetched, waits for a stream's last events to reach the client,
+// or answers the failure err; ctx ends when the client left or sluice cut
+// the request at shutdown. It gives the body's share of the budget back.
+func (ex *exchange) complete(ctx context.Context, err error) {
+	defer ex.p.bodies.release(ex.body.reserved)
+	switch {
+	case ex.out != nil:
+		// A stream: its writer finishes by itself, and a failure after its
+		// status was sent has been told in-band.
+		ex.out.wait()
+	case err == nil && ex.reply != nil:
+		ex.writeReply(ex.reply)
+	case err == nil:
+	case context.Cause(ctx) == errShuttingDown:
+		writeError(ex.w, errShutdownCut)
+	case ctx.Err() != nil:
+		// the client left: nobody to answer
+	default:
+		writeError(ex.w, ex.p.mapError(err))
 	}
-	if ex.written {
-		// A stream that broke: relayEvents already told the client in-band.
-		return
+}
+
+// writeReply writes a whole upstream answer to the client.
+func (ex *exchange) writeReply(rep *reply) {
+	h := ex.w.Header()
+	upstream.CopyHeader(h, rep.header)
+	h.Set("Content-Length", strconv.Itoa(len(rep.data)))
+	// No slot is held any more, but the handler is: a client that stops
+	// reading must not keep it past the idle timeout.
+	_ = http.NewResponseController(ex.w).SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
+	ex.w.WriteHeader(rep.status)
+	ex.w.Write(rep.data)
+	if rep.status == http.StatusOK {
+		// After the write: the client has its answer before sluice spends
+		// a decode on the metrics.
+		ex.p.countMessageTokens(rep.data)
 	}
-	if ctx.Err() != nil {
-		return // the client left: nobody to answer
-	}
-	writeError(ex.w, ex.p.mapError(err))
 }
 
 // clientPatience is how long the client will wait for this request in all,
@@ -395,6 +406,14 @@ func (p *Proxy) mapError(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.Is(err, dispatch.ErrDeadline) && p.pacer.Until().After(time.Now()):
+		// The wait that ran out was the upstream's: its rate limit is
+		// exhausted. Say so, as the upstream would, with when to retry.
+		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: max(1, int(math.Ceil(time.Until(p.pacer.Until()).Seconds()))),
+			Message: fmt.Sprintf("the upstream's rate limit is exhausted and did not reset within BATCH_TIMEOUT_S=%s, so sluice did not send this request; retry after the retry-after delay", p.cfg.Timeout)}
+	case errors.Is(err, errUpstreamTimeout):
+		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
 	case errors.Is(err, dispatch.ErrDeadline):
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
@@ -409,20 +428,38 @@ func (p *Proxy) mapError(err error) *apiError {
 		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
 	case errors.As(err, &ue):
+		// The upstream's address and the dial error are for the operator's
+		// log, not for clients: they may name a private host.
+		p.log.Warn("upstream call failed", "upstream", p.upstreamName(), "dial", ue.Dial, "err", ue.Err)
 		if ue.Dial {
 			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-				Message: fmt.Sprintf("sluice could not connect to the upstream %s (%v); the request was not sent. Check UPSTREAM_URL and that the upstream is reachable", ue.Upstream, ue.Err)}
+				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}
 		}
 		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-			Message: fmt.Sprintf("the connection to the upstream %s failed before a complete response (%v); the request may have reached it. Retry if it is safe to", ue.Upstream, ue.Err)}
+			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
 	case errors.As(err, &pe):
 		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 		return &apiError{Status: http.StatusInternalServerError, Type: "api_error",
 			Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
 	}
 	p.log.Error("unexpected failure", "err", err)
+	// Not the error's text: it may carry an internal address.
 	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-		Message: "sluice could not complete the request: " + err.Error()}
+		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
+}
+
+// upstreamFailure is the error for an upstream call that failed with err
+// under ctx: a timeout of sluice's own (UPSTREAM_TIMEOUT_S) is said as
+// such; anything else is the upstream's failure.
+func (p *Proxy) upstreamFailure(ctx context.Context, err error) error {
+	if context.Cause(ctx) == errUpstreamTimeout {
+		return errUpstreamTimeout
+	}
+	var ue *upstream.Error
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &upstream.Error{Upstream: p.upstreamName(), Err: err}
 }
 
 func (p *Proxy) upstreamName() string {

@@ -12,6 +12,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
@@ -52,6 +55,17 @@ type Proxy struct {
 	metrics *metrics.Metrics
 	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
 	rand    func() float64 // backoff jitter; tests fix it
+
+	bodies *bodyBudget // BODY_BUDGET_MB, over the bodies of Messages requests
+	// publicBase is the scheme, host and path prefix clients reach sluice
+	// at (PUBLIC_URL), for the results_url of batches.
+	publicBase string
+
+	// stopping ends, with errShuttingDown, when Abort cuts every request
+	// still being served; active counts those requests.
+	stopping context.Context
+	stop     context.CancelCauseFunc
+	active   atomic.Int64
 }
 
 // retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
@@ -95,6 +109,15 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
+	p.bodies = &bodyBudget{limit: cfg.BodyBudget}
+	if p.bodies.limit <= 0 {
+		return nil, errors.New("proxy: body budget must be positive")
+	}
+	if cfg.UpstreamTimeout <= 0 {
+		return nil, errors.New("proxy: upstream timeout must be positive")
+	}
+	p.publicBase = publicBase(cfg)
+	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
 	}
@@ -193,4 +216,23 @@ func (p *Proxy) Queued() int {
 		return 0
 	}
 	return p.sched.Queued()
+}
+
+// publicBase is PUBLIC_URL, or http:// and the listen address: never a
+// request's Host header, which a client may set to anything and which
+// the SDKs would then send their API key to. An unspecified listen host
+// (":8080", "0.0.0.0:8080") is read as loopback; sluice serve warns that
+// PUBLIC_URL should be set then.
+func publicBase(cfg config.Config) string {
+	if cfg.PublicURL != nil {
+		return strings.TrimSuffix(cfg.PublicURL.String(), "/")
+	}
+	host, port, err := net.SplitHostPort(cfg.ListenAddr)
+	if err != nil {
+		return "http://127.0.0.1"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
 }

@@ -1,24 +1,27 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/upstream"
 )
 
 // relay forwards any request that is not windowed (count_tokens, models,
-// batches, unknown paths) at once, streaming the body both ways.
+// batches, unknown paths) at once, streaming the body both ways. The
+// client's body must arrive within its read timeout, the upstream's
+// headers within UPSTREAM_TIMEOUT_S, and its body may go silent for no
+// longer than STREAM_IDLE_TIMEOUT_S.
 func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
-	limit := int64(maxMessagesBody)
+	limit, timeout := int64(maxMessagesBody), bodyReadTimeout
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
-		limit = maxBatchesBody
+		limit, timeout = maxBatchesBody, batchBodyReadTimeout
 	}
 	if r.ContentLength > limit {
-		writeError(w, errTooLarge(limit))
+		writeError(w, closing(w, errTooLarge(limit)))
 		return
 	}
 	if rewritesBatchObjects(r) {
@@ -27,17 +30,37 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(r.Context())
 		r.Header.Del("Accept-Encoding")
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	resp, err := p.up.Do(r.Context(), r, body, r.ContentLength)
+	rc := http.NewResponseController(w)
+	var body *watchedBody
+	var in io.Reader = http.NoBody
+	if r.ContentLength != 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		body = &watchedBody{r: http.MaxBytesReader(w, r.Body, limit)}
+		in = body
+	}
+	ctx, stop := withUpstreamTimeout(r.Context(), p.cfg.UpstreamTimeout)
+	resp, err := p.up.Do(ctx, r, in, r.ContentLength)
+	stop()
+	if body != nil {
+		if body.done() {
+			_ = rc.SetReadDeadline(time.Time{}) // the whole body is in
+		} else {
+			// The upstream answered before reading all of it: what is left
+			// of it on the connection cannot be told from a next request.
+			w.Header().Set("Connection", "close")
+		}
+	}
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			writeError(w, errTooLarge(limit))
-		case r.Context().Err() != nil:
-			// the client left
-		default:
-			writeError(w, p.mapError(err))
+		if body != nil {
+			if berr := body.failure(); berr != nil {
+				if aerr := bodyReadError(r, berr, limit, timeout, p.bodies); aerr != errClientGone {
+					writeError(w, closing(w, aerr))
+				}
+				return
+			}
+		}
+		if r.Context().Err() == nil {
+			writeError(w, p.mapError(p.upstreamFailure(ctx, err)))
 		}
 		return
 	}
@@ -52,21 +75,64 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	copyFlushing(w, resp.Body, p.cfg.StreamIdleTimeout)
 }
 
+// watchedBody is a client's request body on its way upstream, remembering
+// how its reading ended: the transport reports only that the request
+// failed, not whether the client's body was at fault.
+type watchedBody struct {
+	r io.Reader
+
+	mu  sync.Mutex
+	eof bool
+	err error
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil {
+		b.mu.Lock()
+		if err == io.EOF {
+			b.eof = true
+		} else if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *watchedBody) done() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eof
+}
+
+// failure is the error the body's reading ended with, if it failed.
+func (b *watchedBody) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
 // copyFlushing copies src to w, flushing after every read so that a slow
 // body (results being produced, a stream) reaches the client as it comes.
 // Each write must finish within idle, so that a client that stops reading
-// releases the upstream connection.
-func copyFlushing(w http.ResponseWriter, src io.Reader, idle time.Duration) {
+// releases the upstream connection; and src is closed when it sends
+// nothing for idle.
+func copyFlushing(w http.ResponseWriter, src io.ReadCloser, idle time.Duration) {
 	rc := http.NewResponseController(w)
+	watchdog := time.AfterFunc(idle, func() { src.Close() })
+	defer watchdog.Stop()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			watchdog.Stop()
 			_ = rc.SetWriteDeadline(time.Now().Add(idle))
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
 			rc.Flush()
+			watchdog.Reset(idle)
 		}
 		if err != nil {
 			return

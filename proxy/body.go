@@ -1,0 +1,199 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// bodyReadTimeout bounds how long a request body may take to arrive: 32 MB
+// at well under 1 MB/s. A Message Batches create (up to 256 MB) gets
+// batchBodyReadTimeout.
+const (
+	bodyReadTimeout      = 60 * time.Second
+	batchBodyReadTimeout = 5 * time.Minute
+)
+
+// bodyBudget bounds the bytes of Messages request bodies that sluice holds
+// at once. A waiting request keeps its body (its retries resend it), so
+// without a bound the memory for bodies is BATCH_MAX_QUEUE times the 32 MB
+// body limit; one client could get the process killed.
+type bodyBudget struct {
+	limit int64
+	held  atomic.Int64
+}
+
+// reserve takes n bytes of the budget, or reports false and takes nothing.
+func (b *bodyBudget) reserve(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	for {
+		old := b.held.Load()
+		if old+n > b.limit {
+			return false
+		}
+		if b.held.CompareAndSwap(old, old+n) {
+			return true
+		}
+	}
+}
+
+// release gives n bytes back.
+func (b *bodyBudget) release(n int64) {
+	if n > 0 {
+		b.held.Add(-n)
+	}
+}
+
+// Held reports the bytes of request bodies held now.
+func (b *bodyBudget) Held() int64 { return b.held.Load() }
+
+// errBudget answers a request whose body would not fit in BODY_BUDGET_MB.
+func errBudget(limit int64) *apiError {
+	return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+		Message: fmt.Sprintf("sluice is overloaded: the request bodies it holds would exceed BODY_BUDGET_MB=%d; retry after the retry-after delay", limit>>20)}
+}
+
+// errClientGone marks a client that left while its body was being read.
+var errClientGone = &apiError{Status: 499, Type: "client_closed", Message: "client closed the request"}
+
+// heldBody is a request body in memory and its share of the budget.
+type heldBody struct {
+	data     []byte
+	reserved int64
+}
+
+// bodyChunk is the unit in which a body of unknown length is read and
+// reserved: memory is committed as bytes arrive, never as a header
+// promises them.
+const bodyChunk = 64 << 10
+
+// readBody reads r's whole body, up to limit bytes, within timeout, into a
+// buffer of exactly its size, holding its size in budget (the caller gives
+// it back when it is done with the body). Every way the read can fail gets
+// an answer: 413 past limit, 529 past the budget, 408 when the body does
+// not arrive in time, 400 when it cannot be read; after any of them the
+// connection is closed, since what is left of the body on it cannot be
+// told from a next request. errClientGone means nobody is left to answer.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *bodyBudget) (heldBody, *apiError) {
+	if r.ContentLength > limit {
+		return heldBody{}, closing(w, errTooLarge(limit))
+	}
+	var hb heldBody
+	if r.ContentLength > 0 {
+		if !budget.reserve(r.ContentLength) {
+			return heldBody{}, closing(w, errBudget(budget.limit))
+		}
+		hb.reserved = r.ContentLength
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	data, err := readAllOf(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, budget, &hb.reserved)
+	if err != nil {
+		budget.release(hb.reserved)
+		// The read deadline stays in force: Go's server discards an unread
+		// remainder after the handler, and must not wait for it forever.
+		return heldBody{}, closing(w, bodyReadError(r, err, limit, timeout, budget))
+	}
+	// The deadline is lifted only after a whole body, so that the server's
+	// watch for a departing client is not cut short during a long stream.
+	_ = rc.SetReadDeadline(time.Time{})
+	hb.data = data
+	return hb, nil
+}
+
+// errBudgetSpent is readAllOf's failure when a body of unknown length
+// outgrows the budget.
+var errBudgetSpent = errors.New("body budget spent")
+
+// bodyReadError maps a failed body read to its answer.
+func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *bodyBudget) *apiError {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errTooLarge(limit)
+	case errors.Is(err, errBudgetSpent):
+		return errBudget(budget.limit)
+	// Before the context: the server cancels the request's context when
+	// its read hits the deadline, which is not the client leaving.
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errBodyTimeout(timeout)
+	case r.Context().Err() != nil:
+		return errClientGone
+	}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+		Message: "sluice could not read the request body (" + err.Error() + "); send a well-formed HTTP body"}
+}
+
+func errBodyTimeout(timeout time.Duration) *apiError {
+	return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+		Message: fmt.Sprintf("the request body did not arrive within %s; send it faster or make it smaller", timeout)}
+}
+
+// closing marks the response to e as the connection's last.
+func closing(w http.ResponseWriter, e *apiError) *apiError {
+	if e != errClientGone {
+		w.Header().Set("Connection", "close")
+	}
+	return e
+}
+
+// readAllOf reads rd to the end into a buffer of exactly the body's size.
+// A body of declared length is read straight into it; its bytes are
+// already reserved. A body of unknown length is read in chunks, each
+// reserved in the budget before it is read (reserved counts them), and
+// copied once into its exact buffer at the end.
+func readAllOf(rd io.Reader, declared int64, budget *bodyBudget, reserved *int64) ([]byte, error) {
+	if declared >= 0 {
+		body := make([]byte, 0, min(declared, bodyChunk))
+		// Up to 64 KB the buffer is the body's exact size at once; beyond,
+		// it grows only as bytes arrive, so a client that declares 32 MB
+		// and sends one byte costs one chunk, not 32 MB.
+		for int64(len(body)) < declared {
+			if len(body) == cap(body) {
+				grown := make([]byte, len(body), min(declared, 2*int64(cap(body))))
+				copy(grown, body)
+				body = grown
+			}
+			n, err := rd.Read(body[len(body):cap(body)])
+			body = body[:len(body)+n]
+			if err == io.EOF && int64(len(body)) < declared {
+				return nil, io.ErrUnexpectedEOF
+			}
+			if err != nil && err != io.EOF {
+				return nil, err
+			}
+		}
+		return body, nil
+	}
+	var chunks [][]byte
+	total := 0
+	for {
+		if !budget.reserve(bodyChunk) {
+			return nil, errBudgetSpent
+		}
+		*reserved += bodyChunk
+		chunk := make([]byte, bodyChunk)
+		n, err := io.ReadFull(rd, chunk)
+		chunks = append(chunks, chunk[:n])
+		total += n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	body := make([]byte, 0, total)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	budget.release(*reserved - int64(total))
+	*reserved = int64(total)
+	return body, nil
+}
