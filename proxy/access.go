@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
@@ -57,7 +59,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(sluiceIDHeader, rec.id)
 	sw := statuswriter.Wrap(w)
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
-	p.mux.ServeHTTP(sw, r)
+	if !isCleanPath(r.URL.Path) {
+		// Go's mux would answer a plain-text redirect; a path with empty
+		// or dot segments is nothing the API serves.
+		writeError(sw, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
+			Message: "the path has empty or dot segments; send the API path as the SDKs do, such as /v1/messages"})
+	} else {
+		p.mux.ServeHTTP(sw, r)
+	}
 	if rec.parked {
 		return // its answer is still to come; whoever finishes it accounts for it
 	}
@@ -196,4 +205,17 @@ func (s *streamUsage) observe(ev []byte) {
 	if v.Usage.CacheRead > 0 {
 		s.u.CacheRead = v.Usage.CacheRead
 	}
+}
+
+// isCleanPath reports whether p is an absolute path without empty or dot
+// segments (a trailing slash is allowed).
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }

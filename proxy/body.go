@@ -197,3 +197,23 @@ func readAllOf(rd io.Reader, declared int64, budget *bodyBudget, reserved *int64
 	*reserved = int64(total)
 	return body, nil
 }
+
+// errTooManyPending answers a request whose body would be one too many
+// still arriving.
+var errTooManyPending = &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+	Message: "sluice has MAX_PENDING_CONNS connections and request bodies still arriving; retry after the retry-after delay"}
+
+// pendingCount counts connections and bodies that have not yet arrived
+// whole (see pendingConns).
+type pendingCount struct{ n atomic.Int64 }
+
+// take counts one more unless max are counted already (max 0: no bound).
+func (c *pendingCount) take(max int) bool {
+	if n := c.n.Add(1); max > 0 && n > int64(max) {
+		c.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (c *pendingCount) give() { c.n.Add(-1) }

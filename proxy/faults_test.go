@@ -64,6 +64,12 @@ const (
 	relayed  bodyFrom = iota // exactly the upstream's last answer
 	appended                 // the upstream's last answer, then one in-band error event of sluice's
 	own                      // sluice's own JSON error
+	// truncated: the whole events of the upstream's answer, without the
+	// event it was cut at, then one in-band error event of sluice's
+	truncated
+	// ownOrRelayed: sluice's own JSON error, or the upstream's last
+	// answer
+	ownOrRelayed
 )
 
 // lastEventError is the error type of the last SSE event in a stream body,
@@ -88,12 +94,11 @@ func lastEventError(body []byte) string {
 // case sends three requests at once through two slots (unless it says
 // otherwise), in virtual time.
 func TestFaultMatrix(t *testing.T) {
-	const clients = 3
 	timeout := func(d time.Duration) func(*config.Config) {
-		return func(c *config.Config) { c.Timeout = d; c.MaxConcurrency = clients }
+		return func(c *config.Config) { c.Timeout = d; c.MaxConcurrency = 3 }
 	}
 	idle := func(d time.Duration) func(*config.Config) {
-		return func(c *config.Config) { c.StreamIdleTimeout = d; c.MaxConcurrency = clients }
+		return func(c *config.Config) { c.StreamIdleTimeout = d; c.MaxConcurrency = 3 }
 	}
 	for _, tc := range []struct {
 		name         string
@@ -109,9 +114,14 @@ func TestFaultMatrix(t *testing.T) {
 		wantRetry     string        // retry-after header
 		wantRetryMs   string        // retry-after-ms header
 		wantBody      bodyFrom
-		wantAttempts  int           // upstream calls per request
-		wantMinTook   time.Duration // no answer before this
-		wantTook      time.Duration // exact, when nonzero
+		wantAttempts  int // upstream calls per request
+		// wantAttemptsAtLeast, when set instead, is the fewest upstream
+		// calls per request: a request answered for the upstream's rate
+		// limit may never have reached it.
+		wantAttemptsAtLeast int
+		clients             int           // requests at once; 0: 3
+		wantMinTook         time.Duration // no answer before this
+		wantTook            time.Duration // exact, when nonzero
 	}{
 		{name: "429-once honours retry-after-ms", windowed: true, fault: "429-once", retryAfterMs: "700",
 			wantStatus: 200, wantAttempts: 2, wantMinTook: 700 * time.Millisecond},
@@ -151,6 +161,13 @@ func TestFaultMatrix(t *testing.T) {
 			wantStatus: 200, wantAttempts: 1, wantMinTook: 8 * time.Second},
 		{name: "midstream error: relayed as the upstream sent it", windowed: true, stream: true, fault: "midstream-error",
 			wantStatus: 200, wantError: "overloaded_error", wantAttempts: 1},
+		{name: "huge event: the stream ends with an in-band api_error, not a 12 MB buffer", windowed: true, stream: true, fault: "huge-event",
+			wantStatus: 200, wantError: "api_error", wantBody: truncated, wantAttempts: 1},
+		{name: "huge event plain: in-band api_error", stream: true, fault: "huge-event",
+			wantStatus: 200, wantError: "api_error", wantBody: truncated, wantAttempts: 1},
+		{name: "429 throughout past the deadline: the upstream's 429, never a 504", windowed: true, fault: "429", clients: 12,
+			edit:       func(c *config.Config) { c.Timeout = 3 * time.Second; c.RetryMaxAttempts = 10; c.MaxConcurrency = 2 },
+			wantStatus: 429, wantError: "rate_limit_error", wantRetry: "1", wantBody: ownOrRelayed, wantAttemptsAtLeast: 1},
 		{name: "bad JSON: relayed byte for byte with its 200", windowed: true, fault: "bad-json",
 			wantStatus: 200, wantAttempts: 1},
 		{name: "bad JSON plain: relayed byte for byte with its 200", fault: "bad-json",
@@ -175,6 +192,10 @@ func TestFaultMatrix(t *testing.T) {
 					body []byte
 					err  error
 					took time.Duration
+				}
+				clients := tc.clients
+				if clients == 0 {
+					clients = 3
 				}
 				answers := make([]answer, clients)
 				var wg sync.WaitGroup
@@ -221,7 +242,7 @@ func TestFaultMatrix(t *testing.T) {
 				for i, a := range answers {
 					key := fmt.Sprint("k", i)
 					ups := tap.get(key)
-					if len(ups) != tc.wantAttempts {
+					if tc.wantAttemptsAtLeast == 0 && len(ups) != tc.wantAttempts {
 						t.Errorf("request %d: %d upstream attempts; want %d", i, len(ups), tc.wantAttempts)
 					}
 					if tc.wantTook != 0 && a.took != tc.wantTook {
@@ -273,6 +294,18 @@ func TestFaultMatrix(t *testing.T) {
 						rest, ok := bytes.CutPrefix(a.body, last)
 						if !ok || len(last) == 0 || bytes.Count(rest, []byte("\n\n")) != 1 || !bytes.HasPrefix(rest, []byte("event: error\n")) {
 							t.Errorf("request %d: body\n%q\nwant the upstream's bytes\n%q\nthen one error event", i, a.body, last)
+						}
+					case truncated:
+						i := bytes.LastIndex(a.body, []byte("event: error\n"))
+						if i < 0 || !bytes.HasPrefix(last, a.body[:i]) || !bytes.HasSuffix(a.body[:i], []byte("\n\n")) || len(a.body) > 1<<20 {
+							t.Errorf("request %d: body of %d bytes\n%.300q\nwant whole events of the upstream's answer, then one error event", i, len(a.body), a.body)
+						}
+					case ownOrRelayed:
+						// A request whose deadline passed before any answer came
+						// back (in line, or with its first call in flight) gets
+						// sluice's own 429.
+						if id := a.resp.Header.Get("Request-Id"); !strings.HasPrefix(id, "req_sluice_") && !bytes.Equal(a.body, last) {
+							t.Errorf("request %d: body\n%q\nwant sluice's own error or the upstream's last answer byte for byte\n%q", i, a.body, last)
 						}
 					case own:
 						if id := a.resp.Header.Get("Request-Id"); !strings.HasPrefix(id, "req_sluice_") {

@@ -40,7 +40,12 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body is read before queuing: Go's server only notices a client
 	// that hangs up once the handler has consumed the request body.
-	body, aerr := readBody(w, r, maxMessagesBody, bodyReadTimeout, p.bodies)
+	if !p.pendingConns.take(p.cfg.MaxPendingConns) {
+		writeError(w, closing(w, errTooManyPending))
+		return
+	}
+	body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
+	p.pendingConns.give()
 	if aerr != nil {
 		if aerr != errClientGone {
 			writeError(w, aerr)
@@ -290,6 +295,9 @@ func (ex *exchange) attempt(ctx context.Context, plain bool) (rep *reply, resp *
 	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
 	ex.rec.upstreamID = resp.Header.Get("Request-Id")
 	p.pacer.Observe(resp.StatusCode, resp.Header)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		p.lastRateLimited.Store(time.Now().UnixNano())
+	}
 	if isEventStream(resp.Header) {
 		return nil, resp, "", nil
 	}
@@ -406,11 +414,12 @@ func (p *Proxy) mapError(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, dispatch.ErrDeadline) && p.pacer.Until().After(time.Now()):
-		// The wait that ran out was the upstream's: its rate limit is
-		// exhausted. Say so, as the upstream would, with when to retry.
+	case errors.Is(err, dispatch.ErrDeadline) && p.rateLimitedWithin(p.cfg.Timeout):
+		// The wait that ran out was the upstream's: it is refusing calls
+		// for its rate limit, and every slot went to retries and holds.
+		// Say so, as the upstream would, with when to retry.
 		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: max(1, int(math.Ceil(time.Until(p.pacer.Until()).Seconds()))),
-			Message: fmt.Sprintf("the upstream's rate limit is exhausted and did not reset within BATCH_TIMEOUT_S=%s, so sluice did not send this request; retry after the retry-after delay", p.cfg.Timeout)}
+			Message: fmt.Sprintf("the upstream is rate limiting this organization and sluice could not get this request through within BATCH_TIMEOUT_S=%s; retry after the retry-after delay", p.cfg.Timeout)}
 	case errors.Is(err, errUpstreamTimeout):
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
@@ -446,6 +455,14 @@ func (p *Proxy) mapError(err error) *apiError {
 	// Not the error's text: it may carry an internal address.
 	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
 		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
+}
+
+// rateLimitedWithin reports whether the upstream held calls back for its
+// rate limit in the last d: it answered 429, or its headers said a limit
+// was exhausted.
+func (p *Proxy) rateLimitedWithin(d time.Duration) bool {
+	now := time.Now()
+	return p.pacer.Until().After(now.Add(-d)) || now.UnixNano()-p.lastRateLimited.Load() < int64(d)
 }
 
 // upstreamFailure is the error for an upstream call that failed with err

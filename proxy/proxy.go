@@ -53,10 +53,19 @@ type Proxy struct {
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
-	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
-	rand    func() float64 // backoff jitter; tests fix it
+	pacer   *pace.Pacer // rate-limit holds, fed by every upstream response
+	// lastRateLimited is when the upstream last answered 429, in Unix
+	// nanoseconds.
+	lastRateLimited atomic.Int64
+	rand            func() float64 // backoff jitter; tests fix it
 
 	bodies *bodyBudget // BODY_BUDGET_MB, over the bodies of Messages requests
+	// bodyTimeout and batchBodyTimeout bound how long a request body may
+	// take to arrive.
+	bodyTimeout, batchBodyTimeout time.Duration
+	// pendingConns counts connections and Messages bodies not yet
+	// arrived whole, against MAX_PENDING_CONNS (see Server).
+	pendingConns *pendingCount
 	// publicBase is the scheme, host and path prefix clients reach sluice
 	// at (PUBLIC_URL), for the results_url of batches.
 	publicBase string
@@ -97,6 +106,9 @@ type Options struct {
 	// open window). If zero, BATCH_MAX_CONCURRENCY; if negative, every
 	// windowed request is parked.
 	ParkWhenQueued int
+	// BodyReadTimeout is how long a request body may take to arrive. If
+	// zero, 60 s (5 minutes for a Message Batches create).
+	BodyReadTimeout time.Duration
 }
 
 // New builds a proxy for cfg.
@@ -110,6 +122,11 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		p.log = slog.Default()
 	}
 	p.bodies = &bodyBudget{limit: cfg.BodyBudget}
+	p.pendingConns = &pendingCount{}
+	p.bodyTimeout, p.batchBodyTimeout = bodyReadTimeout, batchBodyReadTimeout
+	if opt.BodyReadTimeout > 0 {
+		p.bodyTimeout, p.batchBodyTimeout = opt.BodyReadTimeout, opt.BodyReadTimeout
+	}
 	if p.bodies.limit <= 0 {
 		return nil, errors.New("proxy: body budget must be positive")
 	}

@@ -16,9 +16,9 @@ import (
 // headers within UPSTREAM_TIMEOUT_S, and its body may go silent for no
 // longer than STREAM_IDLE_TIMEOUT_S.
 func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
-	limit, timeout := int64(maxMessagesBody), bodyReadTimeout
+	limit, timeout := int64(maxMessagesBody), p.bodyTimeout
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
-		limit, timeout = maxBatchesBody, batchBodyReadTimeout
+		limit, timeout = maxBatchesBody, p.batchBodyTimeout
 	}
 	if r.ContentLength > limit {
 		writeError(w, closing(w, errTooLarge(limit)))

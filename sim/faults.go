@@ -13,8 +13,12 @@ import (
 // retry of the same request gets through.
 var faultNames = map[string]bool{
 	"429": true, "500": true, "529": true, "hang": true, "reset": true,
-	"slow-stream": true, "bad-json": true, "midstream-error": true,
+	"slow-stream": true, "bad-json": true, "midstream-error": true, "huge-event": true,
 }
+
+// hugeEventSize is the length of the line the huge-event fault sends: past
+// any bound a relay should buffer for one event.
+const hugeEventSize = 12 << 20
 
 // faultMemory remembers which "-once" faults have fired.
 type faultMemory struct {

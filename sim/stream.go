@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -111,6 +113,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 		switch {
 		case x.fault == "reset" && sent == 3:
 			dropConnection(w)
+			return false
+		case x.fault == "huge-event" && sent == 1:
+			// One data line of hugeEventSize bytes that never ends.
+			_, _ = io.WriteString(w, "event: content_block_delta\ndata: ")
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			for n := 0; n < hugeEventSize; n += len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return false
+				}
+			}
+			_ = ev.rc.Flush()
 			return false
 		case x.fault == "midstream-error" && sent == 4:
 			_ = ev.send("error", errorBody{Type: "error", Error: errorDetail{"overloaded_error", "Overloaded"}})

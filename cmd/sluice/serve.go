@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,59 +41,32 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	cfg = withPublicURL(cfg, ln.Addr(), log)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.String(),
+	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
 	return serve(ctx, ln, h, p, cfg.DrainTimeout, log)
 }
 
-// serve runs h (p, or p behind the page) on ln until ctx ends, then shuts down gracefully: it stops
-// accepting, releases open windows at once, and lets in-flight requests
-// finish for up to drain before cutting what is left.
+// serve runs h (p, or p behind the page) on ln until ctx ends, then shuts
+// down gracefully (see proxy.Server).
 func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
-	srv := newServer(h)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(p.Listener(ln)) }() // so that waiting requests can be parked
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "drain_timeout", drain)
-	p.Flush()
-	sctx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
-	parked := make(chan error, 1)
-	go func() { parked <- p.Shutdown(sctx) }() // the parked requests, which srv does not see
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		srv.Close()
-		err = nil
-	}
-	<-parked
-	if sctx.Err() != nil {
-		log.Warn("drain timeout passed; closed the connections still open")
-	}
-	p.Close()
-	<-errc // Serve has returned ErrServerClosed
-	return err
+	srv := &proxy.Server{Proxy: p, Handler: h, DrainTimeout: drain, Log: log}
+	return srv.Serve(ctx, ln)
 }
 
-// idleTimeout is how long a keep-alive connection may sit idle, in the
-// server and while parked (proxy.Options.IdleTimeout).
-const idleTimeout = 120 * time.Second
-
-// newServer wraps h in an http.Server with the timeouts a public-facing
-// proxy needs so that no client can hold it hostage.
+// newServer wraps h, a handler other than the proxy (the demo's simulated
+// upstream), in an http.Server with the timeouts no client can hold
+// hostage.
 func newServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       idleTimeout,
+		IdleTimeout:       proxy.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
 	}
 }
@@ -108,4 +81,24 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// withPublicURL fills in PUBLIC_URL, when it is not set, from the address
+// sluice really listens on (so LISTEN_ADDR=127.0.0.1:0 gets its port). An
+// unspecified host (0.0.0.0, ::) says nothing about how clients reach
+// sluice: it is read as loopback, with a warning.
+func withPublicURL(cfg config.Config, addr net.Addr, log *slog.Logger) config.Config {
+	if cfg.PublicURL != nil {
+		return cfg
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return cfg
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		log.Warn("LISTEN_ADDR has no host; batches' results_url will point at loopback: set PUBLIC_URL to the URL clients reach sluice at", "listen", addr.String())
+	}
+	cfg.PublicURL = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
+	return cfg
 }

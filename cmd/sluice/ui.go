@@ -14,7 +14,7 @@ import (
 // it: /ui/ goes to the page, everything else to the proxy. ctx ends the
 // page's live event streams, so that they do not hold up shutdown.
 func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (*proxy.Proxy, http.Handler, error) {
-	opt := proxy.Options{Logger: log, IdleTimeout: idleTimeout}
+	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout}
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)

@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server runs a Proxy on a listener the way sluice serve does: an
+// http.Server with the timeouts a public-facing proxy needs, parking of
+// waiting requests, a bound on connections that have not yet sent their
+// request, and a graceful shutdown that answers everyone it accepted. It
+// is the one embedding of a Proxy; tests and the demo use it too.
+type Server struct {
+	// Proxy is the proxy to run. Required.
+	Proxy *Proxy
+	// Handler is what the server serves: Proxy, or a handler in front of
+	// it (the page). If nil, Proxy.
+	Handler http.Handler
+	// DrainTimeout is how long in-flight requests may take to finish once
+	// shutdown begins (DRAIN_TIMEOUT_S). If zero, none: what is left is
+	// cut at once, with an answer.
+	DrainTimeout time.Duration
+	// Log receives the shutdown's progress and the HTTP server's own
+	// errors. If nil, the Proxy's logger.
+	Log *slog.Logger
+}
+
+// IdleTimeout is how long a keep-alive connection may sit idle, in the
+// server and while parked.
+const IdleTimeout = 120 * time.Second
+
+// abortGrace is how long, past the drain deadline, requests that Abort cut
+// have to write their answers before their connections are closed.
+const abortGrace = 5 * time.Second
+
+// Serve serves on ln until ctx ends, then shuts down: it stops accepting,
+// releases open windows at once, lets in-flight requests finish for up to
+// DrainTimeout, then cuts what is left with an answer (see Proxy.Abort)
+// and closes the connections. It returns nil after a shutdown, or the
+// error that stopped the server otherwise.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	p := s.Proxy
+	log := s.Log
+	if log == nil {
+		log = p.log
+	}
+	h := s.Handler
+	if h == nil {
+		h = p
+	}
+	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ConnState:         guard.track,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(p.Listener(ln)) }() // so that waiting requests can be parked
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "drain_timeout", s.DrainTimeout)
+	p.Flush()
+	drainCtx, cancel := context.WithTimeout(context.Background(), s.DrainTimeout)
+	defer cancel()
+	graceCtx, cancelGrace := context.WithTimeout(context.Background(), s.DrainTimeout+abortGrace)
+	defer cancelGrace()
+	parked := make(chan error, 1)
+	go func() { parked <- p.Shutdown(graceCtx) }() // the parked requests, which srv does not see
+	err := srv.Shutdown(drainCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = nil
+	}
+	if p.Idle(drainCtx) != nil {
+		n := p.active.Load()
+		p.Abort()
+		if p.Idle(graceCtx) != nil {
+			log.Warn("drain timeout passed; some answers could not be written in time", "cut", n, "unanswered", p.active.Load())
+		} else {
+			log.Warn("drain timeout passed; answered the requests still being served with 529", "cut", n)
+		}
+	}
+	srv.Close()
+	<-parked
+	p.Close()
+	<-errc // Serve has returned ErrServerClosed
+	return err
+}
+
+// pendingConns bounds the connections that have not yet sent a whole
+// request: a new connection counts from its accept until it reaches a
+// handler (and a Messages request's body counts until it is read, see
+// readBody), so slow or idle clients cannot use up the process's file
+// descriptors. A connection past the bound is answered 529 and closed.
+type pendingConns struct {
+	max   int
+	count *pendingCount
+	fresh sync.Map // net.Conn → struct{}: accepted, no request yet
+}
+
+func (g *pendingConns) track(c net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		if !g.count.take(g.max) {
+			refuseConn(c)
+			return
+		}
+		g.fresh.Store(c, struct{}{})
+		return
+	}
+	if _, ok := g.fresh.LoadAndDelete(c); ok {
+		g.count.give()
+	}
+}
+
+// refuseConn answers a connection over the bound, before it has sent its
+// request (HTTP lets a server answer early), and closes it.
+func refuseConn(c net.Conn) {
+	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"}}`
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.Close()
+}
