@@ -126,8 +126,9 @@ func (g *pendingConns) track(c net.Conn, state http.ConnState) {
 // refuseConn answers a connection over the bound, before it has sent its
 // request (HTTP lets a server answer early), and closes it.
 func refuseConn(c net.Conn) {
-	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"}}`
+	id := newRequestID()
+	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 	c.Close()
 }

@@ -1,0 +1,395 @@
+package proxy
+
+// Tests of the worst day (issue 11): hostile clients and a failing
+// upstream. Each failed on the code before it. Socket behaviour runs over
+// real loopback sockets and polls against generous bounds, asserting no
+// timing; time-driven behaviour runs in virtual time.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/memnet"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// startProxyWith is startProxy with options of the test's own.
+func startProxyWith(t *testing.T, cfg config.Config, opt Options) (*Proxy, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if cfg.PublicURL == nil {
+		cfg.PublicURL = &url.URL{Scheme: "http", Host: srv.Listener.Addr().String()}
+	}
+	opt.Logger = quietLog
+	opt.ParkWhenQueued = -1
+	p, err := New(cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = p
+	srv.Listener = p.Listener(srv.Listener)
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
+	return p, srv
+}
+
+// rawRequest writes head (the request line and headers, without the blank
+// line) and part of a body to a fresh connection, and returns it.
+func rawRequest(t *testing.T, addr, head, body string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// readAnswer reads one response from conn within a generous bound.
+func readAnswer(t *testing.T, conn net.Conn, br *bufio.Reader) (*http.Response, []byte) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("read answer body: %v", err)
+	}
+	return resp, body
+}
+
+// A body that stops arriving is answered 408 on every path that reads a
+// body, then the connection is closed; never left hanging, never an empty
+// 200 (which a 1 MB declared body used to get).
+func TestStalledBodyIsAnswered408AndTheConnectionClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		windowed bool
+		path     string
+		declared int
+	}{
+		{"messages plain", false, "/v1/messages", 100},
+		{"messages windowed", true, "/v1/messages", 100},
+		{"messages windowed, 1 MB declared", true, "/v1/messages", 1 << 20},
+		{"count_tokens", true, "/v1/messages/count_tokens", 100},
+		{"batches", true, "/v1/messages/batches", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startUpstream(t, apiHandler)
+			_, px := startProxyWith(t, testConfig(t, up.URL, tc.windowed), Options{BodyReadTimeout: time.Second})
+			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nX-Api-Key: sk-test\r\nContent-Length: %d", tc.path, tc.declared)
+			conn := rawRequest(t, px.Listener.Addr().String(), head, `{"model":"`)
+			br := bufio.NewReader(conn)
+			resp, body := readAnswer(t, conn, br)
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			wantError(t, resp, http.StatusRequestTimeout, "invalid_request_error", "did not arrive")
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after the 408 the connection is still open (read: %v)", err)
+			}
+		})
+	}
+}
+
+// Bodies held by waiting requests have a budget: past it a request is
+// answered 529 with retry-after before its body is read, and the budget
+// comes back when the request ends.
+func TestBodyBudgetSheds529BeforeTheBodyIsRead(t *testing.T) {
+	up, holding, release := heldUpstream(t)
+	t.Cleanup(release)
+	p, px := startProxyWith(t, testConfig(t, up, true, func(c *config.Config) { c.BodyBudget = 1 << 20 }), Options{})
+	big := `{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[{"role":"user","content":"` + strings.Repeat("x", 700<<10) + `"}]}`
+	first := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(px.URL+"/v1/messages", "application/json", strings.NewReader(big))
+		if err != nil {
+			t.Error(err)
+			close(first)
+			return
+		}
+		first <- resp
+	}()
+	waitFor(t, holding, "the first request to reach the upstream")
+	if held := p.bodies.Held(); held != int64(len(big)) {
+		t.Errorf("budget holds %d bytes with one request waiting; want its %d", held, len(big))
+	}
+	// The second is refused on its headers: it sends them and no body.
+	head := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: %d", len(big))
+	conn := rawRequest(t, px.Listener.Addr().String(), head, "")
+	resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	wantError(t, resp, 529, "overloaded_error", "BODY_BUDGET_MB")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("529 past the budget carries no retry-after")
+	}
+	release()
+	if resp := <-first; resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("the waiting request was not served: %v", resp)
+	} else {
+		resp.Body.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.bodies.Held() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget still holds %d bytes after every request ended", p.bodies.Held())
+		}
+	}
+	resp, err := http.Post(px.URL+"/v1/messages", "application/json", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after the budget came back: status %d", resp.StatusCode)
+	}
+}
+
+// A stream's slot is held for the upstream's exchange, not for the
+// client's reading: a client that reads nothing after the headers does
+// not keep the slot once the upstream has finished, and still gets every
+// byte when it reads later.
+func TestSlowStreamReaderGivesTheSlotBackWhenTheUpstreamEnds(t *testing.T) {
+	var want bytes.Buffer
+	want.WriteString(sseEvents[0])
+	delta := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + strings.Repeat("y", 1000) + "\"}}\n\n"
+	for range 600 { // 600 KB: more than the sockets buffer for a reader with a small window
+		want.WriteString(delta)
+	}
+	want.WriteString(sseEvents[len(sseEvents)-1])
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(want.Bytes())
+	})
+	p, px := startProxyWith(t, testConfig(t, up.URL, true, func(c *config.Config) {
+		c.MaxConcurrency = 1
+		c.StreamIdleTimeout = time.Minute
+	}), Options{})
+	d := net.Dialer{Control: nil}
+	conn, err := d.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(streamRequestJSON), streamRequestJSON)
+	for deadline := time.Now().Add(10 * time.Second); p.GateStats().InFlight == 0 && p.Queued() > 0 || p.metrics == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never took its slot")
+		}
+	}
+	// Reading nothing, the slot must still come back: the upstream is done.
+	for deadline := time.Now().Add(10 * time.Second); p.GateStats().InFlight != 0 || p.Queued() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a client that reads nothing still holds the slot though the upstream has finished: %+v", p.GateStats())
+		}
+	}
+	resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+	if resp.StatusCode != 200 || !bytes.Equal(body, want.Bytes()) {
+		t.Fatalf("status %d, %d bytes; want 200 and the upstream's %d bytes unchanged", resp.StatusCode, len(body), want.Len())
+	}
+}
+
+// At the drain deadline nothing accepted ends without an answer: requests
+// in line or in flight get 529 with retry-after, a stream that had begun
+// gets an in-band error event.
+func TestShutdownAnswersEveryAcceptedRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		upLn := memnet.NewListener()
+		upSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"stream":true`)) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, sseEvents[0])
+				w.(http.Flusher).Flush()
+			}
+			<-r.Context().Done() // then never finishes
+		})}
+		go upSrv.Serve(upLn)
+		defer upSrv.Close()
+		cfg := testConfig(t, "http://upstream.test", true, func(c *config.Config) { c.MaxConcurrency = 2 })
+		p, err := New(cfg, Options{Upstream: upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial}), Logger: quietLog, ParkWhenQueued: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pxLn := memnet.NewListener()
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- (&Server{Proxy: p, DrainTimeout: 2 * time.Second, Log: quietLog}).Serve(ctx, pxLn) }()
+		tr := &http.Transport{DialContext: pxLn.Dial}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Transport: tr}
+
+		type answer struct {
+			status int
+			retry  string
+			body   []byte
+			err    error
+		}
+		bodies := []string{streamRequestJSON, requestJSON, requestJSON, requestJSON, requestJSON, requestJSON}
+		answers := make([]answer, len(bodies))
+		var wg sync.WaitGroup
+		for i, b := range bodies {
+			wg.Go(func() {
+				resp, err := client.Post("http://sluice.test/v1/messages", "application/json", strings.NewReader(b))
+				if err != nil {
+					answers[i].err = err
+					return
+				}
+				answers[i].status, answers[i].retry = resp.StatusCode, resp.Header.Get("Retry-After")
+				answers[i].body, answers[i].err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			})
+			time.Sleep(5 * time.Millisecond) // in this order: the stream takes a slot first
+		}
+		if st := p.GateStats(); st.InFlight != 2 || st.Waiting != 4 {
+			t.Errorf("before the signal: gate %+v; want 2 in flight and 4 in line", st)
+		}
+		start := time.Now()
+		stop()
+		wg.Wait()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if took := time.Since(start); took < 2*time.Second || took > 2*time.Second+abortGrace {
+			t.Errorf("shutdown took %v; want the 2 s drain and at most the grace after it", took)
+		}
+		for i, a := range answers {
+			switch {
+			case a.err != nil:
+				t.Errorf("request %d got no whole answer: %v", i, a.err)
+			case i == 0:
+				if a.status != 200 || lastEventError(a.body) != "overloaded_error" || !bytes.HasPrefix(a.body, []byte(sseEvents[0])) {
+					t.Errorf("the stream: status %d, body %q; want its events, then an in-band overloaded_error", a.status, a.body)
+				}
+			default:
+				if a.status != 529 || a.retry == "" || !bytes.Contains(a.body, []byte("shutting down")) {
+					t.Errorf("request %d: status %d, retry-after %q, body %s; want 529 shutting down with retry-after", i, a.status, a.retry, a.body)
+				}
+			}
+		}
+	})
+}
+
+// results_url is built from PUBLIC_URL, never from the client's Host
+// header: the SDKs fetch it verbatim, with the API key.
+func TestResultsURLIgnoresTheHostHeader(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msgbatch_1","type":"message_batch","results_url":"https://api.anthropic.com/v1/messages/batches/msgbatch_1/results"}`)
+	})
+	public, _ := url.Parse("https://sluice.internal:8443/gw")
+	_, px := startProxyWith(t, testConfig(t, up.URL, false, func(c *config.Config) { c.PublicURL = public }), Options{})
+	conn := rawRequest(t, px.Listener.Addr().String(), "GET /v1/messages/batches/msgbatch_1 HTTP/1.1\r\nHost: evil.example:21999\r\nX-Api-Key: sk-test", "")
+	_, body := readAnswer(t, conn, bufio.NewReader(conn))
+	if want := `"results_url":"https://sluice.internal:8443/gw/v1/messages/batches/msgbatch_1/results"`; !strings.Contains(string(body), want) || strings.Contains(string(body), "evil") {
+		t.Fatalf("batch = %s; want %s", body, want)
+	}
+}
+
+// Connections that have not sent their request are bounded: one past
+// MAX_PENDING_CONNS is answered 529 and closed at once, and requests get
+// through again once the idle ones are gone.
+func TestPendingConnectionsAreBounded(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	cfg := testConfig(t, up.URL, false, func(c *config.Config) { c.MaxPendingConns = 3 })
+	p, err := New(cfg, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- (&Server{Proxy: p, Log: quietLog}).Serve(ctx, ln) }()
+	defer func() { stop(); <-served }()
+	addr := ln.Addr().String()
+
+	var idle []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.pendingConns.n.Load() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server saw %d of 3 idle connections", p.pendingConns.n.Load())
+		}
+	}
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	resp, body := readAnswer(t, over, bufio.NewReader(over))
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	wantError(t, resp, 529, "overloaded_error", "MAX_PENDING_CONNS")
+	for _, c := range idle {
+		c.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.pendingConns.n.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still counted after the idle ones closed", p.pendingConns.n.Load())
+		}
+	}
+	r := post(t, "http://"+addr, "/v1/messages", requestJSON)
+	if r.StatusCode != 200 {
+		t.Fatalf("after the idle connections left: status %d", r.StatusCode)
+	}
+}
+
+// A path with empty or dot segments gets an Anthropic-shaped 404, not Go's
+// plain-text redirect.
+func TestUncleanPathIsAnAnthropicShaped404(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	_, px := startProxy(t, testConfig(t, up.URL, false))
+	for _, path := range []string{"//v1/models", "/v1/../v1/models", "/v1/%2e%2e/models"} {
+		conn := rawRequest(t, px.Listener.Addr().String(), "GET "+path+" HTTP/1.1\r\nHost: sluice", "")
+		resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		wantError(t, resp, http.StatusNotFound, "not_found_error", "dot segments")
+	}
+}
+
+// A relayed path has an upstream response timeout: a hanging upstream no
+// longer holds its client forever.
+func TestRelayedPathTimesOutAHangingUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+		}, func(c *config.Config) { c.UpstreamTimeout = 3 * time.Second })
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages/count_tokens", strings.NewReader(requestJSON))
+		resp, err := rig.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if took := time.Since(start); took != 3*time.Second {
+			t.Errorf("answered after %v; want UPSTREAM_TIMEOUT_S, 3s", took)
+		}
+		wantError(t, resp, http.StatusGatewayTimeout, "timeout_error", "UPSTREAM_TIMEOUT_S")
+	})
+}
