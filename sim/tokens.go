@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // charsPerToken is the simulator's tokenizer: about four characters per
@@ -60,6 +61,9 @@ type breakpoint struct {
 }
 
 // messagesRequest is the part of a Messages request the simulator reads.
+// Fields it does not model (metadata, output_config, context_management,
+// service_tier, temperature, top_k, top_p, and any the API adds later) are
+// ignored, as the decoder ignores unknown fields: the API accepts them.
 type messagesRequest struct {
 	Model         string            `json:"model"`
 	MaxTokens     *int              `json:"max_tokens"`
@@ -104,18 +108,30 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 		p.add(canonical(raw, t.CacheControl), len(raw), t.CacheControl)
 	}
 	if len(req.System) > 0 && string(req.System) != "null" {
-		if err := p.addContent("system", req.System); err != nil {
-			return nil, err
+		if err := p.addContent("system", true, req.System); err != nil {
+			return nil, errInvalid("system" + strings.TrimPrefix(err.Message, "content"))
 		}
 	}
 	for i, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return nil, errInvalid("messages." + strconv.Itoa(i) + ".role: must be \"user\" or \"assistant\"")
+		switch m.Role {
+		case "user", "assistant", "system":
+			// A system message (sent by current clients between turns) is
+			// part of the messages segment list: it is counted and cached
+			// in place, like any other turn.
+		default:
+			return nil, errInvalid("messages." + strconv.Itoa(i) + ".role: must be \"user\", \"assistant\" or \"system\"")
 		}
 		if len(m.Content) == 0 || string(m.Content) == "null" {
 			return nil, errInvalid("messages." + strconv.Itoa(i) + ".content: field required")
 		}
-		if err := p.addContent(m.Role, m.Content); err != nil {
+		// A system turn is tagged apart from the top-level system prompt,
+		// so moving text between the two changes the prefix, as it would
+		// change the rendered prompt.
+		tag := m.Role
+		if tag == "system" {
+			tag = "system-turn"
+		}
+		if err := p.addContent(tag, m.Role == "system", m.Content); err != nil {
 			return nil, errInvalid("messages." + strconv.Itoa(i) + "." + err.Message)
 		}
 	}
@@ -169,8 +185,9 @@ func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
 	p.segments = append(p.segments, segment{canon: canon, tokens: tokensOf(chars), cc: cc})
 }
 
-// addContent adds a string or an array of content blocks spoken by role.
-func (p *prompt) addContent(role string, raw json.RawMessage) *apiError {
+// addContent adds a string or an array of content blocks spoken by role;
+// textOnly (the system prompt and system turns) refuses other block types.
+func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *apiError {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) > 0 && trimmed[0] == '"' {
 		var text string
@@ -195,6 +212,9 @@ func (p *prompt) addContent(role string, raw json.RawMessage) *apiError {
 		}
 		if blk.Type == "" {
 			return errInvalid("content." + strconv.Itoa(i) + ".type: field required")
+		}
+		if textOnly && blk.Type != "text" {
+			return errInvalid("content." + strconv.Itoa(i) + ".type: a system prompt or system message takes only text blocks")
 		}
 		if blk.Type == "text" {
 			p.add(textCanon(role, blk.Text), len(blk.Text), blk.CacheControl)
