@@ -122,3 +122,173 @@ func TestUnmodelledFieldsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// thinkingReply is the part of a reply the thinking tests look at.
+type thinkingReply struct {
+	Content []struct {
+		Type      string  `json:"type"`
+		Text      string  `json:"text"`
+		Thinking  *string `json:"thinking"`
+		Signature string  `json:"signature"`
+	} `json:"content"`
+	StopReason string `json:"stop_reason"`
+	Usage      struct {
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+func postThinking(t *testing.T, s *Server, body string, hdr ...string) thinkingReply {
+	t.Helper()
+	w := call(s, "POST", "/v1/messages", body, hdr...)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var r thinkingReply
+	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil {
+		t.Fatalf("decode %s: %v", w.Body, err)
+	}
+	return r
+}
+
+func thinkingBody(maxTokens int, thinking, prompt string) string {
+	return `{"model":"claude-sonnet-4-5","max_tokens":` + strconv.Itoa(maxTokens) + `,"thinking":` + thinking +
+		`,"messages":[{"role":"user","content":` + strconv.Quote(prompt) + `}]}`
+}
+
+func TestThinking(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tt := range []struct{ thinking, msg string }{
+			{`{"type":"enabled"}`, "budget_tokens"},
+			{`{"type":"enabled","budget_tokens":500}`, "budget_tokens"},
+			{`{"type":"enabled","budget_tokens":8192}`, "max_tokens"},
+			{`{"type":"sometimes"}`, "thinking.type"},
+			{`{}`, "thinking.type"},
+			{`"adaptive"`, "thinking"},
+			{`{"type":"adaptive","display":"loud"}`, "thinking.display"},
+		} {
+			wantError(t, call(s, "POST", "/v1/messages", thinkingBody(4096, tt.thinking, "x")), 400, "invalid_request_error", tt.msg)
+		}
+		// count_tokens takes no max_tokens, so the budget is checked only for its floor.
+		body := `{"model":"m","thinking":{"type":"enabled","budget_tokens":9999},"messages":[{"role":"user","content":"x"}]}`
+		if w := call(s, "POST", "/v1/messages/count_tokens", body); w.Code != 200 {
+			t.Errorf("count_tokens with thinking: %d %s", w.Code, w.Body)
+		}
+	})
+
+	t.Run("enabled", func(t *testing.T) {
+		r := postThinking(t, s, thinkingBody(4096, `{"type":"enabled","budget_tokens":2048}`, "think first"), "x-sim-output-tokens", "10")
+		if len(r.Content) != 2 || r.Content[0].Type != "thinking" || r.Content[1].Type != "text" {
+			t.Fatalf("content %+v; want thinking then text", r.Content)
+		}
+		th := r.Content[0]
+		if th.Thinking == nil || *th.Thinking == "" || th.Signature == "" {
+			t.Errorf("thinking block %+v; want a thought and a signature", th)
+		}
+		if words := len(strings.Fields(*th.Thinking)); r.Usage.OutputTokens != words+10 {
+			t.Errorf("output_tokens %d; want the thought's %d + the text's 10", r.Usage.OutputTokens, words)
+		}
+		omitted := postThinking(t, s, thinkingBody(4096, `{"type":"enabled","budget_tokens":2048,"display":"omitted"}`, "think first"), "x-sim-output-tokens", "10")
+		if th := omitted.Content[0]; th.Type != "thinking" || th.Thinking == nil || *th.Thinking != "" || th.Signature == "" || omitted.Usage.OutputTokens <= 10 {
+			t.Errorf("omitted thinking %+v, usage %+v; want an empty billed thought with a signature", th, omitted.Usage)
+		}
+	})
+
+	t.Run("off", func(t *testing.T) {
+		for _, thinking := range []string{`{"type":"disabled"}`, `{"type":"between_tools"}`, `null`} {
+			r := postThinking(t, s, thinkingBody(4096, thinking, "no thought"))
+			if len(r.Content) == 0 || r.Content[0].Type == "thinking" {
+				t.Errorf("thinking %s: content %+v; want no thinking block", thinking, r.Content)
+			}
+		}
+	})
+
+	t.Run("adaptive", func(t *testing.T) {
+		thought, plain := 0, 0
+		for i := range 20 {
+			r := postThinking(t, s, thinkingBody(4096, `{"type":"adaptive"}`, "question "+strconv.Itoa(i)))
+			if r.Content[0].Type == "thinking" {
+				thought++
+			} else {
+				plain++
+			}
+		}
+		if thought == 0 || plain == 0 {
+			t.Errorf("adaptive: %d replies thought, %d did not; want some of each", thought, plain)
+		}
+	})
+
+	t.Run("cut by max_tokens", func(t *testing.T) {
+		long := New(Config{OutputTokensMin: 500, OutputTokensMax: 500})
+		defer long.Close()
+		for i := range 20 {
+			r := postThinking(t, long, thinkingBody(100, `{"type":"adaptive"}`, "question "+strconv.Itoa(i)))
+			if r.Content[0].Type != "thinking" {
+				continue
+			}
+			if len(r.Content) != 1 || r.StopReason != "max_tokens" || r.Usage.OutputTokens != 100 {
+				t.Errorf("thought cut by max_tokens: %+v; want one thinking block, max_tokens, 100 tokens", r)
+			}
+			return
+		}
+		t.Fatal("no adaptive reply thought")
+	})
+
+	t.Run("streamed like JSON", func(t *testing.T) {
+		for _, thinking := range []string{`{"type":"enabled","budget_tokens":2048}`, `{"type":"enabled","budget_tokens":2048,"display":"omitted"}`} {
+			body := thinkingBody(4096, thinking, "stream a thought")
+			r := postThinking(t, s, body)
+			w := call(s, "POST", "/v1/messages", strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+			var thought, sig strings.Builder
+			for _, line := range strings.Split(w.Body.String(), "\n") {
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok {
+					continue
+				}
+				var ev struct {
+					Delta struct{ Type, Thinking, Signature string } `json:"delta"`
+				}
+				_ = json.Unmarshal([]byte(data), &ev)
+				switch ev.Delta.Type {
+				case "thinking_delta":
+					thought.WriteString(ev.Delta.Thinking)
+				case "signature_delta":
+					sig.WriteString(ev.Delta.Signature)
+				}
+			}
+			if thought.String() != *r.Content[0].Thinking || sig.String() != r.Content[0].Signature {
+				t.Errorf("%s: streamed thought %q sig %q; want %q %q", thinking, thought.String(), sig.String(), *r.Content[0].Thinking, r.Content[0].Signature)
+			}
+			if !strings.Contains(w.Body.String(), `"content_block":{"type":"thinking","thinking":"","signature":""}`) {
+				t.Errorf("%s: no thinking content_block_start in %.400s", thinking, w.Body)
+			}
+		}
+	})
+}
+
+// Changing thinking invalidates the cached messages, not the cached tools
+// and system prompt.
+func TestThinkingAndCache(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	sys := strings.Repeat("rule ", 1000) // 1250 tokens
+	body := func(thinking string) string {
+		return `{"model":"claude-sonnet-4-5","max_tokens":4096,"thinking":` + thinking + `,
+		"system":[{"type":"text","text":"` + sys + `","cache_control":{"type":"ephemeral"}}],
+		"messages":[{"role":"user","content":[{"type":"text","text":"` + sys + `","cache_control":{"type":"ephemeral"}}]}]}`
+	}
+	decode(t, call(s, "POST", "/v1/messages", body(`{"type":"adaptive"}`)))
+	if d := decode(t, call(s, "POST", "/v1/messages", body(`{"type":"adaptive"}`))); d.Usage.CacheRead != 2500 {
+		t.Errorf("same thinking: %+v; want 2500 read", d.Usage)
+	}
+	if d := decode(t, call(s, "POST", "/v1/messages", body(`{"type":"enabled","budget_tokens":1024}`))); d.Usage.CacheRead != 1250 || d.Usage.CacheCreation != 1250 {
+		t.Errorf("other thinking: %+v; want the system prompt read, the messages written", d.Usage)
+	}
+	// Absent and disabled thinking are the same prefix.
+	decode(t, call(s, "POST", "/v1/messages", body(`null`)))
+	if d := decode(t, call(s, "POST", "/v1/messages", body(`{"type":"disabled"}`))); d.Usage.CacheRead != 2500 {
+		t.Errorf("disabled after absent: %+v; want 2500 read", d.Usage)
+	}
+}

@@ -242,3 +242,38 @@ func TestSDKv1Batch(t *testing.T) {
 		t.Errorf("Delete: %v %+v", err, del)
 	}
 }
+
+// Thinking blocks, JSON and streamed, parse in the v1 SDK and agree.
+func TestSDKv1Thinking(t *testing.T) {
+	_, ts, _ := startSim(t, Config{Seed: 5})
+	client := newV1(ts)
+	ctx := context.Background()
+	p := v1Params()
+	p.MaxTokens = 4096
+	p.Thinking = anthropic.ThinkingConfigParamOfEnabled(2048)
+
+	msg, err := client.Messages.New(ctx, p)
+	if err != nil {
+		t.Fatalf("Messages.New: %v", err)
+	}
+	if len(msg.Content) < 2 || msg.Content[0].Type != "thinking" {
+		t.Fatalf("content %+v; want a thinking block first", msg.Content)
+	}
+	th := msg.Content[0].AsThinking()
+	if th.Thinking == "" || th.Signature == "" {
+		t.Errorf("thinking block %+v; want a thought and a signature", th)
+	}
+	stream := client.Messages.NewStreaming(ctx, p)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatalf("Accumulate: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(acc.Content) != len(msg.Content) || acc.Content[0].Thinking != th.Thinking || acc.Content[0].Signature != th.Signature {
+		t.Errorf("streamed %+v; want %+v", acc.Content, msg.Content)
+	}
+}

@@ -51,6 +51,13 @@ type prompt struct {
 	total       int // estimated input tokens of the whole prompt
 	hash        uint64
 	breakpoints []breakpoint
+	thinking    thinkingConfig
+	// msgStart is the index of the first messages segment; thinkingKey
+	// (the thinking parameter, when sent) is hashed in before it, because
+	// changing thinking invalidates the cached messages but not the cached
+	// tools and system prompt.
+	msgStart    int
+	thinkingKey []byte
 }
 
 // breakpoint is a cacheable prefix ending at a cache_control marker.
@@ -74,6 +81,53 @@ type messagesRequest struct {
 	Tools         []json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage   `json:"tool_choice"`
 	CacheControl  *cacheControl     `json:"cache_control"`
+	Thinking      json.RawMessage   `json:"thinking"`
+}
+
+// thinkingConfig is the request's thinking parameter.
+type thinkingConfig struct {
+	Type         string `json:"type"` // enabled, disabled, adaptive or between_tools
+	BudgetTokens *int   `json:"budget_tokens"`
+	Display      string `json:"display"` // summarized or omitted
+}
+
+// minThinkingBudget is the smallest budget_tokens the API takes.
+const minThinkingBudget = 1024
+
+// parseThinking reads and checks the thinking parameter as the API does:
+// a known type, and for enabled a budget of at least 1024 tokens below
+// max_tokens (when max_tokens is given). A missing thinking is disabled.
+func parseThinking(raw json.RawMessage, maxTokens *int) (thinkingConfig, *apiError) {
+	var tc thinkingConfig
+	if len(raw) == 0 || string(raw) == "null" {
+		return thinkingConfig{Type: "disabled"}, nil
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return tc, errInvalid("thinking: must be an object such as {\"type\": \"adaptive\"}")
+	}
+	switch tc.Type {
+	case "adaptive", "disabled", "between_tools":
+	case "enabled":
+		if tc.BudgetTokens == nil {
+			return tc, errInvalid("thinking.enabled.budget_tokens: field required")
+		}
+		if *tc.BudgetTokens < minThinkingBudget {
+			return tc, errInvalid("thinking.enabled.budget_tokens: Input should be greater than or equal to " + strconv.Itoa(minThinkingBudget))
+		}
+		if maxTokens != nil && *tc.BudgetTokens >= *maxTokens {
+			return tc, errInvalid("max_tokens must be greater than thinking.budget_tokens; raise max_tokens or lower the budget")
+		}
+	case "":
+		return tc, errInvalid("thinking.type: field required")
+	default:
+		return tc, errInvalid("thinking.type: must be one of enabled, disabled, adaptive, between_tools")
+	}
+	switch tc.Display {
+	case "", "summarized", "omitted":
+	default:
+		return tc, errInvalid("thinking.display: must be \"summarized\" or \"omitted\"")
+	}
+	return tc, nil
 }
 
 type inMessage struct {
@@ -92,6 +146,14 @@ const maxBreakpoints = 4
 // shared by messages, count_tokens and batches so they estimate alike.
 func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 	p := &prompt{model: req.Model}
+	tc, aerr := parseThinking(req.Thinking, req.MaxTokens)
+	if aerr != nil {
+		return nil, aerr
+	}
+	p.thinking = tc
+	if tc.Type != "disabled" {
+		p.thinkingKey, _ = json.Marshal(tc)
+	}
 	for i, raw := range req.Tools {
 		var t struct {
 			Name         string          `json:"name"`
@@ -112,6 +174,7 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 			return nil, errInvalid("system" + strings.TrimPrefix(err.Message, "content"))
 		}
 	}
+	p.msgStart = len(p.segments)
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "user", "assistant", "system":
@@ -171,6 +234,7 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 		fh.Write([]byte{1})
 	}
 	fh.Write(req.ToolChoice)
+	fh.Write(p.thinkingKey)
 	p.hash = fh.Sum64()
 	if p.total < 1 {
 		p.total = 1
@@ -255,7 +319,11 @@ func (p *prompt) computeBreakpoints() {
 	h.Write([]byte(p.model))
 	h.Write([]byte{0})
 	tokens := 0
-	for _, s := range p.segments {
+	for i, s := range p.segments {
+		if i == p.msgStart && p.thinkingKey != nil {
+			h.Write(p.thinkingKey)
+			h.Write([]byte{0})
+		}
 		h.Write(s.canon)
 		h.Write([]byte{0})
 		tokens += s.tokens
