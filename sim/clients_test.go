@@ -292,3 +292,47 @@ func TestThinkingAndCache(t *testing.T) {
 		t.Errorf("disabled after absent: %+v; want 2500 read", d.Usage)
 	}
 }
+
+// The model list has every model id the Go SDKs name, and each family's
+// minimum cacheable length comes from the one table.
+func TestCurrentModels(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	sdkModels := []string{ // the Model constants of anthropic-sdk-go v2.15 (v1.84 names a subset)
+		"claude-fable-5-2", "claude-mythos-5-2", "claude-haiku-5-5", "claude-sonnet-5-5", "claude-fable-5-1",
+		"claude-opus-5-5", "claude-mythos-5-1", "claude-sonnet-5", "claude-fable-5", "claude-mythos-5",
+		"claude-opus-5", "claude-opus-4-8", "claude-opus-4-7", "claude-mythos-preview", "claude-opus-4-6",
+		"claude-sonnet-4-6", "claude-haiku-4-5", "claude-haiku-4-5-20251001", "claude-opus-4-5",
+		"claude-opus-4-5-20251101", "claude-sonnet-4-5", "claude-sonnet-4-5-20250929",
+	}
+	for _, id := range sdkModels {
+		if w := call(s, "GET", "/v1/models/"+id, ""); w.Code != 200 {
+			t.Errorf("GET /v1/models/%s: %d", id, w.Code)
+		}
+	}
+	var list page[model]
+	if err := json.Unmarshal(call(s, "GET", "/v1/models?limit=1000", "").Body.Bytes(), &list); err != nil || len(list.Data) != len(models) {
+		t.Fatalf("model list %+v (%v); want all %d", list, err, len(models))
+	}
+	for i := 1; i < len(list.Data); i++ {
+		if list.Data[i].CreatedAt > list.Data[i-1].CreatedAt {
+			t.Errorf("%s listed after the older %s; want newest first", list.Data[i].ID, list.Data[i-1].ID)
+		}
+	}
+
+	for id, want := range map[string]int{
+		"claude-opus-5-5": 512, "claude-fable-5-2": 512, "claude-sonnet-5-5": 1024, "claude-opus-4-8": 1024,
+		"claude-opus-4-6": 4096, "claude-opus-4-5-20251101": 4096, "claude-haiku-4-5": 4096,
+		"claude-sonnet-4-6": 1024, "claude-sonnet-4-5": 1024, "claude-opus-4-1": 1024,
+		"claude-3-5-haiku-20241022": 2048, "some-future-model": 1024,
+	} {
+		if got := s.minCacheTokens(id); got != want {
+			t.Errorf("minimum cacheable length of %s = %d; want %d", id, got, want)
+		}
+	}
+	over := New(Config{MinCacheTokens: 100, MinCacheTokensHaiku: 200})
+	defer over.Close()
+	if a, b := over.minCacheTokens("claude-opus-4-6"), over.minCacheTokens("claude-haiku-4-5"); a != 100 || b != 200 {
+		t.Errorf("overridden minimums %d, %d; want 100, 200", a, b)
+	}
+}
