@@ -336,3 +336,122 @@ func TestCurrentModels(t *testing.T) {
 		t.Errorf("overridden minimums %d, %d; want 100, 200", a, b)
 	}
 }
+
+// claudeCodeBody is a request of the shape Claude Code 2.1.x sends, written
+// from the public request format (no real prompt): a large system prompt as
+// text blocks, the last with cache_control; a dozen tools with JSON
+// schemas; a system turn between user turns, with a breakpoint on the last
+// user block; adaptive thinking, output_config, context_management,
+// metadata.user_id and max_tokens in the tens of thousands. About 50 KB.
+func claudeCodeBody(stream bool) string {
+	var tools []map[string]any
+	for i, name := range []string{"Bash", "Read", "Write", "Edit", "Glob", "Grep", "Task", "TodoWrite",
+		"WebFetch", "WebSearch", "NotebookEdit", "ExitPlanMode"} {
+		tools = append(tools, map[string]any{
+			"name":        name,
+			"description": strings.Repeat("Describes what tool "+name+" does and when to use it. ", 20),
+			"input_schema": map[string]any{
+				"type":    "object",
+				"$schema": "http://json-schema.org/draft-07/schema#",
+				"properties": map[string]any{
+					"path":        map[string]any{"type": "string", "description": "an absolute path"},
+					"limit":       map[string]any{"type": "integer", "minimum": 1, "maximum": 2000},
+					"mode":        map[string]any{"type": "string", "enum": []string{"fast", "full"}},
+					"items":       map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+					"dry_run":     map[string]any{"type": "boolean"},
+					"tool_number": map[string]any{"const": i},
+				},
+				"required":             []string{"path"},
+				"additionalProperties": false,
+			},
+		})
+	}
+	req := map[string]any{
+		"model":      "claude-sonnet-5-5",
+		"max_tokens": 32000,
+		"stream":     stream,
+		"system": []map[string]any{
+			{"type": "text", "text": "You are a coding agent working in a terminal."},
+			{"type": "text", "text": strings.Repeat("Follow the house rules for editing files, running commands and reporting results. ", 300),
+				"cache_control": map[string]any{"type": "ephemeral"}},
+		},
+		"tools": tools,
+		"messages": []map[string]any{
+			{"role": "user", "content": []map[string]any{{"type": "text", "text": "List the files in this project and summarise them."}}},
+			{"role": "system", "content": []map[string]any{{"type": "text", "text": "Reminder: the working directory is /project; todo list is empty."}}},
+			{"role": "user", "content": []map[string]any{{"type": "text", "text": "Start with the README.",
+				"cache_control": map[string]any{"type": "ephemeral"}}}},
+		},
+		"thinking":           map[string]any{"type": "adaptive"},
+		"output_config":      map[string]any{"effort": "high"},
+		"context_management": map[string]any{"edits": []map[string]any{{"type": "clear_thinking_20251015", "keep": "all"}}},
+		"metadata":           map[string]any{"user_id": "user_0f3a_account_1b2c_session_9d8e"},
+	}
+	b, _ := json.Marshal(req)
+	return string(b)
+}
+
+// streamUsage is the usage of a stream's message_start.
+func streamUsage(t *testing.T, body string) map[string]any {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(data, `"message_start"`) {
+			continue
+		}
+		var ev struct {
+			Message struct {
+				Usage map[string]any `json:"usage"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("message_start %s: %v", data, err)
+		}
+		return ev.Message.Usage
+	}
+	t.Fatalf("no message_start in %.300s", body)
+	return nil
+}
+
+func TestClaudeCodeRequest(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			s := New(Config{})
+			defer s.Close()
+			body := claudeCodeBody(stream)
+			if len(body) < 40_000 {
+				t.Fatalf("body is %d bytes; want a Claude Code sized one", len(body))
+			}
+			usage := func() map[string]any {
+				w := call(s, "POST", "/v1/messages", body)
+				if w.Code != 200 {
+					t.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+				if stream {
+					if !strings.Contains(w.Body.String(), "event: message_stop") {
+						t.Fatalf("stream did not end: %.300s", w.Body)
+					}
+					return streamUsage(t, w.Body.String())
+				}
+				var m struct {
+					Usage map[string]any `json:"usage"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+					t.Fatalf("decode: %v", err)
+				}
+				return m.Usage
+			}
+			first, second := usage(), usage()
+			if first["cache_creation_input_tokens"].(float64) == 0 || first["cache_read_input_tokens"].(float64) != 0 {
+				t.Errorf("first request usage %v; want a cache write", first)
+			}
+			if second["cache_read_input_tokens"].(float64) == 0 || second["cache_read_input_tokens"] != first["cache_creation_input_tokens"] {
+				t.Errorf("second request usage %v; want the first's write read back", second)
+			}
+			if total := countTokens(t, s, strings.Replace(body, `"max_tokens":32000,`, ``, 1)); float64(total) !=
+				second["cache_read_input_tokens"].(float64)+second["input_tokens"].(float64) {
+				t.Errorf("count_tokens %d; want read + uncached = %v", total, second)
+			}
+		})
+	}
+}
