@@ -30,12 +30,18 @@ func ttlOf(s string) time.Duration {
 	return 5 * time.Minute
 }
 
-// minCacheTokens is the shortest cacheable prefix for a model.
+// minCacheTokens is the shortest cacheable prefix for a model: the
+// configured override for its kind (haiku or not) if set, else the
+// model's documented minimum (cacheMinimums).
 func (s *Server) minCacheTokens(model string) int {
+	override := s.cfg.MinCacheTokens
 	if strings.Contains(model, "haiku") {
-		return s.cfg.MinCacheTokensHaiku
+		override = s.cfg.MinCacheTokensHaiku
 	}
-	return s.cfg.MinCacheTokens
+	if override > 0 {
+		return override
+	}
+	return cacheMinimum(model)
 }
 
 // usageFor splits the prompt's tokens into cache reads (the longest prefix

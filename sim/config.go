@@ -46,10 +46,12 @@ type Config struct {
 	InputTokensPerMinute  int
 	OutputTokensPerMinute int
 
-	// MinCacheTokens is the minimum cacheable prompt prefix, in tokens, for
-	// non-haiku models. Zero means 1024.
+	// MinCacheTokens, when positive, overrides the minimum cacheable prompt
+	// prefix, in tokens, of every non-haiku model. Zero means each model's
+	// documented minimum (512 to 4096, see cacheMinimums).
 	MinCacheTokens int
-	// MinCacheTokensHaiku is the same minimum for haiku models. Zero means 2048.
+	// MinCacheTokensHaiku is the same override for haiku models. Zero
+	// means the documented minimum (2048 for Haiku 3.5, 4096 for Haiku 4.5).
 	MinCacheTokensHaiku int
 
 	// OutputTokensMin and OutputTokensMax bound the reply length chosen from
@@ -93,24 +95,16 @@ func DefaultConfig() Config {
 		Capacity:   64,
 		OverloadAt: 1024,
 		// The rest are what the zero value means, spelled out so --help shows them.
-		MinCacheTokens:      1024,
-		MinCacheTokensHaiku: 2048,
-		OutputTokensMin:     16,
-		OutputTokensMax:     256,
-		BatchDuration:       2 * time.Second,
-		BatchExpiry:         24 * time.Hour,
-		SlowStreamInterval:  time.Second,
+		OutputTokensMin:    16,
+		OutputTokensMax:    256,
+		BatchDuration:      2 * time.Second,
+		BatchExpiry:        24 * time.Hour,
+		SlowStreamInterval: time.Second,
 	}
 }
 
 // withDefaults fills the fields whose zero value stands for a default.
 func (c Config) withDefaults() Config {
-	if c.MinCacheTokens <= 0 {
-		c.MinCacheTokens = 1024
-	}
-	if c.MinCacheTokensHaiku <= 0 {
-		c.MinCacheTokensHaiku = 2048
-	}
 	if c.OutputTokensMin <= 0 {
 		c.OutputTokensMin = 16
 	}
@@ -145,8 +139,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RequestsPerMinute, "rpm", c.RequestsPerMinute, "requests per minute limit (0 = off)")
 	fs.IntVar(&c.InputTokensPerMinute, "itpm", c.InputTokensPerMinute, "input tokens per minute limit (0 = off)")
 	fs.IntVar(&c.OutputTokensPerMinute, "otpm", c.OutputTokensPerMinute, "output tokens per minute limit (0 = off)")
-	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens (0 = 1024)")
-	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix for haiku models (0 = 2048)")
+	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens for non-haiku models (0 = each model's documented minimum)")
+	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix in tokens for haiku models (0 = each model's documented minimum)")
 	fs.IntVar(&c.OutputTokensMin, "output-tokens-min", c.OutputTokensMin, "shortest reply in tokens before max_tokens (0 = 16)")
 	fs.IntVar(&c.OutputTokensMax, "output-tokens-max", c.OutputTokensMax, "longest reply in tokens before max_tokens (0 = 256)")
 	fs.DurationVar(&c.BatchDuration, "batch-duration", c.BatchDuration, "time to process a whole message batch (0 = 2s)")

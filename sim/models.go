@@ -3,6 +3,7 @@ package sim
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 type model struct {
@@ -12,13 +13,78 @@ type model struct {
 	CreatedAt   string `json:"created_at"`
 }
 
-// models is the simulator's catalogue, newest first as the API lists it.
+// models is the simulator's catalogue, newest first as the API lists it:
+// the ids of the Go SDK's model constants (v1.84, v2.15), plus Haiku 3.5
+// kept for older tests and docs. created_at is the documented release date
+// where the docs give one (Opus 4.6, 4.7, 4.8, Fable 5, Mythos 5, Opus 5,
+// and the 4.5 models); the others are approximate, in the SDK's order.
 var models = []model{
+	{"model", "claude-fable-5-2", "Claude Fable 5.2", "2026-11-10T00:00:00Z"},
+	{"model", "claude-mythos-5-2", "Claude Mythos 5.2", "2026-11-10T00:00:00Z"},
+	{"model", "claude-haiku-5-5", "Claude Haiku 5.5", "2026-10-20T00:00:00Z"},
+	{"model", "claude-sonnet-5-5", "Claude Sonnet 5.5", "2026-10-20T00:00:00Z"},
+	{"model", "claude-opus-5-5", "Claude Opus 5.5", "2026-10-20T00:00:00Z"},
+	{"model", "claude-fable-5-1", "Claude Fable 5.1", "2026-09-15T00:00:00Z"},
+	{"model", "claude-mythos-5-1", "Claude Mythos 5.1", "2026-09-15T00:00:00Z"},
+	{"model", "claude-opus-5", "Claude Opus 5", "2026-07-24T00:00:00Z"},
+	{"model", "claude-sonnet-5", "Claude Sonnet 5", "2026-07-01T00:00:00Z"},
+	{"model", "claude-fable-5", "Claude Fable 5", "2026-06-09T00:00:00Z"},
+	{"model", "claude-mythos-5", "Claude Mythos 5", "2026-06-09T00:00:00Z"},
+	{"model", "claude-opus-4-8", "Claude Opus 4.8", "2026-05-28T00:00:00Z"},
+	{"model", "claude-opus-4-7", "Claude Opus 4.7", "2026-04-16T00:00:00Z"},
+	{"model", "claude-mythos-preview", "Claude Mythos Preview", "2026-04-07T00:00:00Z"},
+	{"model", "claude-sonnet-4-6", "Claude Sonnet 4.6", "2026-02-17T00:00:00Z"},
+	{"model", "claude-opus-4-6", "Claude Opus 4.6", "2026-02-05T00:00:00Z"},
+	{"model", "claude-opus-4-5-20251101", "Claude Opus 4.5", "2025-11-24T00:00:00Z"},
 	{"model", "claude-opus-4-5", "Claude Opus 4.5", "2025-11-24T00:00:00Z"},
+	{"model", "claude-haiku-4-5-20251001", "Claude Haiku 4.5", "2025-10-15T00:00:00Z"},
 	{"model", "claude-haiku-4-5", "Claude Haiku 4.5", "2025-10-15T00:00:00Z"},
+	{"model", "claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"},
 	{"model", "claude-sonnet-4-5", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"},
 	{"model", "claude-opus-4-1", "Claude Opus 4.1", "2025-08-05T00:00:00Z"},
 	{"model", "claude-3-5-haiku-20241022", "Claude Haiku 3.5", "2024-10-22T00:00:00Z"},
+}
+
+// cacheMinimums is the one table of minimum cacheable prefix lengths, in
+// tokens, by model family: the entry with the longest prefix of the model
+// id wins, and an id no entry matches gets defaultCacheMinimum. Values are
+// from the prompt-caching documentation as quoted by its readers (1024,
+// 2048 or 4096 by model); the 5.x families are as LiteLLM's table of
+// 2026-10 gives them, and families no source names (Opus 4.7, Mythos
+// Preview, Haiku 5.5) follow their nearest documented sibling.
+var cacheMinimums = []struct {
+	prefix string
+	tokens int
+}{
+	{"claude-opus-5", 512}, // Opus 5, Opus 5.5
+	{"claude-fable-5", 512},
+	{"claude-mythos-5", 512},
+	{"claude-sonnet-5", 1024}, // Sonnet 5, Sonnet 5.5
+	{"claude-opus-4-8", 1024},
+	{"claude-opus-4-7", 4096},
+	{"claude-opus-4-6", 4096},
+	{"claude-opus-4-5", 4096},
+	{"claude-mythos-preview", 4096},
+	{"claude-haiku-5", 4096},
+	{"claude-haiku-4-5", 4096},
+	{"claude-sonnet-4", 1024}, // Sonnet 4, 4.5, 4.6
+	{"claude-opus-4", 1024},   // Opus 4, 4.1
+	{"claude-3-7-sonnet", 1024},
+	{"claude-3-5-haiku", 2048},
+	{"claude-3-haiku", 2048},
+}
+
+const defaultCacheMinimum = 1024
+
+// cacheMinimum is the documented minimum cacheable prefix of a model.
+func cacheMinimum(model string) int {
+	best, tokens := 0, defaultCacheMinimum
+	for _, m := range cacheMinimums {
+		if len(m.prefix) > best && strings.HasPrefix(model, m.prefix) {
+			best, tokens = len(m.prefix), m.tokens
+		}
+	}
+	return tokens
 }
 
 // page is the API's list envelope.

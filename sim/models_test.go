@@ -201,13 +201,13 @@ func TestPromptCacheRules(t *testing.T) {
 			t.Errorf("short prompt: %+v; want no caching", d.Usage)
 		}
 	}
-	// Haiku needs 2048 tokens: 1500 is not enough.
+	// Haiku needs 4096 tokens (Haiku 4.5): 1500 is not enough.
 	haiku := strings.Replace(cachedBody("", "a"), "claude-sonnet-4-5", "claude-haiku-4-5", 1)
 	if d := decode(t, call(s, "POST", "/v1/messages", haiku)); d.Usage.CacheCreation != 0 {
 		t.Errorf("haiku 1500 tokens: %+v; want no caching", d.Usage)
 	}
 	// Top-level cache_control caches up to the last block; the model is part of the key.
-	auto := `{"model":"claude-opus-4-5","max_tokens":50,"cache_control":{"type":"ephemeral"},"messages":[{"role":"user","content":"` + strings.Repeat("word ", 1000) + `"}]}`
+	auto := `{"model":"claude-opus-4-1","max_tokens":50,"cache_control":{"type":"ephemeral"},"messages":[{"role":"user","content":"` + strings.Repeat("word ", 1000) + `"}]}`
 	a1, a2 := decode(t, call(s, "POST", "/v1/messages", auto)), decode(t, call(s, "POST", "/v1/messages", auto))
 	if a1.Usage.CacheCreation != 1250 || a2.Usage.CacheRead != 1250 || a2.Usage.InputTokens != 0 {
 		t.Errorf("automatic caching: %+v then %+v", a1.Usage, a2.Usage)

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
@@ -16,14 +19,17 @@ type reply struct {
 	outputTokens int
 }
 
-// replyBlock is a text block (tokens) or a tool_use block (input JSON).
+// replyBlock is a thinking or text block (tokens) or a tool_use block
+// (input JSON).
 type replyBlock struct {
-	kind   string   // "text" or "tool_use"
-	tokens []string // text pieces, one per output token
-	id     string
-	name   string
-	input  json.RawMessage
-	cost   int // output tokens of this block
+	kind      string   // "thinking", "text" or "tool_use"
+	tokens    []string // text pieces, one per output token
+	id        string
+	name      string
+	input     json.RawMessage
+	cost      int    // output tokens of this block
+	signature string // thinking only
+	omitted   bool   // thinking with display "omitted": billed, not shown
 }
 
 var vocabulary = strings.Fields(`the a of to and in is it that for on with as was
@@ -44,6 +50,61 @@ func (s *Server) generate(req *messagesRequest, p *prompt, wantTokens int) reply
 	if req.MaxTokens != nil && *req.MaxTokens > 0 {
 		maxTokens = *req.MaxTokens
 	}
+	think, ok := s.thinkFirst(p.thinking, h, rng)
+	if !ok {
+		return s.answer(req, p, wantTokens, h, rng, maxTokens)
+	}
+	if think.cost >= maxTokens {
+		// max_tokens runs out while thinking: the reply is the cut thought.
+		think.tokens, think.cost = think.tokens[:maxTokens], maxTokens
+		think.signature = signatureOf(h, think.tokens)
+		return reply{blocks: []replyBlock{think}, stopReason: "max_tokens", outputTokens: maxTokens}
+	}
+	r := s.answer(req, p, wantTokens, h, rng, maxTokens-think.cost)
+	r.blocks = append([]replyBlock{think}, r.blocks...)
+	r.outputTokens += think.cost
+	return r
+}
+
+// thinkFirst decides whether the reply opens with a thinking block:
+// always with thinking enabled (at most budget_tokens long), on about half
+// the requests with adaptive thinking (the model decides), never when
+// disabled or between_tools (which turns off up-front thinking). Its
+// length is drawn like a reply's, from the request hash.
+func (s *Server) thinkFirst(tc thinkingConfig, h uint64, rng *rand.Rand) (replyBlock, bool) {
+	switch tc.Type {
+	case "enabled":
+	case "adaptive":
+		if (h>>48)&1 != 0 {
+			return replyBlock{}, false
+		}
+	default:
+		return replyBlock{}, false
+	}
+	n := s.cfg.OutputTokensMin + int(mix(h, 0x7417)%uint64(s.cfg.OutputTokensMax-s.cfg.OutputTokensMin+1))
+	if tc.BudgetTokens != nil {
+		n = min(n, *tc.BudgetTokens)
+	}
+	b := textBlock(rng, n)
+	b.kind = "thinking"
+	b.omitted = tc.Display == "omitted"
+	b.signature = signatureOf(h, b.tokens)
+	return b, true
+}
+
+// signatureOf makes the opaque signature of a thinking block: base64, as
+// the API's, and the same for the same thought.
+func signatureOf(h uint64, tokens []string) string {
+	sum := sha256.New()
+	sum.Write(binary.LittleEndian.AppendUint64(nil, h))
+	for _, t := range tokens {
+		sum.Write([]byte(t))
+	}
+	return base64.StdEncoding.EncodeToString(sum.Sum(nil))
+}
+
+// answer decides the text and tool part of a reply within maxTokens.
+func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint64, rng *rand.Rand, maxTokens int) reply {
 	n := wantTokens
 	if n <= 0 {
 		n = s.cfg.OutputTokensMin + int(h%uint64(s.cfg.OutputTokensMax-s.cfg.OutputTokensMin+1))
@@ -126,17 +187,27 @@ func textBlock(rng *rand.Rand, n int) replyBlock {
 
 // outContent is a content block as the API sends it.
 type outContent struct {
-	Type  string          `json:"type"`
-	Text  *string         `json:"text,omitempty"`
-	ID    string          `json:"id,omitempty"`
-	Name  string          `json:"name,omitempty"`
-	Input json.RawMessage `json:"input,omitempty"`
+	Type      string          `json:"type"`
+	Text      *string         `json:"text,omitempty"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 func (b replyBlock) content() outContent {
-	if b.kind == "text" {
+	switch b.kind {
+	case "text":
 		t := strings.Join(b.tokens, "")
 		return outContent{Type: "text", Text: &t}
+	case "thinking":
+		t := ""
+		if !b.omitted {
+			t = strings.Join(b.tokens, "")
+		}
+		sig := b.signature
+		return outContent{Type: "thinking", Thinking: &t, Signature: &sig}
 	}
 	return outContent{Type: "tool_use", ID: b.id, Name: b.name, Input: b.input}
 }

@@ -10,6 +10,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 )
 
 // The same flows as sdk_v2_test.go through the v1 SDK, which sends
@@ -66,15 +67,7 @@ func TestSDKv1Messages(t *testing.T) {
 	}
 
 	stream := client.Messages.NewStreaming(ctx, v1Params())
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("Accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
+	acc := collectV1(t, stream)
 	if acc.Content[0].Text != msg.Content[0].Text {
 		t.Errorf("streamed text %q; want the non-streamed %q", acc.Content[0].Text, msg.Content[0].Text)
 	}
@@ -125,15 +118,7 @@ func TestSDKv1ToolUse(t *testing.T) {
 	}
 
 	stream := client.Messages.NewStreaming(context.Background(), p)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("Accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
+	acc := collectV1(t, stream)
 	got := acc.Content[len(acc.Content)-1]
 	if string(got.Input) != string(last.Input) || got.ID != last.ID {
 		t.Errorf("streamed tool_use %s %s; want %s %s", got.ID, got.Input, last.ID, last.Input)
@@ -241,4 +226,46 @@ func TestSDKv1Batch(t *testing.T) {
 	if err != nil || del.ID != b.ID {
 		t.Errorf("Delete: %v %+v", err, del)
 	}
+}
+
+// Thinking blocks, JSON and streamed, parse in the v1 SDK and agree.
+func TestSDKv1Thinking(t *testing.T) {
+	_, ts, _ := startSim(t, Config{Seed: 5})
+	client := newV1(ts)
+	ctx := context.Background()
+	p := v1Params()
+	p.MaxTokens = 4096
+	p.Thinking = anthropic.ThinkingConfigParamOfEnabled(2048)
+
+	msg, err := client.Messages.New(ctx, p)
+	if err != nil {
+		t.Fatalf("Messages.New: %v", err)
+	}
+	if len(msg.Content) < 2 || msg.Content[0].Type != "thinking" {
+		t.Fatalf("content %+v; want a thinking block first", msg.Content)
+	}
+	th := msg.Content[0].AsThinking()
+	if th.Thinking == "" || th.Signature == "" {
+		t.Errorf("thinking block %+v; want a thought and a signature", th)
+	}
+	stream := client.Messages.NewStreaming(ctx, p)
+	acc := collectV1(t, stream)
+	if len(acc.Content) != len(msg.Content) || acc.Content[0].Thinking != th.Thinking || acc.Content[0].Signature != th.Signature {
+		t.Errorf("streamed %+v; want %+v", acc.Content, msg.Content)
+	}
+}
+
+// collectV1 accumulates a stream into the Message it carries.
+func collectV1(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) anthropic.Message {
+	t.Helper()
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatalf("Accumulate: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return acc
 }

@@ -53,6 +53,8 @@ type contentBlockStart struct {
 type blockDelta struct {
 	Type        string  `json:"type"`
 	Text        *string `json:"text,omitempty"`
+	Thinking    *string `json:"thinking,omitempty"`
+	Signature   *string `json:"signature,omitempty"`
 	PartialJSON *string `json:"partial_json,omitempty"`
 }
 
@@ -147,10 +149,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 	done := 0 // output tokens sent so far
 	for i, b := range x.rep.blocks {
 		cb := outContent{Type: b.kind}
-		if b.kind == "text" {
-			empty := ""
+		empty := ""
+		switch b.kind {
+		case "text":
 			cb.Text = &empty
-		} else {
+		case "thinking":
+			cb.Thinking, cb.Signature = &empty, &empty
+		default:
 			cb.ID, cb.Name, cb.Input = b.id, b.name, json.RawMessage(`{}`)
 		}
 		if !emit("content_block_start", contentBlockStart{"content_block_start", i, cb}) {
@@ -165,9 +170,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 			}
 			done += piece.tokens
 			d := contentBlockDelta{Type: "content_block_delta", Index: i}
-			if b.kind == "text" {
+			switch {
+			case piece.signature:
+				d.Delta = blockDelta{Type: "signature_delta", Signature: &piece.text}
+			case b.kind == "thinking":
+				d.Delta = blockDelta{Type: "thinking_delta", Thinking: &piece.text}
+			case b.kind == "text":
 				d.Delta = blockDelta{Type: "text_delta", Text: &piece.text}
-			} else {
+			default:
 				d.Delta = blockDelta{Type: "input_json_delta", PartialJSON: &piece.text}
 			}
 			if !emit("content_block_delta", d) {
@@ -189,22 +199,33 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 }
 
 type deltaPiece struct {
-	text   string
-	tokens int
+	text      string
+	tokens    int
+	signature bool // a thinking block's closing signature_delta
 }
 
 // deltas splits a block into the pieces its content_block_delta events carry.
 func (b replyBlock) deltas() []deltaPiece {
 	var out []deltaPiece
+	if b.kind == "thinking" {
+		// Thought in thinking_deltas, then its signature; an omitted
+		// thought sends only the signature, once its tokens are generated.
+		if b.omitted {
+			return []deltaPiece{{text: b.signature, tokens: b.cost, signature: true}}
+		}
+		t := b
+		t.kind = "text"
+		return append(t.deltas(), deltaPiece{text: b.signature, signature: true})
+	}
 	if b.kind == "text" {
 		for i := 0; i < len(b.tokens); i += tokensPerDelta {
 			j := min(i+tokensPerDelta, len(b.tokens))
-			out = append(out, deltaPiece{strings.Join(b.tokens[i:j], ""), j - i})
+			out = append(out, deltaPiece{text: strings.Join(b.tokens[i:j], ""), tokens: j - i})
 		}
 		return out
 	}
 	// The API opens tool input with an empty partial_json, then chunks.
-	out = append(out, deltaPiece{"", 0})
+	out = append(out, deltaPiece{})
 	in := string(b.input)
 	step := tokensPerDelta * charsPerToken
 	left := b.cost
@@ -215,7 +236,7 @@ func (b replyBlock) deltas() []deltaPiece {
 			t = left
 		}
 		left -= t
-		out = append(out, deltaPiece{in[i:j], t})
+		out = append(out, deltaPiece{text: in[i:j], tokens: t})
 	}
 	return out
 }

@@ -48,9 +48,11 @@ func TestSDKThroughSluice(t *testing.T) {
 		"v2/messages": TestSDKv2Messages, "v2/tool-use": TestSDKv2ToolUse,
 		"v2/count-tokens-models": TestSDKv2CountTokensAndModels, "v2/errors": TestSDKv2Errors,
 		"v2/retries-overloaded": TestSDKv2RetriesOverloaded, "v2/batch": TestSDKv2Batch,
+		"v2/thinking": TestSDKv2Thinking,
 		"v1/messages": TestSDKv1Messages, "v1/tool-use": TestSDKv1ToolUse,
 		"v1/count-tokens-models": TestSDKv1CountTokensAndModels, "v1/errors": TestSDKv1Errors,
 		"v1/retries-overloaded": TestSDKv1RetriesOverloaded, "v1/batch": TestSDKv1Batch,
+		"v1/thinking": TestSDKv1Thinking,
 	} {
 		t.Run(name, test)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // charsPerToken is the simulator's tokenizer: about four characters per
@@ -50,6 +51,13 @@ type prompt struct {
 	total       int // estimated input tokens of the whole prompt
 	hash        uint64
 	breakpoints []breakpoint
+	thinking    thinkingConfig
+	// msgStart is the index of the first messages segment; thinkingKey
+	// (the thinking parameter, when sent) is hashed in before it, because
+	// changing thinking invalidates the cached messages but not the cached
+	// tools and system prompt.
+	msgStart    int
+	thinkingKey []byte
 }
 
 // breakpoint is a cacheable prefix ending at a cache_control marker.
@@ -60,6 +68,9 @@ type breakpoint struct {
 }
 
 // messagesRequest is the part of a Messages request the simulator reads.
+// Fields it does not model (metadata, output_config, context_management,
+// service_tier, temperature, top_k, top_p, and any the API adds later) are
+// ignored, as the decoder ignores unknown fields: the API accepts them.
 type messagesRequest struct {
 	Model         string            `json:"model"`
 	MaxTokens     *int              `json:"max_tokens"`
@@ -70,6 +81,53 @@ type messagesRequest struct {
 	Tools         []json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage   `json:"tool_choice"`
 	CacheControl  *cacheControl     `json:"cache_control"`
+	Thinking      json.RawMessage   `json:"thinking"`
+}
+
+// thinkingConfig is the request's thinking parameter.
+type thinkingConfig struct {
+	Type         string `json:"type"` // enabled, disabled, adaptive or between_tools
+	BudgetTokens *int   `json:"budget_tokens"`
+	Display      string `json:"display"` // summarized or omitted
+}
+
+// minThinkingBudget is the smallest budget_tokens the API takes.
+const minThinkingBudget = 1024
+
+// parseThinking reads and checks the thinking parameter as the API does:
+// a known type, and for enabled a budget of at least 1024 tokens below
+// max_tokens (when max_tokens is given). A missing thinking is disabled.
+func parseThinking(raw json.RawMessage, maxTokens *int) (thinkingConfig, *apiError) {
+	var tc thinkingConfig
+	if len(raw) == 0 || string(raw) == "null" {
+		return thinkingConfig{Type: "disabled"}, nil
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return tc, errInvalid("thinking: must be an object such as {\"type\": \"adaptive\"}")
+	}
+	switch tc.Type {
+	case "adaptive", "disabled", "between_tools":
+	case "enabled":
+		if tc.BudgetTokens == nil {
+			return tc, errInvalid("thinking.enabled.budget_tokens: field required")
+		}
+		if *tc.BudgetTokens < minThinkingBudget {
+			return tc, errInvalid("thinking.enabled.budget_tokens: Input should be greater than or equal to " + strconv.Itoa(minThinkingBudget))
+		}
+		if maxTokens != nil && *tc.BudgetTokens >= *maxTokens {
+			return tc, errInvalid("max_tokens must be greater than thinking.budget_tokens; raise max_tokens or lower the budget")
+		}
+	case "":
+		return tc, errInvalid("thinking.type: field required")
+	default:
+		return tc, errInvalid("thinking.type: must be one of enabled, disabled, adaptive, between_tools")
+	}
+	switch tc.Display {
+	case "", "summarized", "omitted":
+	default:
+		return tc, errInvalid("thinking.display: must be \"summarized\" or \"omitted\"")
+	}
+	return tc, nil
 }
 
 type inMessage struct {
@@ -88,6 +146,14 @@ const maxBreakpoints = 4
 // shared by messages, count_tokens and batches so they estimate alike.
 func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 	p := &prompt{model: req.Model}
+	tc, aerr := parseThinking(req.Thinking, req.MaxTokens)
+	if aerr != nil {
+		return nil, aerr
+	}
+	p.thinking = tc
+	if tc.Type != "disabled" {
+		p.thinkingKey, _ = json.Marshal(tc)
+	}
 	for i, raw := range req.Tools {
 		var t struct {
 			Name         string          `json:"name"`
@@ -104,18 +170,31 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 		p.add(canonical(raw, t.CacheControl), len(raw), t.CacheControl)
 	}
 	if len(req.System) > 0 && string(req.System) != "null" {
-		if err := p.addContent("system", req.System); err != nil {
-			return nil, err
+		if err := p.addContent("system", true, req.System); err != nil {
+			return nil, errInvalid("system" + strings.TrimPrefix(err.Message, "content"))
 		}
 	}
+	p.msgStart = len(p.segments)
 	for i, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return nil, errInvalid("messages." + strconv.Itoa(i) + ".role: must be \"user\" or \"assistant\"")
+		switch m.Role {
+		case "user", "assistant", "system":
+			// A system message (sent by current clients between turns) is
+			// part of the messages segment list: it is counted and cached
+			// in place, like any other turn.
+		default:
+			return nil, errInvalid("messages." + strconv.Itoa(i) + ".role: must be \"user\", \"assistant\" or \"system\"")
 		}
 		if len(m.Content) == 0 || string(m.Content) == "null" {
 			return nil, errInvalid("messages." + strconv.Itoa(i) + ".content: field required")
 		}
-		if err := p.addContent(m.Role, m.Content); err != nil {
+		// A system turn is tagged apart from the top-level system prompt,
+		// so moving text between the two changes the prefix, as it would
+		// change the rendered prompt.
+		tag := m.Role
+		if tag == "system" {
+			tag = "system-turn"
+		}
+		if err := p.addContent(tag, m.Role == "system", m.Content); err != nil {
 			return nil, errInvalid("messages." + strconv.Itoa(i) + "." + err.Message)
 		}
 	}
@@ -155,6 +234,7 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 		fh.Write([]byte{1})
 	}
 	fh.Write(req.ToolChoice)
+	fh.Write(p.thinkingKey)
 	p.hash = fh.Sum64()
 	if p.total < 1 {
 		p.total = 1
@@ -169,8 +249,9 @@ func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
 	p.segments = append(p.segments, segment{canon: canon, tokens: tokensOf(chars), cc: cc})
 }
 
-// addContent adds a string or an array of content blocks spoken by role.
-func (p *prompt) addContent(role string, raw json.RawMessage) *apiError {
+// addContent adds a string or an array of content blocks spoken by role;
+// textOnly (the system prompt and system turns) refuses other block types.
+func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *apiError {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) > 0 && trimmed[0] == '"' {
 		var text string
@@ -195,6 +276,9 @@ func (p *prompt) addContent(role string, raw json.RawMessage) *apiError {
 		}
 		if blk.Type == "" {
 			return errInvalid("content." + strconv.Itoa(i) + ".type: field required")
+		}
+		if textOnly && blk.Type != "text" {
+			return errInvalid("content." + strconv.Itoa(i) + ".type: a system prompt or system message takes only text blocks")
 		}
 		if blk.Type == "text" {
 			p.add(textCanon(role, blk.Text), len(blk.Text), blk.CacheControl)
@@ -235,7 +319,11 @@ func (p *prompt) computeBreakpoints() {
 	h.Write([]byte(p.model))
 	h.Write([]byte{0})
 	tokens := 0
-	for _, s := range p.segments {
+	for i, s := range p.segments {
+		if i == p.msgStart && p.thinkingKey != nil {
+			h.Write(p.thinkingKey)
+			h.Write([]byte{0})
+		}
 		h.Write(s.canon)
 		h.Write([]byte{0})
 		tokens += s.tokens
