@@ -64,7 +64,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(p.Listener(ln)) }() // so that waiting requests can be parked
+	// Parking, so that waiting requests hold no goroutine, over the
+	// shaping of Go's own plain-text errors.
+	go func() { errc <- srv.Serve(p.Listener(shapedListener{ln})) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

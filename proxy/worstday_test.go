@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -392,4 +393,54 @@ func TestRelayedPathTimesOutAHangingUpstream(t *testing.T) {
 		}
 		wantError(t, resp, http.StatusGatewayTimeout, "timeout_error", "UPSTREAM_TIMEOUT_S")
 	})
+}
+
+// The errors Go's HTTP server writes itself, before any handler, come out
+// Anthropic-shaped with their status.
+func TestGoServerErrorsAreAnthropicShaped(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	p, err := New(testConfig(t, up.URL, true), Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- (&Server{Proxy: p, Log: quietLog}).Serve(ctx, ln) }()
+	defer func() { stop(); <-served }()
+	for _, tc := range []struct {
+		name, head string
+		status     int
+	}{
+		{"bad framing", "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Length: 1\r\nContent-Length: 2", 400},
+		{"no Host", "GET /v1/models HTTP/1.1", 400},
+		{"headers too large", "GET /v1/models HTTP/1.1\r\nHost: sluice\r\nX-Big: " + strings.Repeat("a", 1<<20+4096), 431},
+		{"unsupported transfer encoding", "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nTransfer-Encoding: gzip", 501},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := rawRequest(t, ln.Addr().String(), tc.head, "")
+			resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			errType := "invalid_request_error"
+			if tc.status == 501 {
+				errType = "api_error"
+			}
+			wantError(t, resp, tc.status, errType, "well-formed")
+		})
+	}
+	// A request the server can read is untouched, and so is parking.
+	if r := post(t, "http://"+ln.Addr().String(), "/v1/messages", requestJSON); r.StatusCode != 200 {
+		t.Fatalf("a good request through the shaping: status %d", r.StatusCode)
+	}
+	// Go's server lingers 500 ms on a connection it refused for its
+	// headers' size; let that goroutine end before the leak check.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("closeWriteAndWait")) || time.Now().After(deadline) {
+			break
+		}
+	}
 }

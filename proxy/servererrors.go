@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+)
+
+// Go's HTTP server answers a request it cannot parse (bad framing, headers
+// past MaxHeaderBytes, an unsupported version or transfer encoding) by
+// itself, before any handler runs, in plain text: it writes the whole
+// answer to the connection in one write, with these headers. No handler
+// answer has them in this order (Go sorts a handler's headers, and
+// Connection sorts before Content-Type), so such a write can be told
+// apart and said again in the Anthropic shape.
+const goServerErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// shapedListener gives every connection it accepts a shapedConn.
+type shapedListener struct{ net.Listener }
+
+func (l shapedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &shapedConn{Conn: c}, nil
+}
+
+// shapedConn rewrites the plain-text errors Go's server writes itself as
+// Anthropic-shaped JSON errors.
+type shapedConn struct{ net.Conn }
+
+// SyscallConn reaches the socket beneath, so that parking can still watch
+// it with epoll.
+func (c *shapedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	return sc.SyscallConn()
+}
+
+func (c *shapedConn) Write(b []byte) (int, error) {
+	if !bytes.HasPrefix(b, []byte("HTTP/1.1 ")) || !bytes.Contains(b, []byte(goServerErrorHeaders)) {
+		return c.Conn.Write(b)
+	}
+	if _, err := c.Conn.Write(shapeServerError(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// shapeServerError turns one of Go's plain-text error answers into the
+// same status with an Anthropic-shaped body.
+func shapeServerError(b []byte) []byte {
+	line, rest, _ := bytes.Cut(b, []byte(goServerErrorHeaders))
+	status := 400
+	if len(line) >= len("HTTP/1.1 400") {
+		if n, err := strconv.Atoi(string(line[9:12])); err == nil {
+			status = n
+		}
+	}
+	typ := "invalid_request_error"
+	if status >= 500 && status != 505 {
+		typ = "api_error"
+	}
+	var e errorBody
+	e.Type, e.Error.Type, e.RequestID = "error", typ, newRequestID()
+	e.Error.Message = fmt.Sprintf("sluice could not read the HTTP request (%s); send a well-formed HTTP/1.1 request, as the SDKs do", bytes.TrimSpace(rest))
+	data, _ := json.Marshal(e)
+	return fmt.Appendf(nil, "%s\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		line, e.RequestID, len(data), data)
+}
