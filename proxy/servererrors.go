@@ -26,6 +26,9 @@ func (l shapedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sc, ok := c.(syscall.Conn); ok {
+		return &shapedSocket{shapedConn{c}, sc}, nil
+	}
 	return &shapedConn{Conn: c}, nil
 }
 
@@ -33,15 +36,15 @@ func (l shapedListener) Accept() (net.Conn, error) {
 // Anthropic-shaped JSON errors.
 type shapedConn struct{ net.Conn }
 
-// SyscallConn reaches the socket beneath, so that parking can still watch
-// it with epoll.
-func (c *shapedConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, syscall.EINVAL
-	}
-	return sc.SyscallConn()
+// shapedSocket is a shapedConn over a socket: it still reaches the socket
+// beneath, so that parking can watch it with epoll. A connection that is
+// no socket must not claim to be one.
+type shapedSocket struct {
+	shapedConn
+	sc syscall.Conn
 }
+
+func (c *shapedSocket) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 func (c *shapedConn) Write(b []byte) (int, error) {
 	if !bytes.HasPrefix(b, []byte("HTTP/1.1 ")) || !bytes.Contains(b, []byte(goServerErrorHeaders)) {
@@ -73,4 +76,13 @@ func shapeServerError(b []byte) []byte {
 	data, _ := json.Marshal(e)
 	return fmt.Appendf(nil, "%s\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		line, e.RequestID, len(data), data)
+}
+
+// CloseWrite half-closes the socket beneath, as Go's server does before it
+// lingers on a connection it refused.
+func (c *shapedSocket) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
