@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // reply is what the simulated model says, decided before any of it is sent.
@@ -76,7 +78,7 @@ func (s *Server) generate(req *messagesRequest, p *prompt, wantTokens int) reply
 
 	if tool != nil {
 		input, _ := json.Marshal(valueFor(tool.Schema, rng))
-		tb := replyBlock{kind: "tool_use", id: "toolu_" + idString(h), name: tool.Name, input: input, cost: tokensOf(len(input))}
+		tb := replyBlock{kind: "tool_use", id: "toolu_" + idString(h), name: tool.Name, input: input, cost: request.EstimateTokens(len(input))}
 		if preamble+tb.cost <= maxTokens {
 			var r reply
 			if preamble > 0 {
