@@ -172,14 +172,11 @@ func skipDigits(b []byte, i int) int {
 // end of the key and the index of its value, consumes the value and returns
 // its end, or -1. object returns the end of the object, or -1.
 func object(b []byte, i, depth int, member func(k, kEnd, v int) int) int {
-	if depth >= maxDepth {
-		return -1
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
-	}
-	for i < len(b) && b[i] == '"' {
+	i, done := open(b, i, depth, '}')
+	for !done {
+		if b[i] != '"' {
+			return -1
+		}
 		kEnd := skipString(b, i)
 		if kEnd < 0 {
 			return -1
@@ -188,55 +185,57 @@ func object(b []byte, i, depth int, member func(k, kEnd, v int) int) int {
 		if j >= len(b) || b[j] != ':' {
 			return -1
 		}
-		end := member(i, kEnd, skipSpace(b, j+1))
-		if end < 0 {
-			return -1
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case '}':
-			return i + 1
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return -1
-		}
+		i, done = next(b, member(i, kEnd, skipSpace(b, j+1)), '}')
 	}
-	return -1
+	return i
 }
 
 // array walks the array at b[i] as object walks an object: elem consumes
 // each element, starting at b[v], and returns its end, or -1.
 func array(b []byte, i, depth int, elem func(v int) int) int {
+	i, done := open(b, i, depth, ']')
+	for !done {
+		i, done = next(b, elem(i), ']')
+	}
+	return i
+}
+
+// open enters the array or object at b[i], closed by end: it returns the
+// index of its first item, or, done, the end of an empty one (or -1).
+func open(b []byte, i, depth int, end byte) (int, bool) {
 	if depth >= maxDepth {
-		return -1
+		return -1, true
 	}
 	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1
+	switch {
+	case i >= len(b):
+		return -1, true
+	case b[i] == end:
+		return i + 1, true
 	}
-	for i < len(b) {
-		end := elem(i)
-		if end < 0 {
-			return -1
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ']':
-			return i + 1
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return -1
+	return i, false
+}
+
+// next reads what follows an item of an array or object that ends at
+// b[i] (-1: the item was not valid): a comma, then it returns the index of
+// the next item; or the closing end, then, done, the container's end (or
+// -1).
+func next(b []byte, i int, end byte) (int, bool) {
+	if i < 0 {
+		return -1, true
+	}
+	i = skipSpace(b, i)
+	switch {
+	case i >= len(b):
+		return -1, true
+	case b[i] == end:
+		return i + 1, true
+	case b[i] == ',':
+		if i = skipSpace(b, i+1); i < len(b) {
+			return i, false
 		}
 	}
-	return -1
+	return -1, true
 }
 
 // textLen is the length in bytes of the valid JSON string s (quotes

@@ -328,7 +328,7 @@ func TestValidityAsEncodingJSON(t *testing.T) {
 		`{}`, ` {} `, `{"a":-0.5e+10}`, `{"a":-}`, `{"a":1.}`, `{"a":1e}`, `{"a":.5}`, `{"a":-01}`, `{"a":1E-0}`,
 		`{"a":"\u12"}`, `{"a":"\u12G4"}`, `{"a":"\/\b\f\n\r\t\"\\"}`, "{\"a\":\"\xff\xfe\"}", `{"a":tru}`, `{"a":nul}`,
 		`{"a" 1}`, `{a:1}`, `{"a":1 "b":2}`, `{"a":[1 2]}`, `{"a":{}}`, `{"a":[]}`, `{"a":[[],{}]}`, `{"a":1}}`,
-		"{\"a\":1}\x00", `{"a":"b"`, `{"a"`, `{"a":`, `{"`, deep(maxDepth), deep(maxDepth + 1),
+		"{\"a\":1}\x00", `{"a":1,`, `{"a":[1,`, `{"a":[1, `, `{"a":1 ,`, `{"a":"b"`, `{"a"`, `{"a":`, `{"`, deep(maxDepth), deep(maxDepth + 1),
 	}
 	for _, in := range cases {
 		var obj map[string]json.RawMessage
