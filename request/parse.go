@@ -35,9 +35,12 @@ const maxModel = 128
 // Parse reads the descriptor of a Messages request from its body and
 // headers. It refuses only a body that is empty, not a JSON object or not
 // valid JSON (as encoding/json judges it); a field of the wrong type is
-// ignored, since the API, not sluice, decides what is valid. It walks the
-// body once and allocates only the descriptor (and, for a model with
-// escapes, its decoding).
+// ignored, since the API, not sluice, decides what is valid. It decodes
+// nothing but the model: one pass validates the body and finds its parts,
+// and one walk of tools, system and messages, in the API's prefix order,
+// hashes the prompt and estimates its tokens. Besides the descriptor it
+// allocates only the hash's state (and, for a model with escapes, its
+// decoding), whatever the body's size.
 //
 // Fields are matched by their exact names, as the API matches them; when a
 // name appears twice, the last one counts.
