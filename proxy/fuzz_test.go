@@ -6,26 +6,56 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // inspect must accept exactly the bodies that are JSON objects, never panic,
-// and read model and stream as encoding/json does.
+// read model, stream and max_tokens as encoding/json reads them from the
+// object's members (by exact name, the last of a repeated one), and keep
+// its prefixes within the API's bounds.
 func FuzzInspect(f *testing.F) {
-	for _, s := range []string{requestJSON, streamRequestJSON, "", " ", "[]", "{", `{"model":5}`, `{"stream":"yes"}`, " \n{}", `{"a":1}x`, "\xff{}"} {
+	for _, s := range []string{requestJSON, streamRequestJSON, "", " ", "[]", "{", `{"model":5}`, `{"stream":"yes"}`, " \n{}", `{"a":1}x`, "\xff{}",
+		`{"model":"m","cache_control":{"type":"ephemeral"},"tools":[{"name":"t","cache_control":{"ttl":"1h"}}],"system":"s","messages":[{"content":[{"type":"text","text":"\u00e9\ud83d","cache_control":{}}],"role":"user"}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		info, aerr := inspect(body)
+		d, aerr := inspect(body, http.Header{"X-Api-Key": {"sk-fuzz"}})
 		var obj map[string]json.RawMessage
 		isObject := json.Unmarshal(body, &obj) == nil && obj != nil
 		if (aerr == nil) != isObject {
 			t.Fatalf("inspect(%q) err = %v; JSON object = %v", body, aerr, isObject)
 		}
-		if aerr != nil && (aerr.Status != http.StatusBadRequest || aerr.Type != "invalid_request_error") {
-			t.Fatalf("inspect(%q) = %+v; want a 400 invalid_request_error", body, aerr)
+		if aerr != nil {
+			if aerr.Status != http.StatusBadRequest || aerr.Type != "invalid_request_error" {
+				t.Fatalf("inspect(%q) = %+v; want a 400 invalid_request_error", body, aerr)
+			}
+			return
 		}
-		if len(info.Model) > 128 {
-			t.Fatalf("model of %d bytes reaches the log", len(info.Model))
+		var want struct {
+			model  string
+			stream bool
+			max    int
+		}
+		_ = json.Unmarshal(obj["model"], &want.model)
+		_ = json.Unmarshal(obj["stream"], &want.stream)
+		if json.Unmarshal(obj["max_tokens"], &want.max) != nil || want.max < 0 {
+			want.max = 0
+		}
+		if len(want.model) > 128 {
+			want.model = want.model[:128]
+		}
+		if d.Model != want.model || d.Stream != want.stream || d.Cost.MaxTokens != want.max {
+			t.Fatalf("inspect(%q) = model %q stream %v max_tokens %d; encoding/json reads %q %v %d",
+				body, d.Model, d.Stream, d.Cost.MaxTokens, want.model, want.stream, want.max)
+		}
+		if len(d.Prefixes) > request.MaxPrefixes || d.Cost.InputTokens < 1 {
+			t.Fatalf("inspect(%q): %d prefixes, %d input tokens", body, len(d.Prefixes), d.Cost.InputTokens)
+		}
+		for i, p := range d.Prefixes {
+			if p.Tokens < 1 || p.Tokens > d.Cost.InputTokens || i > 0 && p.Tokens <= d.Prefixes[i-1].Tokens {
+				t.Fatalf("inspect(%q): prefix %d of %d tokens; prefixes %+v, %d input tokens", body, i, p.Tokens, d.Prefixes, d.Cost.InputTokens)
+			}
 		}
 	})
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -52,14 +52,14 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	info, aerr := inspect(body.data)
+	info, aerr := inspect(body.data, r.Header)
 	if aerr != nil {
 		p.bodies.release(body.reserved)
 		writeError(w, aerr)
 		return
 	}
 	rec.model, rec.stream = info.Model, info.Stream
-	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec}
+	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
 		ctx, end := p.begin(r.Context())
 		defer end()
@@ -143,39 +143,6 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	ex.complete(ctx, err)
 }
 
-// requestInfo is what sluice reads from a Messages body, for the access log
-// and the metrics.
-type requestInfo struct {
-	Model  string `json:"model"`
-	Stream bool   `json:"stream"`
-}
-
-// inspect checks that a Messages body is a JSON object and reads its model
-// and stream flag. Everything else about it is the upstream's to judge, so
-// that sluice never rejects a request the API would accept: a model or
-// stream of the wrong type is the upstream's to refuse.
-func inspect(body []byte) (requestInfo, *apiError) {
-	var info requestInfo
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
-		return info, errBadJSON("the body is empty")
-	}
-	if trimmed[0] != '{' {
-		return info, errBadJSON("the body is not a JSON object")
-	}
-	// One pass validates and reads the two fields.
-	if err := json.Unmarshal(trimmed, &info); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return requestInfo{}, errBadJSON("the body is not valid JSON")
-		}
-	}
-	if len(info.Model) > 128 {
-		info.Model = info.Model[:128] // bound what reaches the log
-	}
-	return info, nil
-}
-
 // exchange is one Messages request on its way through sluice.
 type exchange struct {
 	p       *Proxy
@@ -192,6 +159,7 @@ type exchange struct {
 	// runs out of time to retry, the client gets it rather than a timeout
 	// of sluice's own for a wait the upstream caused.
 	last *reply
+	desc request.Descriptor // what the policies know of the request
 }
 
 // reply is a whole upstream answer, read while the request held its slot.

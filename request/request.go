@@ -20,8 +20,10 @@ type Descriptor struct {
 	Stream bool
 	// Prefixes are the request's cacheable prompt prefixes, one per
 	// cache_control breakpoint, in the API's prefix order (tools, system,
-	// messages), the shortest first. Top-level automatic caching counts as
-	// a breakpoint on the last cacheable block.
+	// messages), the shortest first; at most MaxPrefixes, the first ones
+	// (more is the upstream's to refuse). Top-level automatic caching
+	// counts as a breakpoint on the last block, unless that block has its
+	// own. Nil when the request asks for no caching.
 	Prefixes []Prefix
 	// Cost is the estimated cost of the request.
 	Cost Cost
@@ -36,7 +38,12 @@ type Prefix struct {
 	// Key is a hash of the model and of every byte of the prompt up to and
 	// including the breakpoint (without the cache_control markers
 	// themselves), so two requests share a Key exactly when the API would
-	// let one read the other's cache entry.
+	// let one read the other's cache entry. Bytes are hashed as the body
+	// spells them: a body that spells the same prompt differently (other
+	// whitespace within a block's members, other escapes, members in
+	// another order) gets other keys; one client spells alike. The key
+	// is the same in every process (the first 8 bytes of a SHA-256), so
+	// replicas can share it.
 	Key uint64
 	// Tokens is the estimated number of input tokens in the prefix.
 	Tokens int
@@ -49,4 +56,16 @@ type Prefix struct {
 type Cost struct {
 	InputTokens int // estimated input tokens of the whole prompt
 	MaxTokens   int // the body's max_tokens (0 when absent or invalid)
+}
+
+// CharsPerToken is the estimate's tokenizer: about four characters per
+// token, the usual rule of thumb for English text.
+const CharsPerToken = 4
+
+// EstimateTokens is the estimated number of tokens in n bytes of prompt
+// text: n/CharsPerToken rounded up, and at least 1 (an empty block still
+// costs the model something). The simulator counts with it too, so that
+// sluice's estimate and the simulator's usage agree.
+func EstimateTokens(n int) int {
+	return max((n+CharsPerToken-1)/CharsPerToken, 1)
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // reply is what the simulated model says, decided before any of it is sent.
@@ -137,7 +139,7 @@ func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint6
 
 	if tool != nil {
 		input, _ := json.Marshal(valueFor(tool.Schema, rng))
-		tb := replyBlock{kind: "tool_use", id: "toolu_" + idString(h), name: tool.Name, input: input, cost: tokensOf(len(input))}
+		tb := replyBlock{kind: "tool_use", id: "toolu_" + idString(h), name: tool.Name, input: input, cost: request.EstimateTokens(len(input))}
 		if preamble+tb.cost <= maxTokens {
 			var r reply
 			if preamble > 0 {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // tokensPerDelta is how many output tokens one text_delta carries, about
@@ -227,7 +229,7 @@ func (b replyBlock) deltas() []deltaPiece {
 	// The API opens tool input with an empty partial_json, then chunks.
 	out = append(out, deltaPiece{})
 	in := string(b.input)
-	step := tokensPerDelta * charsPerToken
+	step := tokensPerDelta * request.CharsPerToken
 	left := b.cost
 	for i := 0; i < len(in); i += step {
 		j := min(i+step, len(in))

@@ -8,20 +8,9 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/request"
 )
-
-// charsPerToken is the simulator's tokenizer: about four characters per
-// token, the usual rule of thumb for English text.
-const charsPerToken = 4
-
-// tokensOf is the one place text length becomes a token count.
-func tokensOf(n int) int {
-	t := (n + charsPerToken - 1) / charsPerToken
-	if t < 1 {
-		t = 1
-	}
-	return t
-}
 
 // segment is one cacheable unit of a prompt, in the API's cache order
 // (tools, then system, then messages).
@@ -246,7 +235,7 @@ func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
 }
 
 func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
-	p.segments = append(p.segments, segment{canon: canon, tokens: tokensOf(chars), cc: cc})
+	p.segments = append(p.segments, segment{canon: canon, tokens: request.EstimateTokens(chars), cc: cc})
 }
 
 // addContent adds a string or an array of content blocks spoken by role;

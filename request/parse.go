@@ -1,0 +1,369 @@
+package request
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The bodies Parse refuses; everything else about a body is the
+// upstream's to judge.
+var (
+	ErrEmpty       = errors.New("the body is empty")
+	ErrNotObject   = errors.New("the body is not a JSON object")
+	ErrInvalidJSON = errors.New("the body is not valid JSON")
+)
+
+// MaxPrefixes is how many breakpoints the API allows in one request, and
+// how many Parse keeps: the first ones in prefix order. A request with more
+// is the upstream's to refuse.
+const MaxPrefixes = 4
+
+// maxModel bounds the model name kept, so that a hostile body cannot put
+// a long string in the log.
+const maxModel = 128
+
+// Parse reads the descriptor of a Messages request from its body and
+// headers. It refuses only a body that is empty, not a JSON object or not
+// valid JSON (as encoding/json judges it); a field of the wrong type is
+// ignored, since the API, not sluice, decides what is valid. It decodes
+// nothing but the model: one pass validates the body and finds its parts,
+// and one walk of tools, system and messages, in the API's prefix order,
+// hashes the prompt and estimates its tokens. Besides the descriptor it
+// allocates only the hash's state (and, for a model with escapes, its
+// decoding), whatever the body's size.
+//
+// Fields are matched by their exact names, as the API matches them; when a
+// name appears twice, the last one counts.
+func Parse(body []byte, h http.Header) (Descriptor, error) {
+	d := Descriptor{Tenant: Tenant(h), Patience: Patience(h)}
+	i := skipSpace(body, 0)
+	if i == len(body) {
+		return d, ErrEmpty
+	}
+	if body[i] != '{' {
+		return d, ErrNotObject
+	}
+	var model, tools, system, messages, auto []byte
+	end := object(body, i, 0, func(k, kEnd, v int) int {
+		end := skipValue(body, v, 1)
+		if end < 0 {
+			return -1
+		}
+		val := body[v:end]
+		switch string(body[k:kEnd]) {
+		case `"model"`:
+			model, d.Model = val, modelOf(val)
+		case `"stream"`:
+			d.Stream = string(val) == "true"
+		case `"max_tokens"`:
+			d.Cost.MaxTokens = countOf(val)
+		case `"tools"`:
+			tools = val
+		case `"system"`:
+			system = val
+		case `"messages"`:
+			messages = val
+		case `"cache_control"`:
+			auto = val
+		}
+		return end
+	})
+	if end < 0 || skipSpace(body, end) != len(body) {
+		return Descriptor{Tenant: d.Tenant, Patience: d.Patience}, ErrInvalidJSON
+	}
+	// Different models never share a prefix: the key starts with the
+	// model as the body spells it.
+	p := prompt{h: sha256.New()}
+	p.h.Write(model)
+	p.mark(markEnd)
+	p.tools(tools)
+	p.system(system)
+	p.messages(messages)
+	p.automatic(auto)
+	d.Prefixes = p.prefixes
+	d.Cost.InputTokens = max(p.tokens, 1)
+	return d, nil
+}
+
+// modelOf decodes the JSON string val, cut to maxModel bytes; "" when val
+// is not a string.
+func modelOf(val []byte) string {
+	if val[0] != '"' {
+		return ""
+	}
+	var s string
+	if raw := val[1 : len(val)-1]; utf8.Valid(raw) && !containsByte(raw, '\\') {
+		s = string(raw[:min(len(raw), maxModel)])
+	} else {
+		_ = json.Unmarshal(val, &s) // valid JSON string: cannot fail
+	}
+	if len(s) > maxModel {
+		s = s[:maxModel]
+	}
+	return s
+}
+
+func containsByte(b []byte, c byte) bool {
+	for _, x := range b {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// countOf is the JSON number val as a non-negative int, as encoding/json
+// would decode it into an int; 0 when it is not one.
+func countOf(val []byte) int {
+	n, err := strconv.Atoi(string(val))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Tenant is a short hash of the credential h carries in x-api-key or as
+// an Authorization bearer token (the first 8 bytes of its SHA-256, in
+// hex), so that the same key names the same tenant whichever header the
+// SDK sends it in; "" when h carries neither.
+func Tenant(h http.Header) string {
+	cred := h.Get("X-Api-Key")
+	if cred == "" {
+		auth := h.Get("Authorization")
+		if len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ") {
+			cred = strings.TrimSpace(auth[len("Bearer "):])
+		}
+	}
+	if cred == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(cred))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Patience is how long the client waits, from the official SDKs'
+// x-stainless-timeout header in whole seconds; 0 when it is absent, 0 or
+// not a positive whole number of seconds that a Duration can hold.
+func Patience(h http.Header) time.Duration {
+	n, err := strconv.ParseInt(h.Get("X-Stainless-Timeout"), 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/int64(time.Second) {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// prompt walks a body's prompt in the API's prefix order (tools, system,
+// messages), feeding a canonical form of it to one hash and taking a key
+// at each breakpoint. The canonical form of a block is its members but
+// cache_control, each as the body spells it (key, colon, value), followed
+// by a 0 byte, so that a block hashes alike with a marker or without; a
+// string content hashes as the one text block it stands for. Each section
+// and each message's role is announced by a byte that cannot occur in
+// JSON text.
+type prompt struct {
+	h        hash.Hash
+	tokens   int      // estimated tokens so far
+	prefixes []Prefix // at most MaxPrefixes
+	blocks   int      // blocks hashed so far
+	lastCC   bool     // the last block hashed is a breakpoint
+	// role is the role of the message being walked, until it is
+	// written before the message's first block.
+	role []byte
+}
+
+// Section and role markers: bytes no JSON text contains.
+const (
+	markTools    = 1
+	markSystem   = 2
+	markMessages = 3
+	markRole     = 4
+	markEnd      = 0
+)
+
+// textMember is how a text block's members begin, as the SDKs write them.
+var textMember = []byte(`"type":"text""text":`)
+
+var marks = [...]byte{markEnd, markTools, markSystem, markMessages, markRole}
+
+func (p *prompt) mark(m byte) { p.h.Write(marks[m : m+1]) }
+
+func (p *prompt) tools(val []byte) {
+	p.mark(markTools)
+	if len(val) > 0 && val[0] == '[' {
+		array(val, 0, 0, func(v int) int { return p.block(val, v, false) })
+	}
+}
+
+func (p *prompt) system(val []byte) {
+	p.mark(markSystem)
+	if len(val) > 0 {
+		p.content(val, 0)
+	}
+}
+
+func (p *prompt) messages(val []byte) {
+	p.mark(markMessages)
+	if len(val) == 0 || val[0] != '[' {
+		return
+	}
+	array(val, 0, 0, func(v int) int {
+		if val[v] != '{' {
+			return skipValue(val, v, 1)
+		}
+		// The role is part of the prefix before the content, and may
+		// follow it in the body (the Go SDK writes it so): then the
+		// content is walked once the role is known.
+		var role, content []byte
+		end := object(val, v, 1, func(k, kEnd, v int) int {
+			switch string(val[k:kEnd]) {
+			case `"role"`:
+				end := skipValue(val, v, 2)
+				role = val[v:end]
+				return end
+			case `"content"`:
+				if role != nil {
+					p.role = role
+					return p.content(val, v)
+				}
+				end := skipValue(val, v, 2)
+				content = val[v:end]
+				return end
+			}
+			return skipValue(val, v, 2)
+		})
+		if content != nil {
+			p.role = role
+			if role == nil {
+				p.role = []byte{}
+			}
+			p.content(content, 0)
+		}
+		p.role = nil // a message without blocks adds nothing
+		return end
+	})
+}
+
+// content walks the system prompt or a message's content at b[i] (a string
+// or an array of blocks) and returns its end.
+func (p *prompt) content(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		end := skipString(b, i)
+		p.begin()
+		p.h.Write(textMember)
+		p.h.Write(b[i:end])
+		p.end(EstimateTokens(textLen(b[i:end])), nil)
+		return end
+	case '[':
+		return array(b, i, 0, func(v int) int { return p.block(b, v, true) })
+	}
+	return skipValue(b, i, 0)
+}
+
+// begin starts a block: a message's role first, if this is its first.
+func (p *prompt) begin() {
+	if p.role != nil {
+		p.mark(markRole)
+		p.h.Write(p.role)
+		p.role = nil
+	}
+}
+
+// block hashes the tool or content block at b[i] and returns its end
+// (inContent: a content block, where a text block counts the tokens of its
+// text, as the simulator does).
+func (p *prompt) block(b []byte, i int, inContent bool) int {
+	p.begin()
+	if b[i] != '{' {
+		end := skipValue(b, i, 1)
+		p.h.Write(b[i:end])
+		p.end(EstimateTokens(end-i), nil)
+		return end
+	}
+	var cc, typ, text []byte
+	end := object(b, i, 1, func(k, kEnd, v int) int {
+		end := skipValue(b, v, 2)
+		switch string(b[k:kEnd]) {
+		case `"cache_control"`:
+			cc = b[v:end]
+			return end
+		case `"type"`:
+			typ = b[v:end]
+		case `"text"`:
+			text = b[v:end]
+		}
+		p.h.Write(b[k:end])
+		return end
+	})
+	chars := end - i
+	if inContent && string(typ) == `"text"` {
+		chars = 0
+		if len(text) > 0 && text[0] == '"' {
+			chars = textLen(text)
+		}
+	}
+	p.end(EstimateTokens(chars), cc)
+	return end
+}
+
+// end closes a block of the given tokens, a breakpoint when cc (its
+// cache_control value) is an object.
+func (p *prompt) end(tokens int, cc []byte) {
+	p.mark(markEnd)
+	p.tokens += tokens
+	p.blocks++
+	p.lastCC = len(cc) > 0 && cc[0] == '{'
+	if p.lastCC {
+		p.breakpoint(cc)
+	}
+}
+
+// automatic applies a top-level cache_control: a breakpoint on the last
+// block, unless that block has its own.
+func (p *prompt) automatic(cc []byte) {
+	if len(cc) > 0 && cc[0] == '{' && p.blocks > 0 && !p.lastCC {
+		p.breakpoint(cc)
+	}
+}
+
+func (p *prompt) breakpoint(cc []byte) {
+	if len(p.prefixes) == MaxPrefixes {
+		return
+	}
+	if p.prefixes == nil {
+		p.prefixes = make([]Prefix, 0, MaxPrefixes)
+	}
+	var sum [sha256.Size]byte
+	p.prefixes = append(p.prefixes, Prefix{
+		Key:    binary.BigEndian.Uint64(p.h.Sum(sum[:0])),
+		Tokens: p.tokens,
+		TTL:    ttlOf(cc),
+	})
+}
+
+// ttlOf is the lifetime a cache_control object asks for: an hour for
+// "ttl":"1h", else the default five minutes.
+func ttlOf(cc []byte) time.Duration {
+	ttl := 5 * time.Minute
+	object(cc, 0, 0, func(k, kEnd, v int) int {
+		end := skipValue(cc, v, 1)
+		if string(cc[k:kEnd]) == `"ttl"` {
+			ttl = 5 * time.Minute
+			if string(cc[v:end]) == `"1h"` {
+				ttl = time.Hour
+			}
+		}
+		return end
+	})
+	return ttl
+}
