@@ -15,7 +15,7 @@ import (
 // no-op fn. 64 goroutines per CPU keep windows of 16 filling on size, as
 // under the bursts sluice is for; MaxWait only catches the stragglers.
 func BenchmarkSchedulerDo(b *testing.B) {
-	g, err := gate.NewStatic(8)
+	g, err := gate.New(gate.Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkSchedulerDo(b *testing.B) {
 // is the per-request floor with nothing to wait for, and every per-wave cost
 // lands on one request.
 func BenchmarkSchedulerDoAlone(b *testing.B) {
-	g, err := gate.NewStatic(8)
+	g, err := gate.New(gate.Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

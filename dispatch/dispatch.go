@@ -221,7 +221,7 @@ func (m *Member) expire() {
 // so every kind of gate supports it.
 func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 	s := m.s
-	s.gate.Release(&m.ticket)
+	s.gate.Release(&m.ticket, gate.Outcome{})
 	m.ticket = gate.Ticket{} // released tickets are done; a fresh one joins anew
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -535,7 +535,7 @@ func (s *Scheduler) release(m *Member) {
 	if s.hooks.Started != nil {
 		m.released = now
 	}
-	s.gate.Release(&m.ticket)
+	s.gate.Release(&m.ticket, gate.Outcome{})
 	if !m.heldFrom.IsZero() { // zero: it left before its call began
 		s.observeService(now.Sub(m.heldFrom))
 	}

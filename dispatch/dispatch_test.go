@@ -22,13 +22,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // countingGate is a static gate that counts the tickets put in line, so a
 // test can tell that a member never reached the gate at all.
 type countingGate struct {
-	*gate.Static
+	*gate.Local
 	joins atomic.Int64
 }
 
 func (g *countingGate) Join(t *gate.Ticket) {
 	g.joins.Add(1)
-	g.Static.Join(t)
+	g.Local.Join(t)
 }
 
 // flushEvent is one call of the Flushed hook.
@@ -52,11 +52,11 @@ type rig struct {
 
 func newRig(t *testing.T, cfg Config, capacity int) *rig {
 	t.Helper()
-	st, err := gate.NewStatic(capacity)
+	st, err := gate.New(gate.Fixed(capacity), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{gate: &countingGate{Static: st}, start: time.Now()}
+	r := &rig{gate: &countingGate{Local: st}, start: time.Now()}
 	r.s, err = New(cfg, r.gate, Hooks{Flushed: func(id uint64, size int, reason window.Reason) {
 		r.mu.Lock()
 		r.flushes = append(r.flushes, flushEvent{id, size, reason, r.since()})
@@ -145,7 +145,7 @@ func mustNotRun(t *testing.T, name string) memberFunc {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	g, err := gate.NewStatic(1)
+	g, err := gate.New(gate.Fixed(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestSlotAfterDeadline(t *testing.T) {
 	for range 20 { // a select between two ready cases is a coin flip: repeat
 		synctest.Test(t, func(t *testing.T) {
 			const timeout = time.Second
-			st, err := gate.NewStatic(1)
+			st, err := gate.New(gate.Fixed(1), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

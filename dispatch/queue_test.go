@@ -11,9 +11,9 @@ import (
 	"github.com/sluicehq/sluice/gate"
 )
 
-func newTestScheduler(t *testing.T, cfg Config, slots int) (*Scheduler, *gate.Static) {
+func newTestScheduler(t *testing.T, cfg Config, slots int) (*Scheduler, *gate.Local) {
 	t.Helper()
-	g, err := gate.NewStatic(slots)
+	g, err := gate.New(gate.Fixed(slots), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

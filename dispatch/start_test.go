@@ -318,13 +318,13 @@ func TestStartReturnsBeforeDone(t *testing.T) {
 // stallingGate is a static gate that calls beforeJoin ahead of each Join,
 // outside the gate's lock: a test can act while a wave's flush is under way.
 type stallingGate struct {
-	*gate.Static
+	*gate.Local
 	beforeJoin func()
 }
 
 func (g *stallingGate) Join(t *gate.Ticket) {
 	g.beforeJoin()
-	g.Static.Join(t)
+	g.Local.Join(t)
 }
 
 // TestStartDepartedMemberDeclinesLateGrant has a slot reach a member whose
@@ -333,14 +333,14 @@ func (g *stallingGate) Join(t *gate.Ticket) {
 // passes on, and end once with ctx's error, fn never run.
 func TestStartDepartedMemberDeclinesLateGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := gate.NewStatic(1)
+		st, err := gate.New(gate.Fixed(1), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		release := make(chan struct{})
 		joins := 0
-		g := &stallingGate{Static: st, beforeJoin: func() {
+		g := &stallingGate{Local: st, beforeJoin: func() {
 			if joins++; joins != 3 {
 				return
 			}

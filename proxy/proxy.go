@@ -37,7 +37,7 @@ const (
 type Proxy struct {
 	cfg   config.Config
 	up    *upstream.Client
-	gate  *gate.Static        // nil when windowing is off
+	gate  *gate.Local        // nil when windowing is off
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -112,7 +112,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Parked:   func() int { return p.parker.Parked() },
 	})
 	if cfg.Enabled {
-		g, err := gate.NewStatic(cfg.MaxConcurrency)
+		g, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
