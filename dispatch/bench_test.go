@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -28,11 +29,12 @@ func BenchmarkSchedulerDo(b *testing.B) {
 	defer s.Close()
 	nop := func(context.Context, *Member) error { return nil }
 	ctx := context.Background()
+	req := &request.Descriptor{Model: "m"}
 	b.ReportAllocs()
 	b.SetParallelism(64)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := s.Do(ctx, nop); err != nil {
+			if err := s.Do(ctx, req, nop); err != nil {
 				b.Error(err)
 				return
 			}
@@ -57,9 +59,10 @@ func BenchmarkSchedulerDoAlone(b *testing.B) {
 	defer s.Close()
 	nop := func(context.Context, *Member) error { return nil }
 	ctx := context.Background()
+	req := &request.Descriptor{Model: "m"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.Do(ctx, nop); err != nil {
+		if err := s.Do(ctx, req, nop); err != nil {
 			b.Fatal(err)
 		}
 	}

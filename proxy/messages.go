@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -31,8 +32,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Shed before reading the body when the queue is already full: under
-	// overload the cheapest answer is the best one. Do enforces the cap
-	// exactly; this only saves the read.
+	// overload the cheapest answer is the best one. The scheduler's
+	// admission enforces the cap exactly; this only saves the read.
 	rec := recordOf(r)
 	rec.windowed = p.sched != nil
 	if p.sched != nil && p.sched.Full() {
@@ -87,7 +88,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// back when it is over, from the goroutine its call ran on.
 	ctx := rw.Context()
 	over := func(err error) { p.settleParked(ctx, ex, rw, err) }
-	if err := p.sched.Start(ctx, p.clientPatience(r), ex.forward, over); err != nil {
+	if err := p.sched.Start(ctx, p.describe(ex), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
 }
@@ -96,7 +97,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // goroutine, and answers it.
 func (p *Proxy) waitInPlace(ex *exchange) {
 	ctx := ex.r.Context()
-	p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward))
+	p.settle(ctx, ex, p.sched.Do(ctx, p.describe(ex), ex.forward))
 }
 
 // settleParked is settle for a parked request, which then lets its
@@ -269,7 +270,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			}
 			return err
 		}
-		ex.p.pacer.Observe(resp.StatusCode, resp.Header)
+		if m != nil {
+			m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
+		}
 		if isEventStream(resp.Header) {
 			defer resp.Body.Close()
 			// The wave deadline covers a stream up to its headers; from here on
@@ -278,6 +281,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 				return dispatch.ErrDeadline
 			}
 			ex.written = true
+			if m != nil {
+				m.MarkBegun()
+			}
 			stream = "true"
 			return ex.p.relayEvents(ctx, cancel, ex.w, resp)
 		}
@@ -309,6 +315,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		upstream.CopyHeader(h, resp.Header)
 		h.Set("Content-Length", strconv.Itoa(len(data)))
 		ex.written = true
+		if m != nil {
+			m.MarkBegun()
+		}
 		// The slot is held while the answer is written: a client that stops
 		// reading must not keep it past the idle timeout, as for streams.
 		_ = http.NewResponseController(ex.w).SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
@@ -369,6 +378,11 @@ func (ex *exchange) finish(ctx context.Context, err error) {
 		return // the client left: nobody to answer
 	}
 	writeError(ex.w, ex.p.mapError(err))
+}
+
+// describe is what the scheduler's policies know of ex's request.
+func (p *Proxy) describe(ex *exchange) *request.Descriptor {
+	return &request.Descriptor{Model: ex.rec.model, Stream: ex.rec.stream, Patience: p.clientPatience(ex.r)}
 }
 
 // clientPatience is how long the client will wait for this request in all,

@@ -37,7 +37,7 @@ const (
 type Proxy struct {
 	cfg   config.Config
 	up    *upstream.Client
-	gate  *gate.Local        // nil when windowing is off
+	gate  *gate.Local         // nil when windowing is off
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -50,7 +50,6 @@ type Proxy struct {
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
-	pacer   *pace.Pacer    // rate-limit holds, fed by every upstream response
 	rand    func() float64 // backoff jitter; tests fix it
 }
 
@@ -91,7 +90,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond), pacer: &pace.Pacer{}}
+		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -116,7 +115,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, p.dispatchHooks(p.obs))
+		var admission dispatch.Chain
+		if cfg.AdmitByClientTimeout {
+			admission = append(admission, dispatch.ClientTimeout{})
+		}
+		admission = append(admission, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: &pace.Pacer{}})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
