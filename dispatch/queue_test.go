@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -135,6 +137,46 @@ func TestRequeueRespectsTheWaveDeadline(t *testing.T) {
 		}
 		if st := g.Stats(); st.InFlight != 0 || st.Waiting != 0 {
 			t.Fatalf("gate = %+v; want empty", st)
+		}
+	})
+}
+
+// TestQueueBoundExactUnderConcurrentArrivals has many requests arrive at
+// once behind a held slot: exactly the cap is admitted, the rest shed.
+func TestQueueBoundExactUnderConcurrentArrivals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const max, arrivals = 5, 50
+		r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: QueueBound{Max: max}}, 1)
+		release := make(chan struct{})
+		holder := r.holdSlot(t, release)
+		synctest.Wait()
+		var admitted, shed atomic.Int64
+		var wg sync.WaitGroup
+		for range arrivals {
+			wg.Go(func() {
+				err := r.s.Start(t.Context(), nil, func(context.Context, *Member) error { return nil }, func(error) {})
+				switch {
+				case err == nil:
+					admitted.Add(1)
+				case errors.Is(err, ErrQueueFull):
+					shed.Add(1)
+				default:
+					t.Errorf("Start = %v; want nil or ErrQueueFull", err)
+				}
+			})
+		}
+		wg.Wait()
+		if a, s := admitted.Load(), shed.Load(); a != max || s != arrivals-max {
+			t.Errorf("admitted %d, shed %d; want %d, %d", a, s, max, arrivals-max)
+		}
+		if !r.s.Full() {
+			t.Error("Full() = false with the queue at its cap")
+		}
+		close(release)
+		wantEnded(t, "holder", holder, nil, 0)
+		settle()
+		if r.s.Full() || r.s.Queued() != 0 {
+			t.Errorf("after: Full %v, Queued %d; want false, 0", r.s.Full(), r.s.Queued())
 		}
 	})
 }
