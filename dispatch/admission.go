@@ -31,6 +31,11 @@ type Admission interface {
 // policy that implements only some of Admission.
 type Open struct{}
 
+var (
+	_ Admission = Open{}
+	_ Admission = Chain{}
+)
+
 func (Open) Admit(*request.Descriptor, Load) error        { return nil }
 func (Open) HoldUntil(*request.Descriptor) time.Time      { return time.Time{} }
 func (Open) Settle(*request.Descriptor, int, http.Header) {}

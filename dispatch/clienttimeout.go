@@ -27,6 +27,8 @@ func (e *WaitTooLongError) Error() string {
 // patience is admitted.
 type ClientTimeout struct{ Open }
 
+var _ Admission = ClientTimeout{}
+
 // Admit refuses r with a *WaitTooLongError when it could not be served in
 // time.
 func (ClientTimeout) Admit(r *request.Descriptor, l Load) error {

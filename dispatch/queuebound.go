@@ -19,6 +19,8 @@ type QueueBound struct {
 	Max int
 }
 
+var _ Admission = QueueBound{}
+
 // Admit refuses when Max members already wait ahead of r.
 func (q QueueBound) Admit(_ *request.Descriptor, l Load) error {
 	if q.Max > 0 && l.Queued() >= q.Max {

@@ -17,6 +17,8 @@ type RateLimitHold struct {
 	Pacer *pace.Pacer
 }
 
+var _ Admission = RateLimitHold{}
+
 // HoldUntil is when the exhausted limit resets.
 func (h RateLimitHold) HoldUntil(*request.Descriptor) time.Time { return h.Pacer.Until() }
 

@@ -15,6 +15,8 @@ type Releaser interface {
 // InOrder puts all of a wave's members in line at once, in arrival order.
 type InOrder struct{}
 
+var _ Releaser = InOrder{}
+
 // Release joins every member of w now.
 func (InOrder) Release(w *window.Wave[*Member], join func(*Member)) {
 	for _, m := range w.Items {

@@ -30,5 +30,7 @@ type Raiser interface {
 // Fixed is a limit that never changes.
 type Fixed int
 
+var _ Limit = Fixed(0)
+
 // Slots returns the fixed number.
 func (f Fixed) Slots() int { return int(f) }

@@ -13,6 +13,8 @@ type Order interface {
 // goes to the back. The zero value is ready to use, by one gate.
 type FIFO struct{ next uint64 }
 
+var _ Order = (*FIFO)(nil)
+
 // Place is one more than the last place given.
 func (f *FIFO) Place(*Ticket) uint64 {
 	f.next++
