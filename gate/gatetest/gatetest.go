@@ -262,7 +262,7 @@ func testAcquireCancelledContext(t *testing.T, newGate func(int) gate.Gate) {
 	for range 20 {
 		g := newGate(1)
 		if err := gate.Acquire(ctx, g, new(gate.Ticket)); !errors.Is(err, context.Canceled) {
-			t.Fatalf("gate.Acquire(cancelled ctx) on a free gate = %v; want context.Canceled", err)
+			t.Fatalf("Acquire(cancelled ctx) on a free gate = %v; want context.Canceled", err)
 		}
 		wantStats(t, g, gate.Stats{Capacity: 1})
 	}
@@ -271,11 +271,18 @@ func testAcquireCancelledContext(t *testing.T, newGate func(int) gate.Gate) {
 	g.Join(holder)
 	tk := new(gate.Ticket)
 	if err := gate.Acquire(ctx, g, tk); !errors.Is(err, context.Canceled) {
-		t.Fatalf("gate.Acquire(cancelled ctx) on a full gate = %v; want context.Canceled", err)
+		t.Fatalf("Acquire(cancelled ctx) on a full gate = %v; want context.Canceled", err)
 	}
+	wantPassedOver(t, g, holder, tk)
+}
+
+// wantPassedOver releases holder, the only slot's, and checks that tk,
+// whose Acquire gave up, is not granted it.
+func wantPassedOver(t *testing.T, g gate.Gate, holder, tk *gate.Ticket) {
+	t.Helper()
 	g.Release(holder, gate.Outcome{})
 	if isReady(tk) {
-		t.Error("a ticket whose Acquire failed was granted the released slot")
+		t.Error("a ticket whose Acquire gave up was granted the released slot")
 	}
 	wantStats(t, g, gate.Stats{Capacity: 1})
 }
@@ -325,11 +332,7 @@ func testAcquireGivesUpAtDeadline(t *testing.T, newGate func(int) gate.Gate) {
 			t.Errorf("Acquire gave up after %v; want 3s", d)
 		}
 		wantStats(t, g, gate.Stats{Capacity: 1, InFlight: 1, Waiting: 0})
-		g.Release(holder, gate.Outcome{})
-		if isReady(tk) {
-			t.Error("a ticket whose Acquire timed out was granted the released slot")
-		}
-		wantStats(t, g, gate.Stats{Capacity: 1})
+		wantPassedOver(t, g, holder, tk)
 	})
 }
 
@@ -337,36 +340,59 @@ func testCapNeverExceeded(t *testing.T, newGate func(int) gate.Gate) {
 	synctest.Test(t, func(t *testing.T) {
 		const capacity, callers = 3, 30
 		g := newGate(capacity)
-		var (
-			mu             sync.Mutex
-			inFlight, peak int
-			wg             sync.WaitGroup
-		)
-		for i := range callers {
-			wg.Go(func() {
-				time.Sleep(time.Duration(i%4) * time.Millisecond)
-				tk := new(gate.Ticket)
-				if err := gate.Acquire(t.Context(), g, tk); err != nil {
-					t.Errorf("Acquire: %v", err)
-					return
-				}
-				defer g.Release(tk, gate.Outcome{})
-				mu.Lock()
-				inFlight++
-				peak = max(peak, inFlight)
-				mu.Unlock()
-				time.Sleep(10 * time.Millisecond)
-				mu.Lock()
-				inFlight--
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		peak := contend(callers, func(i int, held *occupancy) {
+			time.Sleep(time.Duration(i%4) * time.Millisecond)
+			tk := new(gate.Ticket)
+			if err := gate.Acquire(t.Context(), g, tk); err != nil {
+				t.Errorf("Acquire: %v", err)
+				return
+			}
+			defer g.Release(tk, gate.Outcome{})
+			held.hold(func() { time.Sleep(10 * time.Millisecond) })
+		})
 		if peak != capacity {
 			t.Errorf("peak in flight = %d; want %d", peak, capacity)
 		}
 		wantStats(t, g, gate.Stats{Capacity: capacity})
 	})
+}
+
+// contend runs f on callers goroutines at once, with each one's index,
+// and returns the most slots they held at once.
+func contend(callers int, f func(i int, held *occupancy)) int {
+	var (
+		held occupancy
+		wg   sync.WaitGroup
+	)
+	for i := range callers {
+		wg.Go(func() { f(i, &held) })
+	}
+	wg.Wait()
+	return held.peakSeen()
+}
+
+// occupancy counts the callers holding a slot at once, and the most seen.
+type occupancy struct {
+	mu       sync.Mutex
+	now, max int
+}
+
+// hold counts the caller in while it runs f.
+func (o *occupancy) hold(f func()) {
+	o.mu.Lock()
+	o.now++
+	o.max = max(o.max, o.now)
+	o.mu.Unlock()
+	f()
+	o.mu.Lock()
+	o.now--
+	o.mu.Unlock()
+}
+
+func (o *occupancy) peakSeen() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.max
 }
 
 // grantLog records, in order, the OnGrant calls of the tickets it made.
@@ -514,37 +540,22 @@ func testLeaveAfterDecline(t *testing.T, newGate func(int) gate.Gate) {
 func testCapNeverExceededRealTime(t *testing.T, newGate func(int) gate.Gate) {
 	const capacity, callers, rounds = 4, 16, 200
 	g := newGate(capacity)
-	var (
-		mu             sync.Mutex
-		inFlight, peak int
-		wg             sync.WaitGroup
-	)
-	for i := range callers {
-		wg.Go(func() {
-			for r := range rounds {
-				ctx, cancel := context.WithCancel(context.Background())
-				if (i+r)%7 == 0 {
-					cancel() // some give up before or while they wait
-				}
-				tk := new(gate.Ticket)
-				err := gate.Acquire(ctx, g, tk)
-				cancel()
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				inFlight++
-				peak = max(peak, inFlight)
-				mu.Unlock()
-				runtime.Gosched() // let others try for a slot while this one holds it
-				mu.Lock()
-				inFlight--
-				mu.Unlock()
-				g.Release(tk, gate.Outcome{End: gate.EndOK})
+	peak := contend(callers, func(i int, held *occupancy) {
+		for r := range rounds {
+			ctx, cancel := context.WithCancel(context.Background())
+			if (i+r)%7 == 0 {
+				cancel() // some give up before or while they wait
 			}
-		})
-	}
-	wg.Wait()
+			tk := new(gate.Ticket)
+			err := gate.Acquire(ctx, g, tk)
+			cancel()
+			if err != nil {
+				continue
+			}
+			held.hold(runtime.Gosched) // let others try for a slot while this one holds it
+			g.Release(tk, gate.Outcome{End: gate.EndOK})
+		}
+	})
 	if peak > capacity {
 		t.Errorf("peak in flight = %d; want at most %d", peak, capacity)
 	}
