@@ -32,7 +32,7 @@ type Member struct {
 	ctx    context.Context
 	fn     func(ctx context.Context, m *Member) error
 	done   func(error)
-	caller chan error              // set when its caller waits to serve it (Do): gets errGranted, then the end
+	caller chan error              // set when its caller waits to serve it (Do): gets errGranted, or how the wait ended
 	cancel context.CancelCauseFunc // cancels fn's ctx; set before the member is calling
 
 	sig signals

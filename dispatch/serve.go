@@ -74,7 +74,11 @@ func (m *Member) call(ctx context.Context) (err error) {
 // came in meanwhile may have moved the hold.
 func (s *Scheduler) waitHold(ctx context.Context, m *Member) error {
 	for {
-		d := time.Until(s.admission.HoldUntil(m.req))
+		until := s.admission.HoldUntil(m.req)
+		if until.IsZero() {
+			return nil // no hold: not even a look at the clock
+		}
+		d := time.Until(until)
 		if d <= 0 {
 			return nil
 		}

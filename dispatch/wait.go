@@ -49,8 +49,8 @@ func (s *Scheduler) Do(ctx context.Context, r *request.Descriptor, fn func(ctx c
 		err = <-caller // the slot may have come first after all: serve sees the departure at once
 	}
 	if err == errGranted {
-		m.end(m.serve())
-		err = <-caller
+		err = m.serve()
+		m.sig.end()
 	}
 	return err
 }
@@ -60,7 +60,8 @@ var errGranted = errors.New("dispatch: granted")
 
 // admit admits a request and puts its member in a window. The member
 // reports to done, or, if caller is set, hands its slot and its end to
-// the caller waiting on that channel (Do).
+// the caller waiting on that channel (Do), which ends it itself once
+// served.
 func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ctx context.Context, m *Member) error, done func(error), caller chan error) (*Member, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // gone already: must not take a place in a window, or fill one
@@ -150,17 +151,23 @@ func (m *Member) leave(err error) {
 
 // end reports err to m's caller, once, and drops the departure watch.
 func (m *Member) end(err error) {
-	m.sig.mu.Lock()
-	m.sig.ended = true
-	m.sig.markBegun() // a releaser waiting on it is let go
-	stop := m.sig.stopWatch
-	m.sig.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	m.sig.end()
 	if m.caller != nil {
 		m.caller <- err
 	} else {
 		m.done(err)
+	}
+}
+
+// end marks the member ended: Begun closes, and the departure watch is
+// dropped.
+func (sig *signals) end() {
+	sig.mu.Lock()
+	sig.ended = true
+	sig.markBegun() // a releaser waiting on it is let go
+	stop := sig.stopWatch
+	sig.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
