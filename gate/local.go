@@ -7,6 +7,7 @@ import "sync"
 type Local struct {
 	mu       sync.Mutex
 	limit    Limit
+	fixed    int     // limit's slots, if it is Fixed: read without a call
 	learner  Learner // limit, if it learns
 	order    Order
 	inFlight int
@@ -26,6 +27,9 @@ func New(limit Limit, order Order) (*Local, error) {
 		order = new(FIFO)
 	}
 	g := &Local{limit: limit, order: order}
+	if f, ok := limit.(Fixed); ok {
+		g.fixed = int(f)
+	}
 	g.learner, _ = limit.(Learner)
 	if r, ok := limit.(Raiser); ok {
 		r.OnRaise(g.raised)
@@ -41,7 +45,7 @@ func (g *Local) Join(t *Ticket) {
 	if t.State() != TicketNew {
 		return
 	}
-	if g.inFlight < g.limit.Slots() && g.line.Len() == 0 {
+	if g.inFlight < g.slots() && g.line.Len() == 0 {
 		if t.Grant() {
 			g.inFlight++
 		}
@@ -93,7 +97,7 @@ func (g *Local) raised() {
 // grant hands free slots to the line, first in line first; a ticket that
 // declines passes its slot on. g.mu is held.
 func (g *Local) grant() {
-	for g.inFlight < g.limit.Slots() {
+	for g.inFlight < g.slots() {
 		t := g.line.Front()
 		if t == nil {
 			return
@@ -105,9 +109,17 @@ func (g *Local) grant() {
 	}
 }
 
+// slots is the limit's number of slots now. g.mu is held.
+func (g *Local) slots() int {
+	if g.fixed > 0 {
+		return g.fixed
+	}
+	return g.limit.Slots()
+}
+
 // Stats reports capacity, slots held and tickets waiting.
 func (g *Local) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Stats{Capacity: g.limit.Slots(), InFlight: g.inFlight, Waiting: g.line.Len()}
+	return Stats{Capacity: g.slots(), InFlight: g.inFlight, Waiting: g.line.Len()}
 }
