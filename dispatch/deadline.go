@@ -19,6 +19,7 @@ type waveDeadline struct {
 	members []*Member
 	timer   *time.Timer
 	live    atomic.Int32 // members not yet finished; the last stops the timer
+	over    atomic.Bool  // set as the deadline passes, before the sweep
 }
 
 // arm starts the deadline's timer, counted from the wave's close; call it
@@ -33,8 +34,11 @@ func (d *waveDeadline) arm(closedAt time.Time) {
 
 // expire runs when the deadline passes: members still waiting leave with
 // ErrDeadline, and those holding a slot that have not lifted the deadline
-// are cut off.
+// are cut off. over is set first, so that a member moving to calling or
+// lifted while the sweep is under way (a slot freed by the sweep itself,
+// say) sees it after its move, and is cut off all the same.
 func (d *waveDeadline) expire() {
+	d.over.Store(true)
 	for _, m := range d.members {
 		switch {
 		case m.move(flushed, leaving), m.move(inLine, leaving):
@@ -46,6 +50,9 @@ func (d *waveDeadline) expire() {
 		}
 	}
 }
+
+// passed reports whether the deadline has passed.
+func (d *waveDeadline) passed() bool { return d.over.Load() }
 
 // finish marks one member of the wave done; the last one stops the timer.
 func (d *waveDeadline) finish() {

@@ -102,7 +102,18 @@ func (m *Member) Deadline() time.Time { return m.wave.ClosedAt.Add(m.deadline.ti
 // headers are in, since a stream's length is not bounded by the wave. It
 // reports false if the deadline had already passed; the deadline then keeps
 // its hold, and fn's ctx is or will be cancelled with it.
-func (m *Member) LiftDeadline() bool { return m.move(calling, lifted) || m.at(lifted) }
+func (m *Member) LiftDeadline() bool {
+	if !m.move(calling, lifted) {
+		return m.at(lifted) // lifted already, or cut off
+	}
+	if m.deadline.passed() && m.move(lifted, cutOff) {
+		// It passed as we lifted, and its sweep may not have reached us:
+		// the deadline keeps its hold.
+		m.cancel(ErrDeadline)
+		return false
+	}
+	return true
+}
 
 // Settle reports an upstream answer to the member's request: its admission
 // learns from it (a rate limit's headers, say), and the gate hears of it

@@ -36,7 +36,7 @@ func (m *Member) serve() (err error) {
 	callCtx, cancel := context.WithCancelCause(m.ctx)
 	defer cancel(nil)
 	m.cancel = cancel
-	if !m.move(granted, calling) {
+	if !m.move(granted, calling) || m.deadline.passed() {
 		return ErrDeadline // the slot and the deadline were both in when we looked
 	}
 	if err := s.waitHold(callCtx, m); err != nil {
