@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -15,7 +16,7 @@ import (
 // no-op fn. 64 goroutines per CPU keep windows of 16 filling on size, as
 // under the bursts sluice is for; MaxWait only catches the stragglers.
 func BenchmarkSchedulerDo(b *testing.B) {
-	g, err := gate.NewStatic(8)
+	g, err := gate.New(gate.Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -28,11 +29,12 @@ func BenchmarkSchedulerDo(b *testing.B) {
 	defer s.Close()
 	nop := func(context.Context, *Member) error { return nil }
 	ctx := context.Background()
+	req := &request.Descriptor{Model: "m"}
 	b.ReportAllocs()
 	b.SetParallelism(64)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := s.Do(ctx, nop); err != nil {
+			if err := s.Do(ctx, req, nop); err != nil {
 				b.Error(err)
 				return
 			}
@@ -46,7 +48,7 @@ func BenchmarkSchedulerDo(b *testing.B) {
 // is the per-request floor with nothing to wait for, and every per-wave cost
 // lands on one request.
 func BenchmarkSchedulerDoAlone(b *testing.B) {
-	g, err := gate.NewStatic(8)
+	g, err := gate.New(gate.Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,9 +59,10 @@ func BenchmarkSchedulerDoAlone(b *testing.B) {
 	defer s.Close()
 	nop := func(context.Context, *Member) error { return nil }
 	ctx := context.Background()
+	req := &request.Descriptor{Model: "m"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.Do(ctx, nop); err != nil {
+		if err := s.Do(ctx, req, nop); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -22,13 +23,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // countingGate is a static gate that counts the tickets put in line, so a
 // test can tell that a member never reached the gate at all.
 type countingGate struct {
-	*gate.Static
+	*gate.Local
 	joins atomic.Int64
 }
 
 func (g *countingGate) Join(t *gate.Ticket) {
 	g.joins.Add(1)
-	g.Static.Join(t)
+	g.Local.Join(t)
 }
 
 // flushEvent is one call of the Flushed hook.
@@ -52,11 +53,11 @@ type rig struct {
 
 func newRig(t *testing.T, cfg Config, capacity int) *rig {
 	t.Helper()
-	st, err := gate.NewStatic(capacity)
+	st, err := gate.New(gate.Fixed(capacity), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{gate: &countingGate{Static: st}, start: time.Now()}
+	r := &rig{gate: &countingGate{Local: st}, start: time.Now()}
 	r.s, err = New(cfg, r.gate, Hooks{Flushed: func(id uint64, size int, reason window.Reason) {
 		r.mu.Lock()
 		r.flushes = append(r.flushes, flushEvent{id, size, reason, r.since()})
@@ -89,7 +90,7 @@ type memberFunc = func(context.Context, *Member) error
 func (r *rig) do(ctx context.Context, fn memberFunc) <-chan outcome {
 	out := make(chan outcome, 1)
 	go func() {
-		err := r.s.Do(ctx, fn)
+		err := r.s.Do(ctx, nil, fn)
 		out <- outcome{err, r.since()}
 	}()
 	return out
@@ -136,6 +137,9 @@ func blockUntilCancelled(ctx context.Context, _ *Member) error {
 	return fmt.Errorf("upstream call: %w", ctx.Err())
 }
 
+// patient describes a request whose client waits d in all.
+func patient(d time.Duration) *request.Descriptor { return &request.Descriptor{Patience: d} }
+
 // mustNotRun is a member function that fails the test if it is ever called.
 func mustNotRun(t *testing.T, name string) memberFunc {
 	return func(context.Context, *Member) error {
@@ -145,7 +149,7 @@ func mustNotRun(t *testing.T, name string) memberFunc {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	g, err := gate.NewStatic(1)
+	g, err := gate.New(gate.Fixed(1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +294,7 @@ func TestSlotAfterDeadline(t *testing.T) {
 	for range 20 { // a select between two ready cases is a coin flip: repeat
 		synctest.Test(t, func(t *testing.T) {
 			const timeout = time.Second
-			st, err := gate.NewStatic(1)
+			st, err := gate.New(gate.Fixed(1), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -301,7 +305,7 @@ func TestSlotAfterDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.Do(t.Context(), mustNotRun(t, "late member")); !errors.Is(err, ErrDeadline) {
+			if err := s.Do(t.Context(), nil, mustNotRun(t, "late member")); !errors.Is(err, ErrDeadline) {
 				t.Errorf("Do = %v; want ErrDeadline", err)
 			}
 			wantGate(t, st, 0, 0)
@@ -463,7 +467,7 @@ func TestCancelledBeforeFlush(t *testing.T) {
 			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 1)
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			if err := r.s.Do(ctx, mustNotRun(t, "member gone before Do")); !errors.Is(err, context.Canceled) {
+			if err := r.s.Do(ctx, nil, mustNotRun(t, "member gone before Do")); !errors.Is(err, context.Canceled) {
 				t.Errorf("Do(cancelled ctx) = %v; want context.Canceled", err)
 			}
 			if n := r.gate.joins.Load(); n != 0 {
@@ -602,7 +606,7 @@ func TestCloseFlushesAndRefuses(t *testing.T) {
 		r.s.Close()
 		wantOutcome(t, "a", a, nil, time.Millisecond)
 		wantOutcome(t, "b", b, nil, time.Millisecond)
-		if err := r.s.Do(t.Context(), mustNotRun(t, "member after Close")); !errors.Is(err, ErrClosed) {
+		if err := r.s.Do(t.Context(), nil, mustNotRun(t, "member after Close")); !errors.Is(err, ErrClosed) {
 			t.Errorf("Do after Close = %v; want ErrClosed", err)
 		}
 		if got, want := r.flushed(), []flushEvent{{1, 2, window.ReasonFlush, 0}}; !slices.Equal(got, want) {

@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-func TestDoWithinShedsWhatItCannotServeInTime(t *testing.T) {
+func TestClientTimeoutShedsWhatItCannotServeInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: time.Minute}, 2)
+		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: ClientTimeout{}}, 2)
 		second := func(context.Context, *Member) error { time.Sleep(time.Second); return nil }
 
 		// Nothing measured yet: nobody is shed on a guess.
-		if err := s.DoWithin(context.Background(), time.Millisecond, second); err != nil {
+		if err := s.Do(context.Background(), patient(time.Millisecond), second); err != nil {
 			t.Fatalf("first request: %v", err)
 		}
 		if got := s.ServiceTime(); got != time.Second {
@@ -26,7 +26,7 @@ func TestDoWithinShedsWhatItCannotServeInTime(t *testing.T) {
 		held := func(context.Context, *Member) error { <-release; return nil }
 		errs := make(chan error, 10)
 		for range 10 {
-			go func() { errs <- s.Do(context.Background(), held) }()
+			go func() { errs <- s.Do(context.Background(), nil, held) }()
 			synctest.Wait()
 		}
 		if st := g.Stats(); st.InFlight != 2 || s.Queued() != 8 {
@@ -38,7 +38,7 @@ func TestDoWithinShedsWhatItCannotServeInTime(t *testing.T) {
 		}
 
 		start := time.Now()
-		err := s.DoWithin(context.Background(), 5*time.Second, second)
+		err := s.Do(context.Background(), patient(5*time.Second), second)
 		var tooLong *WaitTooLongError
 		if !errors.As(err, &tooLong) || tooLong.Expected != 4500*time.Millisecond || tooLong.Patience != 5*time.Second {
 			t.Fatalf("patience 5s: err = %v; want WaitTooLongError{4.5s, 5s} (4.5 s wait + 1 s service > 5 s)", err)
@@ -48,9 +48,9 @@ func TestDoWithinShedsWhatItCannotServeInTime(t *testing.T) {
 		}
 
 		// A patient client, and one that said nothing, are queued.
-		patient := make(chan error, 1)
-		go func() { patient <- s.DoWithin(context.Background(), 10*time.Second, second) }()
-		go func() { patient <- s.DoWithin(context.Background(), 0, second) }()
+		waiting := make(chan error, 2)
+		go func() { waiting <- s.Do(context.Background(), patient(10*time.Second), second) }()
+		go func() { waiting <- s.Do(context.Background(), nil, second) }()
 		synctest.Wait()
 		if s.Queued() != 10 {
 			t.Fatalf("queued = %d; want the patient and the silent client waiting too", s.Queued())
@@ -62,7 +62,7 @@ func TestDoWithinShedsWhatItCannotServeInTime(t *testing.T) {
 			}
 		}
 		for range 2 {
-			if err := <-patient; err != nil {
+			if err := <-waiting; err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/gate"
 )
 
-func newTestScheduler(t *testing.T, cfg Config, slots int) (*Scheduler, *gate.Static) {
+func newTestScheduler(t *testing.T, cfg Config, slots int) (*Scheduler, *gate.Local) {
 	t.Helper()
-	g, err := gate.NewStatic(slots)
+	g, err := gate.New(gate.Fixed(slots), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +29,12 @@ func newTestScheduler(t *testing.T, cfg Config, slots int) (*Scheduler, *gate.St
 
 func TestQueueFullShedsAtOnceAndCountsEveryWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: time.Minute, MaxQueue: 2}, 1)
+		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: QueueBound{Max: 2}}, 1)
 		release := make(chan struct{})
 		hold := func(context.Context, *Member) error { <-release; return nil }
 		errs := make(chan error, 3)
 		for range 3 { // one in flight, two waiting for the slot: the queue is full
-			go func() { errs <- s.Do(context.Background(), hold) }()
+			go func() { errs <- s.Do(context.Background(), nil, hold) }()
 			// One at a time: three arriving together would briefly count three
 			// waiting before the first is granted, and the third would be shed.
 			synctest.Wait()
@@ -41,7 +43,7 @@ func TestQueueFullShedsAtOnceAndCountsEveryWaiter(t *testing.T) {
 			t.Fatalf("queued = %d, full = %v, gate %+v, pending %d; want 2, true", q, s.Full(), g.Stats(), s.Pending())
 		}
 		start := time.Now()
-		err := s.Do(context.Background(), hold)
+		err := s.Do(context.Background(), nil, hold)
 		if !errors.Is(err, ErrQueueFull) {
 			t.Fatalf("Do past the cap = %v; want ErrQueueFull", err)
 		}
@@ -58,7 +60,7 @@ func TestQueueFullShedsAtOnceAndCountsEveryWaiter(t *testing.T) {
 			t.Fatalf("after: gate %+v, queued %d; want all empty", st, s.Queued())
 		}
 		// Room again: the next one is served.
-		if err := s.Do(context.Background(), func(context.Context, *Member) error { return nil }); err != nil {
+		if err := s.Do(context.Background(), nil, func(context.Context, *Member) error { return nil }); err != nil {
 			t.Fatalf("after the queue drained: %v", err)
 		}
 	})
@@ -66,16 +68,16 @@ func TestQueueFullShedsAtOnceAndCountsEveryWaiter(t *testing.T) {
 
 func TestQueueCapCountsMembersInOpenWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := newTestScheduler(t, Config{MaxSize: 10, MaxWait: time.Second, Timeout: time.Minute, MaxQueue: 3}, 8)
+		s, _ := newTestScheduler(t, Config{MaxSize: 10, MaxWait: time.Second, Timeout: time.Minute, Admission: QueueBound{Max: 3}}, 8)
 		errs := make(chan error, 3)
 		for range 3 {
-			go func() { errs <- s.Do(context.Background(), func(context.Context, *Member) error { return nil }) }()
+			go func() { errs <- s.Do(context.Background(), nil, func(context.Context, *Member) error { return nil }) }()
 		}
 		synctest.Wait()
 		if p := s.Pending(); p != 3 {
 			t.Fatalf("pending = %d; want 3 in the open window", p)
 		}
-		if err := s.Do(context.Background(), nil); !errors.Is(err, ErrQueueFull) {
+		if err := s.Do(context.Background(), nil, nil); !errors.Is(err, ErrQueueFull) {
 			t.Fatalf("fourth = %v; want ErrQueueFull while three sit in the window", err)
 		}
 		for range 3 {
@@ -92,7 +94,7 @@ func TestRequeueGivesSlotBackDuringBackoffAndRejoinsAtBack(t *testing.T) {
 		var order []string
 		retried := make(chan struct{})
 		go func() {
-			s.Do(context.Background(), func(ctx context.Context, m *Member) error {
+			s.Do(context.Background(), nil, func(ctx context.Context, m *Member) error {
 				order = append(order, "a1")
 				if err := m.Requeue(ctx, 2*time.Second); err != nil {
 					return err
@@ -108,7 +110,7 @@ func TestRequeueGivesSlotBackDuringBackoffAndRejoinsAtBack(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { // b arrives during a's backoff and runs on the free slot for 5 s
-			s.Do(context.Background(), func(context.Context, *Member) error {
+			s.Do(context.Background(), nil, func(context.Context, *Member) error {
 				order = append(order, "b")
 				time.Sleep(5 * time.Second)
 				return nil
@@ -127,7 +129,7 @@ func TestRequeueRespectsTheWaveDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, g := newTestScheduler(t, Config{MaxSize: 1, Timeout: 3 * time.Second}, 1)
 		start := time.Now()
-		err := s.Do(context.Background(), func(ctx context.Context, m *Member) error {
+		err := s.Do(context.Background(), nil, func(ctx context.Context, m *Member) error {
 			return m.Requeue(ctx, time.Hour)
 		})
 		if !errors.Is(err, ErrDeadline) || time.Since(start) != 3*time.Second {
@@ -135,6 +137,46 @@ func TestRequeueRespectsTheWaveDeadline(t *testing.T) {
 		}
 		if st := g.Stats(); st.InFlight != 0 || st.Waiting != 0 {
 			t.Fatalf("gate = %+v; want empty", st)
+		}
+	})
+}
+
+// TestQueueBoundExactUnderConcurrentArrivals has many requests arrive at
+// once behind a held slot: exactly the cap is admitted, the rest shed.
+func TestQueueBoundExactUnderConcurrentArrivals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const max, arrivals = 5, 50
+		r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: QueueBound{Max: max}}, 1)
+		release := make(chan struct{})
+		holder := r.holdSlot(t, release)
+		synctest.Wait()
+		var admitted, shed atomic.Int64
+		var wg sync.WaitGroup
+		for range arrivals {
+			wg.Go(func() {
+				err := r.s.Start(t.Context(), nil, func(context.Context, *Member) error { return nil }, func(error) {})
+				switch {
+				case err == nil:
+					admitted.Add(1)
+				case errors.Is(err, ErrQueueFull):
+					shed.Add(1)
+				default:
+					t.Errorf("Start = %v; want nil or ErrQueueFull", err)
+				}
+			})
+		}
+		wg.Wait()
+		if a, s := admitted.Load(), shed.Load(); a != max || s != arrivals-max {
+			t.Errorf("admitted %d, shed %d; want %d, %d", a, s, max, arrivals-max)
+		}
+		if !r.s.Full() {
+			t.Error("Full() = false with the queue at its cap")
+		}
+		close(release)
+		wantEnded(t, "holder", holder, nil, 0)
+		settle()
+		if r.s.Full() || r.s.Queued() != 0 {
+			t.Errorf("after: Full %v, Queued %d; want false, 0", r.s.Full(), r.s.Queued())
 		}
 	})
 }

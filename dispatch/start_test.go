@@ -39,7 +39,7 @@ type ending struct {
 func (r *rig) admit(t *testing.T, ctx context.Context, fn memberFunc) <-chan ending {
 	t.Helper()
 	ends := make(chan ending, 2) // room for a wrong second call, so it shows rather than blocks
-	if err := r.s.Start(ctx, 0, fn, func(err error) { ends <- ending{err, r.since(), goid()} }); err != nil {
+	if err := r.s.Start(ctx, nil, fn, func(err error) { ends <- ending{err, r.since(), goid()} }); err != nil {
 		t.Fatalf("Start = %v; want it admitted", err)
 	}
 	return ends
@@ -92,13 +92,13 @@ func (r *rig) holdSlot(t *testing.T, release <-chan struct{}) <-chan ending {
 func TestStartRefusalNeverCallsDone(t *testing.T) {
 	t.Run("QueueFull", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute, MaxQueue: 1}, 1)
+			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: QueueBound{Max: 1}}, 1)
 			release := make(chan struct{})
 			holder := r.holdSlot(t, release)
 			synctest.Wait() // it holds the slot: no longer queued
 			waiter := r.admit(t, t.Context(), sleepFor(time.Second))
 			synctest.Wait()
-			err := r.s.Start(t.Context(), 0, mustNotRun(t, "shed"), refused(t, "shed"))
+			err := r.s.Start(t.Context(), nil, mustNotRun(t, "shed"), refused(t, "shed"))
 			if !errors.Is(err, ErrQueueFull) {
 				t.Errorf("Start past MaxQueue = %v; want ErrQueueFull", err)
 			}
@@ -114,13 +114,13 @@ func TestStartRefusalNeverCallsDone(t *testing.T) {
 
 	t.Run("WaitTooLong", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 1)
+			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute, Admission: ClientTimeout{}}, 1)
 			wantEnded(t, "first", r.admit(t, t.Context(), sleepFor(time.Second)), nil, time.Second)
 			release := make(chan struct{})
 			holder := r.holdSlot(t, release)
 			synctest.Wait()
 			// The slot turns over every 1s: a wait of 1s plus 1s of service.
-			err := r.s.Start(t.Context(), time.Second, mustNotRun(t, "impatient"), refused(t, "impatient"))
+			err := r.s.Start(t.Context(), patient(time.Second), mustNotRun(t, "impatient"), refused(t, "impatient"))
 			var tooLong *WaitTooLongError
 			if !errors.As(err, &tooLong) {
 				t.Errorf("Start(patience 1s) = %v; want a *WaitTooLongError", err)
@@ -138,7 +138,7 @@ func TestStartRefusalNeverCallsDone(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 1)
 			r.s.Close()
-			err := r.s.Start(t.Context(), 0, mustNotRun(t, "after Close"), refused(t, "after Close"))
+			err := r.s.Start(t.Context(), nil, mustNotRun(t, "after Close"), refused(t, "after Close"))
 			if !errors.Is(err, ErrClosed) {
 				t.Errorf("Start after Close = %v; want ErrClosed", err)
 			}
@@ -156,7 +156,7 @@ func TestStartRefusalNeverCallsDone(t *testing.T) {
 			r := newRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 1)
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			err := r.s.Start(ctx, 0, mustNotRun(t, "gone"), refused(t, "gone"))
+			err := r.s.Start(ctx, nil, mustNotRun(t, "gone"), refused(t, "gone"))
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Start(cancelled ctx) = %v; want context.Canceled", err)
 			}
@@ -318,13 +318,13 @@ func TestStartReturnsBeforeDone(t *testing.T) {
 // stallingGate is a static gate that calls beforeJoin ahead of each Join,
 // outside the gate's lock: a test can act while a wave's flush is under way.
 type stallingGate struct {
-	*gate.Static
+	*gate.Local
 	beforeJoin func()
 }
 
 func (g *stallingGate) Join(t *gate.Ticket) {
 	g.beforeJoin()
-	g.Static.Join(t)
+	g.Local.Join(t)
 }
 
 // TestStartDepartedMemberDeclinesLateGrant has a slot reach a member whose
@@ -333,14 +333,14 @@ func (g *stallingGate) Join(t *gate.Ticket) {
 // passes on, and end once with ctx's error, fn never run.
 func TestStartDepartedMemberDeclinesLateGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := gate.NewStatic(1)
+		st, err := gate.New(gate.Fixed(1), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		release := make(chan struct{})
 		joins := 0
-		g := &stallingGate{Static: st, beforeJoin: func() {
+		g := &stallingGate{Local: st, beforeJoin: func() {
 			if joins++; joins != 3 {
 				return
 			}

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// BenchmarkStaticJoinRelease is the uncontended cost of one slot: a Join
+// BenchmarkLocalJoinRelease is the uncontended cost of one slot: a Join
 // granted at once and its Release.
-func BenchmarkStaticJoinRelease(b *testing.B) {
-	g, err := NewStatic(8)
+func BenchmarkLocalJoinRelease(b *testing.B) {
+	g, err := New(Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -18,14 +18,14 @@ func BenchmarkStaticJoinRelease(b *testing.B) {
 		tk = Ticket{} // a ticket joins once; a fresh one per request
 		g.Join(&tk)
 		<-tk.Ready()
-		g.Release(&tk)
+		g.Release(&tk, Outcome{})
 	}
 }
 
-// BenchmarkStaticAcquireContended has many goroutines share 8 slots, so most
+// BenchmarkLocalAcquireContended has many goroutines share 8 slots, so most
 // Acquires wait in line and are handed a slot by a Release.
-func BenchmarkStaticAcquireContended(b *testing.B) {
-	g, err := NewStatic(8)
+func BenchmarkLocalAcquireContended(b *testing.B) {
+	g, err := New(Fixed(8), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func BenchmarkStaticAcquireContended(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			g.Release(&tk)
+			g.Release(&tk, Outcome{})
 		}
 	})
 }

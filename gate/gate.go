@@ -1,76 +1,63 @@
 // Package gate caps how many upstream calls are in flight at once. Callers
-// line up for slots and are served strictly in the order they joined, so a
-// group that joined earlier is never overtaken by one that joined later.
+// line up for slots with a Ticket; how many slots there are is a Limit's to
+// say, and the order of the line an Order's. The Local gate keeps both in
+// memory; other gates (shared across processes, say) implement Gate in
+// packages of their own, and gatetest checks any of them.
 package gate
 
 import (
 	"context"
 	"errors"
+	"time"
 )
 
-// Gate is a concurrency cap whose slots are granted in arrival order.
+// Gate is a concurrency cap whose slots are granted in the order of its
+// line.
 //
 // Join is separate from waiting so that a caller can fix the order of a whole
 // group (a wave) in one pass and let its members wait concurrently afterwards;
 // with a blocking Acquire alone, goroutine scheduling would decide the order.
 type Gate interface {
-	// Join puts t at the back of the line. It never blocks. A ticket joins once.
+	// Join puts t in line. It never blocks. A ticket joins once.
 	Join(t *Ticket)
 	// Leave takes t out of the line. If t had already been granted a slot, the
 	// slot is given back and Leave reports true. Leaving twice is harmless.
 	Leave(t *Ticket) (hadSlot bool)
-	// Release gives back the slot t holds. Releasing a ticket that holds no
-	// slot does nothing, so a deferred Release is always safe.
-	Release(t *Ticket)
-	// Stats reports the gate's occupancy at this moment.
+	// Release gives back the slot t holds, saying how its use went, so that
+	// a limit can learn from it. Releasing a ticket that holds no slot does
+	// nothing, so a deferred Release is always safe.
+	Release(t *Ticket, o Outcome)
+	// Stats reports the gate's occupancy. It is read on the request path
+	// (admission estimates, metrics scrapes), so it must be cheap and must
+	// never wait on I/O: a gate whose state lives elsewhere returns its
+	// latest snapshot, however slightly stale.
 	Stats() Stats
 }
 
 // Stats is a snapshot of a gate's occupancy.
 type Stats struct {
-	Capacity int // slots in all
+	Capacity int // slots in all, as its limit now says
 	InFlight int // slots held
 	Waiting  int // tickets in line
 }
 
-// Ticket is one caller's place in line. The zero value is ready to Join. Its
-// memory belongs to the caller, so that joining a gate does not allocate when
-// a slot is free.
-type Ticket struct {
-	ready      chan struct{}
-	onGrant    func() bool
-	state      ticketState
-	prev, next *Ticket // intrusive FIFO links, guarded by the gate's mutex
+// Outcome is how the use of one slot went.
+type Outcome struct {
+	Held time.Duration // how long the slot was held
+	End  Ending
 }
 
-// OnGrant makes the gate call f when t is granted a slot, instead of
-// closing a Ready channel: a holder that waits without a goroutine of its
-// own (it starts one in f) costs the gate nothing but the ticket. f runs
-// with the gate's lock held, so it must be quick and must not call the
-// gate. If f returns false, t declines the slot: it is done, and the slot
-// passes to the next in line. Call OnGrant before Join; Ready must not be
-// used on such a ticket.
-func (t *Ticket) OnGrant(f func() bool) { t.onGrant = f }
-
-type ticketState uint8
+// Ending is how an upstream call held in a slot ended.
+type Ending uint8
 
 const (
-	ticketNew ticketState = iota
-	ticketWaiting
-	ticketGranted
-	ticketDone
+	EndUnknown     Ending = iota // the holder did not say
+	EndOK                        // an answer, whatever it said
+	EndOverloaded                // 529, another 5xx, or no answer at all
+	EndRateLimited               // 429
+	EndDeadline                  // the wave deadline cut it short
+	EndCancelled                 // its client left
 )
-
-// Ready is closed once t holds a slot. Call it only after Join.
-func (t *Ticket) Ready() <-chan struct{} { return t.ready }
-
-// closed is a channel closed once, handed to tickets granted a slot at Join
-// so that the fast path allocates nothing.
-var closed = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // ErrBadCapacity is returned when a gate is built with fewer than one slot.
 var ErrBadCapacity = errors.New("gate: capacity must be at least 1")

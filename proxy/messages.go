@@ -29,8 +29,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Shed before reading the body when the queue is already full: under
-	// overload the cheapest answer is the best one. Do enforces the cap
-	// exactly; this only saves the read.
+	// overload the cheapest answer is the best one. The scheduler's
+	// admission enforces the cap exactly; this only saves the read.
 	rec := recordOf(r)
 	rec.windowed = p.sched != nil
 	if p.sched != nil && p.sched.Full() {
@@ -94,7 +94,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// back when it is over, from the goroutine its call ran on.
 	ctx, end := p.begin(rw.Context())
 	over := func(err error) { defer end(); p.settleParked(ctx, ex, rw, err) }
-	if err := p.sched.Start(ctx, p.clientPatience(r), ex.forward, over); err != nil {
+	if err := p.sched.Start(ctx, p.describe(ex), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
 }
@@ -104,7 +104,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) waitInPlace(ex *exchange) {
 	ctx, end := p.begin(ex.r.Context())
 	defer end()
-	p.settle(ctx, ex, p.sched.DoWithin(ctx, p.clientPatience(ex.r), ex.forward))
+	p.settle(ctx, ex, p.sched.Do(ctx, p.describe(ex), ex.forward))
 }
 
 // settleParked is settle for a parked request, which then lets its
@@ -201,8 +201,14 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		if m != nil && !m.LiftDeadline() {
 			return dispatch.ErrDeadline
 		}
+		if m != nil {
+			m.MarkBegun() // the headers are in: a cache entry exists from here
+		}
 		stream = "true"
 		return ex.relayEvents(ctx, cancel, resp)
+	}
+	if m != nil {
+		m.MarkBegun()
 	}
 	ex.reply = rep
 	return nil
@@ -214,7 +220,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 // every kind of failure.
 func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *http.Response, error) {
 	for attempt := 1; ; attempt++ {
-		rep, resp, cause, err := ex.attempt(ctx, m == nil)
+		rep, resp, cause, err := ex.attempt(ctx, m)
 		if cause == "" {
 			return rep, resp, err
 		}
@@ -243,16 +249,16 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 	}
 }
 
-// attempt makes one upstream call. A cause is set when the attempt failed
-// in a way worth trying again; rep then holds the upstream's answer, if it
-// gave one, and err the failure otherwise. plain says the call is on the
-// plain path, where no wave deadline bounds it: UPSTREAM_TIMEOUT_S bounds
-// the wait for its headers instead, and STREAM_IDLE_TIMEOUT_S its body.
-func (ex *exchange) attempt(ctx context.Context, plain bool) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
+// attempt makes one upstream call for m (nil on the plain path, where no
+// wave deadline bounds it: UPSTREAM_TIMEOUT_S bounds the wait for its
+// headers instead, and STREAM_IDLE_TIMEOUT_S its body). A cause is set
+// when the attempt failed in a way worth trying again; rep then holds the
+// upstream's answer, if it gave one, and err the failure otherwise.
+func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
 	p := ex.p
 	sent := time.Now()
 	stop := func() {}
-	if plain {
+	if m == nil {
 		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)
 	}
 	resp, err = p.up.Do(ctx, ex.r, bytes.NewReader(ex.body.data), int64(len(ex.body.data)))
@@ -262,7 +268,9 @@ func (ex *exchange) attempt(ctx context.Context, plain bool) (rep *reply, resp *
 	}
 	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
 	ex.rec.upstreamID = resp.Header.Get("Request-Id")
-	p.pacer.Observe(resp.StatusCode, resp.Header)
+	if m != nil {
+		m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
+	}
 	if resp.StatusCode == http.StatusTooManyRequests {
 		p.lastRateLimited.Store(time.Now().UnixNano())
 	}
@@ -358,19 +366,14 @@ func (ex *exchange) writeReply(rep *reply) {
 	}
 }
 
-// clientPatience is how long the client will wait for this request in all,
-// from the official SDKs' x-stainless-timeout header (whole seconds; absent
-// or 0 when the client set no timeout), or zero when unknown or when
-// ADMIT_BY_CLIENT_TIMEOUT is off.
-func (p *Proxy) clientPatience(r *http.Request) time.Duration {
+// describe is what the scheduler's policies know of ex's request: its
+// descriptor, whose patience counts only when ADMIT_BY_CLIENT_TIMEOUT is
+// on.
+func (p *Proxy) describe(ex *exchange) *request.Descriptor {
 	if !p.cfg.AdmitByClientTimeout {
-		return 0
+		ex.desc.Patience = 0
 	}
-	n, err := strconv.Atoi(r.Header.Get("X-Stainless-Timeout"))
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return time.Duration(n) * time.Second
+	return &ex.desc
 }
 
 // mapError is the one place where a failure becomes a client-visible error.

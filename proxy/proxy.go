@@ -40,7 +40,7 @@ const (
 type Proxy struct {
 	cfg   config.Config
 	up    *upstream.Client
-	gate  *gate.Static        // nil when windowing is off
+	gate  *gate.Local         // nil when windowing is off
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -53,7 +53,7 @@ type Proxy struct {
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
-	pacer   *pace.Pacer // rate-limit holds, fed by every upstream response
+	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
 	// lastRateLimited is when the upstream last answered 429, in Unix
 	// nanoseconds.
 	lastRateLimited atomic.Int64
@@ -152,11 +152,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Parked:   func() int { return p.parker.Parked() },
 	})
 	if cfg.Enabled {
-		g, err := gate.NewStatic(cfg.MaxConcurrency)
+		g, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, MaxQueue: cfg.MaxQueue, Hold: p.pacer.Until}, g, p.dispatchHooks(p.obs))
+		var admission dispatch.Chain
+		if cfg.AdmitByClientTimeout {
+			admission = append(admission, dispatch.ClientTimeout{})
+		}
+		admission = append(admission, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

@@ -1,0 +1,184 @@
+package dispatch
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/window"
+)
+
+// Member is one request's passage through the scheduler. Its function
+// receives it to learn its wave, to lift its deadline, to requeue, and to
+// report the answer.
+type Member struct {
+	s        *Scheduler
+	req      *request.Descriptor
+	ticket   gate.Ticket
+	wave     *window.Wave[*Member]
+	deadline *waveDeadline
+	life     atomic.Int32 // a stage; moved only by move
+	joined   time.Time
+	granted  time.Time
+	heldFrom time.Time // when the slot now held was granted (again, after a Requeue)
+	released time.Time // set only when Hooks.Started is
+	status   int       // the last answer's status, for the gate's Outcome; fn's goroutine only
+
+	// What Start was given.
+	ctx    context.Context
+	fn     func(ctx context.Context, m *Member) error
+	done   func(error)
+	caller chan error              // set when its caller waits to serve it (Do): gets errGranted, or how the wait ended
+	cancel context.CancelCauseFunc // cancels fn's ctx; set before the member is calling
+
+	sig signals
+}
+
+// stage is where a member is in its life. Each move is one compare-and-swap
+// from the stage its mover expects, so that of several movers (the gate, the
+// client's departure, the wave deadline) exactly one wins each step.
+type stage int32
+
+const (
+	inWindow stage = iota // in an open window
+	flushed               // its wave closed; its Releaser has not put it in line yet
+	inLine                // its ticket waits in the gate's line
+	granted               // holds a slot; its call is not yet under way
+	calling               // its function runs, under the wave deadline
+	lifted                // its function runs; it lifted the deadline
+	cutOff                // the deadline passed while it held its slot: fn's ctx is cancelled
+	leaving               // its wait ended without a slot: its client left, or its deadline passed
+)
+
+// move takes m from stage from to stage to, and reports whether it did.
+func (m *Member) move(from, to stage) bool { return m.life.CompareAndSwap(int32(from), int32(to)) }
+
+// at reports whether m is at stage st.
+func (m *Member) at(st stage) bool { return stage(m.life.Load()) == st }
+
+// signals are what a member tells the outside as its life goes on: when
+// its response began, and that it ended (which drops its departure watch).
+type signals struct {
+	mu        sync.Mutex
+	begun     chan struct{} // made when someone asks (Begun)
+	hasBegun  bool          // the response began, or the member ended
+	ended     bool
+	stopWatch func() bool // unregisters the departure watch
+}
+
+// WaveID is the id of the member's wave.
+func (m *Member) WaveID() uint64 { return m.wave.ID }
+
+// FlushReason says why the member's wave closed.
+func (m *Member) FlushReason() window.Reason { return m.wave.Reason }
+
+// Request is what is known of the member's request; its policies read it.
+func (m *Member) Request() *request.Descriptor { return m.req }
+
+// QueueWait is how long the member waited, in its window and for a slot.
+func (m *Member) QueueWait() time.Duration { return m.granted.Sub(m.joined) }
+
+// Granted is when the member got its slot.
+func (m *Member) Granted() time.Time { return m.granted }
+
+// Released is when the member gave its slot back; zero until then, and
+// always zero unless Hooks.Started is set. Read it after the member's
+// passage has ended.
+func (m *Member) Released() time.Time { return m.released }
+
+// SlotWait is how long the member waited for a slot after its wave closed.
+func (m *Member) SlotWait() time.Duration { return m.granted.Sub(m.wave.ClosedAt) }
+
+// Deadline is the time by which the member's function must finish, unless it
+// lifts the deadline first.
+func (m *Member) Deadline() time.Time { return m.wave.ClosedAt.Add(m.deadline.timeout) }
+
+// LiftDeadline ends the deadline's hold on the member: from now on only the
+// caller's own context governs. A streaming relay calls it once the response
+// headers are in, since a stream's length is not bounded by the wave. It
+// reports false if the deadline had already passed; the deadline then keeps
+// its hold, and fn's ctx is or will be cancelled with it.
+func (m *Member) LiftDeadline() bool {
+	if !m.move(calling, lifted) {
+		return m.at(lifted) // lifted already, or cut off
+	}
+	if m.deadline.passed() && m.move(lifted, cutOff) {
+		// It passed as we lifted, and its sweep may not have reached us:
+		// the deadline keeps its hold.
+		m.cancel(ErrDeadline)
+		return false
+	}
+	return true
+}
+
+// Settle reports an upstream answer to the member's request: its admission
+// learns from it (a rate limit's headers, say), and the gate hears of it
+// when the slot is given back. Only the member's function may call it.
+func (m *Member) Settle(status int, h http.Header) {
+	m.status = status
+	m.s.admission.Settle(m.req, status, h)
+}
+
+// MarkBegun says that the member's response has begun: the first byte of
+// a JSON answer, or a stream's headers, are going out to its client.
+func (m *Member) MarkBegun() {
+	m.sig.mu.Lock()
+	defer m.sig.mu.Unlock()
+	m.sig.markBegun()
+}
+
+// Begun is closed once the member's response has begun (MarkBegun), or
+// its passage has ended without one, so that a releaser waiting on it to
+// let others follow is never left waiting. The channel is made only when
+// asked for.
+func (m *Member) Begun() <-chan struct{} {
+	m.sig.mu.Lock()
+	defer m.sig.mu.Unlock()
+	if m.sig.begun == nil {
+		m.sig.begun = make(chan struct{})
+		if m.sig.hasBegun {
+			close(m.sig.begun)
+		}
+	}
+	return m.sig.begun
+}
+
+// markBegun closes begun, once. sig.mu is held.
+func (sig *signals) markBegun() {
+	if sig.hasBegun {
+		return
+	}
+	sig.hasBegun = true
+	if sig.begun != nil {
+		close(sig.begun)
+	}
+}
+
+// outcome is how the use of m's slot went, for the gate: fn's error err,
+// and the last answer it settled.
+func (m *Member) outcome(now time.Time, err error) gate.Outcome {
+	var o gate.Outcome
+	if !m.heldFrom.IsZero() { // zero: it left before its call began
+		o.Held = now.Sub(m.heldFrom)
+	}
+	switch {
+	case err == ErrDeadline:
+		o.End = gate.EndDeadline
+	case m.ctx.Err() != nil:
+		o.End = gate.EndCancelled
+	case m.status == http.StatusTooManyRequests:
+		o.End = gate.EndRateLimited
+	case m.status >= 500:
+		o.End = gate.EndOverloaded // 529 too
+	case m.status != 0 || err == nil:
+		o.End = gate.EndOK
+	default:
+		o.End = gate.EndOverloaded // no answer at all
+	}
+	m.status = 0
+	return o
+}

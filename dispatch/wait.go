@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluicehq/sluice/request"
+)
+
+// Start admits a request and returns at once; fn runs once the request's
+// wave has been released and it holds a gate slot, which it gives back
+// when fn returns. r is what is known of the request (nil: nothing).
+//
+// A non-nil error means the request was not admitted (its admission's
+// refusal, such as ErrQueueFull or a *WaitTooLongError; ErrClosed; or
+// ctx's error), and done is never called. Otherwise done is called exactly
+// once, on a goroutine of the scheduler's, after fn (if it ran) returned,
+// with fn's error, ErrDeadline if the wave deadline passed first, ctx's
+// error if the caller left before it was served, or a *PanicError if fn
+// panicked. The context passed to fn is cancelled when ctx ends or the wave
+// deadline passes, whichever is first, unless fn lifted the deadline.
+//
+// While it waits for its wave and its slot, the request holds no goroutine
+// at all: the gate's ticket calls back when the slot comes, and
+// context.AfterFunc watches for its client leaving. So ten thousand
+// waiting requests cost ten thousand small records, not ten thousand
+// stacks.
+func (s *Scheduler) Start(ctx context.Context, r *request.Descriptor, fn func(ctx context.Context, m *Member) error, done func(error)) error {
+	_, err := s.admit(ctx, r, fn, done, nil)
+	return err
+}
+
+// Do is Start for a caller that waits: it returns what done would have
+// been called with. The caller's goroutine waits anyway, so the member is
+// served on it when the slot comes, and it watches ctx itself: no
+// goroutine is started for the member, none woken, and no departure watch
+// registered.
+func (s *Scheduler) Do(ctx context.Context, r *request.Descriptor, fn func(ctx context.Context, m *Member) error) error {
+	caller := make(chan error, 1)
+	m, err := s.admit(ctx, r, fn, nil, caller)
+	if err != nil {
+		return err
+	}
+	select {
+	case err = <-caller:
+	case <-ctx.Done():
+		m.depart()
+		err = <-caller // the slot may have come first after all: serve sees the departure at once
+	}
+	if err == errGranted {
+		err = m.serve()
+		m.sig.end()
+	}
+	return err
+}
+
+// errGranted tells a waiting caller (Do) that its member holds its slot.
+var errGranted = errors.New("dispatch: granted")
+
+// admit admits a request and puts its member in a window. The member
+// reports to done, or, if caller is set, hands its slot and its end to
+// the caller waiting on that channel (Do), which ends it itself once
+// served.
+func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ctx context.Context, m *Member) error, done func(error), caller chan error) (*Member, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // gone already: must not take a place in a window, or fill one
+	}
+	if r == nil {
+		r = new(request.Descriptor)
+	}
+	// Count the member before it is admitted, so that a cap holds exactly
+	// even when many arrive at once.
+	if err := s.admission.Admit(r, s.load(s.queued.Add(1)-1)); err != nil {
+		s.queued.Add(-1)
+		return nil, err
+	}
+	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller}
+	m.ticket.OnGrant(m.grant)
+	if _, err := s.win.Add(m); err != nil {
+		s.queued.Add(-1)
+		return nil, ErrClosed
+	}
+	if caller == nil {
+		// Watch for departure only now that m is in a window, so that the
+		// watch always finds it there or past it. (Add may even have
+		// granted it a slot, and it may have ended already.)
+		m.sig.watch(context.AfterFunc(ctx, m.depart))
+	}
+	return m, nil
+}
+
+// watch keeps the departure watch's stop, to call it when the member ends;
+// if it has ended already, it stops the watch at once.
+func (sig *signals) watch(stop func() bool) {
+	sig.mu.Lock()
+	ended := sig.ended
+	if !ended {
+		sig.stopWatch = stop
+	}
+	sig.mu.Unlock()
+	if ended {
+		stop()
+	}
+}
+
+// grant is m's ticket being granted a slot, called by the gate under its
+// lock: m gets a goroutine to be served on, or its waiting caller's. It declines the slot if m's
+// wait has already ended otherwise (its client left, or its deadline
+// passed).
+func (m *Member) grant() bool {
+	if !m.move(inLine, granted) {
+		return false
+	}
+	if m.caller != nil {
+		m.caller <- errGranted // buffered: never blocks
+	} else {
+		go m.inSlot()
+	}
+	return true
+}
+
+// depart is m's context ending: if m is still waiting, it leaves the
+// window or the line, and its caller hears ctx's error. A member whose
+// wave is closing right now is in neither; flush looks at its context again
+// once it is past the window.
+func (m *Member) depart() {
+	err := m.ctx.Err()
+	switch {
+	case m.s.win.Withdraw(m):
+		m.move(inWindow, leaving) // nobody else moves a member in a window
+		m.s.queued.Add(-1)
+		m.end(err) // it never reached a wave
+	case m.move(flushed, leaving):
+		m.leave(err)
+	case m.move(inLine, leaving):
+		m.leave(err)
+	}
+}
+
+// leave ends the wait of a member that was moved to leaving from its
+// released wave or the gate's line: it leaves the line, if it is in it, and
+// its caller hears err.
+func (m *Member) leave(err error) {
+	<-m.wave.Done() // the flush that released m is done with its deadline
+	m.s.gate.Leave(&m.ticket)
+	m.s.queued.Add(-1)
+	m.deadline.finish()
+	m.end(err)
+}
+
+// end reports err to m's caller, once, and drops the departure watch.
+func (m *Member) end(err error) {
+	m.sig.end()
+	if m.caller != nil {
+		m.caller <- err
+	} else {
+		m.done(err)
+	}
+}
+
+// end marks the member ended: Begun closes, and the departure watch is
+// dropped.
+func (sig *signals) end() {
+	sig.mu.Lock()
+	sig.ended = true
+	sig.markBegun() // a releaser waiting on it is let go
+	stop := sig.stopWatch
+	sig.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
