@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -202,13 +203,13 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		if err != nil {
 			return nil, err
 		}
-		srv := httptest.NewUnstartedServer(p)
-		srv.Listener = p.Listener(srv.Listener) // as under sluice serve: waiting requests are parked
-		srv.Start()
-		defer p.Close()
-		defer p.Shutdown(context.Background())
-		defer srv.Close()
-		base = srv.URL
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("listen for the proxy: %w", err)
+		}
+		stop := (&proxy.Server{Proxy: p}).Start(ln) // as sluice serve runs it
+		defer stop()
+		base = "http://" + ln.Addr().String()
 	}
 
 	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second}

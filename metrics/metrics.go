@@ -17,6 +17,11 @@ type State struct {
 	InFlight func() int // gate slots held
 	Capacity func() int // gate slots in all
 	Parked   func() int // client connections parked
+	// BodyBytes is the bytes of request bodies held (BODY_BUDGET_MB);
+	// Pending the connections and bodies not yet arrived whole
+	// (MAX_PENDING_CONNS).
+	BodyBytes func() int
+	Pending   func() int
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.
@@ -65,7 +70,7 @@ func New(st State) *Metrics {
 	m.RetryBudgetSpent = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_retry_budget_exhausted_total",
 		Help: "Retries not made because the retry budget was spent."})
 	m.Shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_shed_requests_total",
-		Help: "Requests answered 529 at once because BATCH_MAX_QUEUE requests were waiting."})
+		Help: "Requests answered 529 at once: BATCH_MAX_QUEUE requests were waiting, the expected wait exceeded the client's x-stainless-timeout, the body would pass BODY_BUDGET_MB, or MAX_PENDING_CONNS was reached."})
 	m.Deadlines = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_deadline_timeouts_total",
 		Help: "Requests cut at their wave deadline (BATCH_TIMEOUT_S)."})
 	m.Departed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_departed_clients_total",
@@ -86,6 +91,8 @@ func New(st State) *Metrics {
 	gauge("sluice_queue_depth_requests", "Requests waiting now, in open windows or for a slot.", st.Queued)
 	gauge("sluice_gate_in_flight_requests", "Gate slots held now (upstream calls in flight).", st.InFlight)
 	gauge("sluice_gate_capacity_requests", "Gate slots in all (BATCH_MAX_CONCURRENCY).", st.Capacity)
+	gauge("sluice_body_budget_held_bytes", "Bytes of Messages request bodies held now, against BODY_BUDGET_MB.", st.BodyBytes)
+	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
 	// The runtime's and the process's own: memory, goroutines, file
 	// descriptors, which are what overload costs.

@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -88,22 +88,42 @@ func testConfig(t *testing.T, upstream string, windowed bool, edit ...func(*conf
 	return cfg
 }
 
-// startProxy serves a proxy for cfg on a loopback httptest server.
-func startProxy(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
+// startProxy serves a proxy for cfg on loopback, as sluice serve does
+// (proxy.Server), with every windowed request parked.
+func startProxy(t *testing.T, cfg config.Config) (*Proxy, *testServer) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	if cfg.PublicURL == nil {
-		cfg.PublicURL = &url.URL{Scheme: "http", Host: srv.Listener.Addr().String()} // as sluice serve does for its listener
-	}
-	p, err := New(cfg, Options{Logger: quietLog, ParkWhenQueued: -1}) // every windowed request takes the parked path
+	return startProxyWith(t, cfg, Options{})
+}
+
+// testServer is where a test's proxy listens.
+type testServer struct {
+	URL      string
+	Listener net.Listener
+}
+
+// startProxyWith is startProxy with options of the test's own.
+func startProxyWith(t *testing.T, cfg config.Config, opt Options) (*Proxy, *testServer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = p
-	srv.Listener = p.Listener(srv.Listener) // windowed requests are parked, as under sluice serve
-	srv.Start()
-	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
-	return p, srv
+	if cfg.PublicURL == nil {
+		cfg.PublicURL = &url.URL{Scheme: "http", Host: ln.Addr().String()} // as sluice serve does for its listener
+	}
+	if opt.Logger == nil {
+		opt.Logger = quietLog
+	}
+	if opt.ParkWhenQueued == 0 {
+		opt.ParkWhenQueued = -1 // every windowed request takes the parked path
+	}
+	p, err := New(cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := (&Server{Proxy: p}).Start(ln)
+	t.Cleanup(func() { stop() })
+	return p, &testServer{URL: "http://" + ln.Addr().String(), Listener: ln}
 }
 
 // startUpstream serves h on a loopback httptest server.

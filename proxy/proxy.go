@@ -146,10 +146,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: stream idle timeout must be positive")
 	}
 	p.metrics = metrics.New(metrics.State{
-		Queued:   p.Queued,
-		InFlight: func() int { return p.GateStats().InFlight },
-		Capacity: func() int { return p.GateStats().Capacity },
-		Parked:   func() int { return p.parker.Parked() },
+		Queued:    p.Queued,
+		InFlight:  func() int { return p.GateStats().InFlight },
+		Capacity:  func() int { return p.GateStats().Capacity },
+		Parked:    func() int { return p.parker.Parked() },
+		BodyBytes: func() int { return int(p.bodies.Held()) },
+		Pending:   func() int { return int(p.pendingConns.n.Load()) },
 	})
 	if cfg.Enabled {
 		g, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)

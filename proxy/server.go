@@ -54,7 +54,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if h == nil {
 		h = p
 	}
-	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns}
+	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns, shed: p.metrics.Shed.Inc}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -108,12 +108,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 type pendingConns struct {
 	max   int
 	count *pendingCount
+	shed  func()   // counts a refused connection
 	fresh sync.Map // net.Conn → struct{}: accepted, no request yet
 }
 
 func (g *pendingConns) track(c net.Conn, state http.ConnState) {
 	if state == http.StateNew {
 		if !g.count.take(g.max) {
+			g.shed()
 			refuseConn(c)
 			return
 		}
@@ -133,4 +135,23 @@ func refuseConn(c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 	c.Close()
+}
+
+// Start serves on ln in the background, as Serve does, for an embedding
+// that has no signal to wait for (tests, the bench). stop shuts the
+// server down as a signal would and returns Serve's error once it has
+// returned.
+func (s *Server) Start(ln net.Listener) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			cancel()
+			err = <-served
+		})
+		return err
+	}
 }

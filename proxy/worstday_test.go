@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strings"
@@ -26,26 +25,6 @@ import (
 	"github.com/sluicehq/sluice/internal/memnet"
 	"github.com/sluicehq/sluice/upstream"
 )
-
-// startProxyWith is startProxy with options of the test's own.
-func startProxyWith(t *testing.T, cfg config.Config, opt Options) (*Proxy, *httptest.Server) {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	if cfg.PublicURL == nil {
-		cfg.PublicURL = &url.URL{Scheme: "http", Host: srv.Listener.Addr().String()}
-	}
-	opt.Logger = quietLog
-	opt.ParkWhenQueued = -1
-	p, err := New(cfg, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = p
-	srv.Listener = p.Listener(srv.Listener)
-	srv.Start()
-	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
-	return p, srv
-}
 
 // rawRequest writes head (the request line and headers, without the blank
 // line) and part of a body to a fresh connection, and returns it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -124,18 +125,18 @@ func newStack(t *testing.T, slots int) *stack {
 		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := httptest.NewUnstartedServer(Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p))
-	srv.Listener = p.Listener(srv.Listener)
-	srv.Start()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := (&proxy.Server{Proxy: p, Handler: Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p)}).Start(ln)
 	t.Cleanup(func() {
 		cancel()
-		srv.Close()
-		p.Shutdown(context.Background())
-		p.Close()
+		stop()
 		simSrv.Close()
 		s.Close()
 	})
-	return &stack{url: srv.URL, live: live}
+	return &stack{url: "http://" + ln.Addr().String(), live: live}
 }
 
 func attrInt(t *testing.T, ctx context.Context, sel, attr string) int {
