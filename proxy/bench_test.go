@@ -1,9 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -44,11 +44,13 @@ func BenchmarkAddedLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := httptest.NewUnstartedServer(p)
-		srv.Listener = p.Listener(srv.Listener) // as under sluice serve
-		srv.Start()
-		b.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
-		return srv.URL
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := (&Server{Proxy: p}).Start(ln) // as under sluice serve
+		b.Cleanup(func() { stop() })
+		return "http://" + ln.Addr().String()
 	}
 	for _, tc := range []struct {
 		name string
