@@ -40,6 +40,7 @@ type Config struct {
 	BodyBudget           int64         // BODY_BUDGET_MB, in bytes
 	UpstreamTimeout      time.Duration // UPSTREAM_TIMEOUT_S
 	MaxPendingConns      int           // MAX_PENDING_CONNS
+	ShutdownDelay        time.Duration // SHUTDOWN_DELAY_S
 }
 
 // Setting is one row of the configuration table.
@@ -128,6 +129,9 @@ var Settings = []Setting{
 	{Env: "MAX_PENDING_CONNS", Flag: "max-pending-conns", Default: "1024", Accepts: "a whole number >= 1",
 		Meaning: "Max connections that have not yet sent a whole request (headers and body). A connection past it is answered 529 and closed at once, so slow clients cannot use up file descriptors.",
 		apply:   func(c *Config, v string) (err error) { c.MaxPendingConns, err = parseInt(v, 1); return }},
+	{Env: "SHUTDOWN_DELAY_S", Flag: "shutdown-delay-s", Default: "0", Accepts: "whole seconds >= 0",
+		Meaning: "On SIGINT/SIGTERM, how long sluice goes on serving, with GET /readyz answering 503, before it stops accepting and the drain begins; behind a load balancer, set it to the time its readiness probe takes to mark sluice down.",
+		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.ShutdownDelay })},
 }
 
 func parsePublicURL(c *Config, v string) error {

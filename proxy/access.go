@@ -78,7 +78,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Messages exchange.
 func (p *Proxy) account(r *http.Request, rec *record, status int) {
 	end := time.Now()
-	route := routeOf(r.URL.Path)
+	route := routeOf(r)
 	if status == 0 {
 		status = 499 // nothing was sent: the client left first
 	}
@@ -90,7 +90,7 @@ func (p *Proxy) account(r *http.Request, rec *record, status int) {
 	if p.obs != nil && route == "messages" {
 		p.observeDone(r, rec, status, end)
 	}
-	if route == "healthz" || route == "metrics" {
+	if route == "healthz" || route == "readyz" || route == "metrics" {
 		return // scrapes and probes would drown the access log
 	}
 	// Never the body or any header but the two ids: keys and tokens stay out.
@@ -104,14 +104,20 @@ func (p *Proxy) account(r *http.Request, rec *record, status int) {
 }
 
 // routeOf names r's route for the metrics; a fixed set, whatever the path.
-func routeOf(path string) string {
-	switch path {
+func routeOf(r *http.Request) string {
+	switch r.URL.Path {
 	case "/v1/messages":
 		return "messages"
 	case "/healthz":
 		return "healthz"
+	case "/readyz":
+		return "readyz"
 	case "/metrics":
 		return "metrics"
+	case "/":
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return "root" // answered by sluice (see Proxy.root), not relayed
+		}
 	}
 	return "relay"
 }

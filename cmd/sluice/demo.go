@@ -102,7 +102,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	if cfg.UIEnabled {
 		fmt.Fprintf(out, "the page:                %s/ui/\n\n", base)
 	}
-	err = serve(ctx, ln, h, p, cfg.DrainTimeout, log)
+	err = serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
 	traffic.Wait()
 	return err
 }

@@ -49,13 +49,14 @@ func runServe(args []string) error {
 	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
-	return serve(ctx, ln, h, p, cfg.DrainTimeout, log)
+	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
 }
 
 // serve runs h (p, or p behind the page) on ln until ctx ends, then shuts
-// down gracefully (see proxy.Server).
-func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
-	srv := &proxy.Server{Proxy: p, Handler: h, DrainTimeout: drain, Log: log}
+// down gracefully (see proxy.Server): /readyz answers 503 for delay before
+// the drain begins.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, delay, drain time.Duration, log *slog.Logger) error {
+	srv := &proxy.Server{Proxy: p, Handler: h, ShutdownDelay: delay, DrainTimeout: drain, Log: log}
 	return srv.Serve(ctx, ln)
 }
 

@@ -54,7 +54,7 @@ func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 		accepted.Add(1)
 		p.ServeHTTP(w, r)
 	})
-	go func() { served <- serve(ctx, ln, h, p, 30*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(ctx, ln, h, p, 0, 30*time.Second, slog.New(slog.DiscardHandler)) }()
 
 	const n = 40 // two full waves and one partial one held open by MaxWait
 	var wg sync.WaitGroup
