@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -214,14 +213,48 @@ func Load(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (Config, erro
 // LoadEnv is Load with the process environment.
 func LoadEnv(fs *flag.FlagSet) (Config, error) { return Load(fs, os.LookupEnv) }
 
-// WriteTable prints the settings as a table for --help.
+// HelpWidth is the width --help fits in: a terminal's 80 columns.
+const HelpWidth = 80
+
+// WriteTable prints the settings for --help, one block each, to fit in
+// HelpWidth columns: the variable, flag and default on one line, then the
+// meaning and the accepted values wrapped and indented beneath.
 func WriteTable(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")
-	for _, s := range Settings {
-		fmt.Fprintf(tw, "%s\t--%s\t%s\t%s\n", s.Env, s.Flag, s.Default, s.Meaning)
+	const indent = "    "
+	for i, s := range Settings {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		def := s.Default
+		if def == "" {
+			def = "empty"
+		}
+		fmt.Fprintf(w, "%s  --%s  (default %s)\n", s.Env, s.Flag, def)
+		io.WriteString(w, wrap(s.Meaning, indent, HelpWidth))
+		io.WriteString(w, wrap("Accepts: "+s.Accepts+".", indent, HelpWidth))
 	}
-	tw.Flush()
+}
+
+// wrap breaks text into lines of at most width columns, each starting
+// with indent, at spaces (a word longer than a line gets a line of its
+// own).
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	if line != indent {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // MarkdownTable renders the settings as the Markdown table in the README.

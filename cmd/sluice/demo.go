@@ -34,15 +34,7 @@ func runDemo(args []string) error {
 	opt := demoOptions{sim: sim.DefaultConfig()}
 	fs.IntVar(&opt.burst, "burst", 48, "requests in each built-in burst (0: no built-in traffic)")
 	fs.DurationVar(&opt.every, "every", 5*time.Second, "time between built-in bursts")
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprint(out, "Usage: sluice demo [flags]\n\n"+
-			"Runs the simulated Anthropic API and a windowed sluice in front of it in one process,\n"+
-			"with built-in traffic: a burst every few seconds. UPSTREAM_URL is ignored;\n"+
-			"BATCH_ENABLED defaults to 1 here. Flags:\n  --burst N    requests per burst (default 48; 0: none)\n"+
-			"  --every D    time between bursts (default 5s)\n\n")
-		config.WriteTable(out)
-	}
+	fs.Usage = func() { demoUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +53,18 @@ func runDemo(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return demo(ctx, cfg, opt, os.Stdout)
+}
+
+// demoUsage is `sluice demo --help`, in 80 columns.
+func demoUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: sluice demo [flags]\n\n"+
+		"Runs the simulated Anthropic API and a windowed sluice in front of it in one\n"+
+		"process, with built-in traffic: a burst every few seconds. UPSTREAM_URL is\n"+
+		"ignored; BATCH_ENABLED defaults to 1 here. Flags of its own:\n\n"+
+		"  --burst N    requests per burst (default 48; 0: none)\n"+
+		"  --every D    time between bursts (default 5s)\n\n"+
+		"And the settings of sluice serve:\n\n")
+	config.WriteTable(w)
 }
 
 // demo serves the simulator on a free loopback port and sluice on

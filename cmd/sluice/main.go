@@ -19,10 +19,10 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"bench":   {"send one scenario through the plain and the windowed path and compare them", runBench},
-	"demo":    {"run the simulator and a windowed sluice in front of it, with built-in traffic", runDemo},
+	"bench":   {"send a scenario through the plain and the windowed path, compare them", runBench},
+	"demo":    {"run the simulator, a windowed sluice in front, and built-in traffic", runDemo},
 	"serve":   {"run the proxy (settings from flags and environment)", runServe},
-	"sim":     {"serve a simulated Anthropic API (for tests, benchmarks and trying sluice)", runSim},
+	"sim":     {"serve a simulated Anthropic API (tests, benchmarks, trying sluice)", runSim},
 	"version": {"print the version, VCS revision and Go version sluice was built with", nil}, // run answers it
 }
 

@@ -21,12 +21,7 @@ import (
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	config.RegisterFlags(fs)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintln(out, "Usage: sluice serve [flags]\n\nRuns the proxy. Each setting is a flag or an environment variable;")
-		fmt.Fprint(out, "a flag beats the environment, which beats the default.\n\n")
-		config.WriteTable(out)
-	}
+	fs.Usage = func() { serveUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +45,14 @@ func runServe(args []string) error {
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
 	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
+}
+
+// serveUsage is `sluice serve --help`, in 80 columns.
+func serveUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: sluice serve [flags]\n\n"+
+		"Runs the proxy. Each setting is a flag or an environment variable;\n"+
+		"a flag beats the environment, which beats the default.\n\n")
+	config.WriteTable(w)
 }
 
 // serve runs h (p, or p behind the page) on ln until ctx ends, then shuts
