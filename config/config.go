@@ -1,7 +1,8 @@
 // Package config holds every sluice setting in one struct and one table: the
-// table is read from the environment and from flags (a flag beats the
-// environment, which beats the default), validated with messages that name
-// the setting, and printed by --help and in the README from the same rows.
+// table is read from flags, the environment and a TOML config file (a flag
+// beats the environment, which beats the file, which beats the default),
+// validated with messages that name the setting, and printed by --help and
+// in the README from the same rows.
 package config
 
 import (
@@ -175,35 +176,63 @@ func Default() Config {
 	return c
 }
 
-// RegisterFlags defines one string flag per setting on fs. The flags carry
-// no defaults of their own, so Load can tell a flag that was given from one
-// that was not.
+// RegisterFlags defines one string flag per setting on fs, and --config
+// (ConfigFlag). The flags carry no defaults of their own, so Load can tell
+// a flag that was given from one that was not.
 func RegisterFlags(fs *flag.FlagSet) map[string]*string {
 	vals := make(map[string]*string, len(Settings))
 	for _, s := range Settings {
 		vals[s.Flag] = fs.String(s.Flag, "", fmt.Sprintf("%s (env %s, default %s)", s.Meaning, s.Env, s.Default))
 	}
+	fs.String(ConfigFlag, "", "a TOML file of settings, keyed by their environment names")
 	return vals
 }
 
 // Load builds a Config: for each setting the flag's value if fs was given
-// that flag, else the environment's, else the default. lookupEnv is
-// os.LookupEnv in production. fs may be nil.
+// that flag, else the environment's, else the value in the config file
+// that fs's --config names, else the default. lookupEnv is os.LookupEnv in
+// production. fs may be nil.
 func Load(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
+	return LoadDefaults(fs, lookupEnv, nil)
+}
+
+// LoadDefaults is Load with defaults of the caller's own, by environment
+// name, in place of the table's: the demo's BATCH_ENABLED is 1, and still
+// loses to a file, the environment and a flag.
+func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defaults map[string]string) (Config, error) {
 	given := map[string]string{}
 	if fs != nil {
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	}
+	var file map[string]fileValue
+	path, fromFile := given[ConfigFlag]
+	if fromFile {
+		var err error
+		if file, err = readFile(path); err != nil {
+			return Config{}, err
+		}
+	}
 	var c Config
 	for _, s := range Settings {
 		v, src := s.Default, "default"
+		if d, ok := defaults[s.Env]; ok {
+			v = d
+		}
+		var bad error
+		if fv, ok := file[s.Env]; ok {
+			v, src, bad = fv.text, "config file "+path, fv.bad
+		}
 		if e, ok := lookupEnv(s.Env); ok && e != "" {
-			v, src = e, "environment"
+			v, src, bad = e, "environment", nil
 		}
 		if f, ok := given[s.Flag]; ok {
-			v, src = f, "flag --"+s.Flag
+			v, src, bad = f, "flag --"+s.Flag, nil
 		}
-		if err := s.apply(&c, strings.TrimSpace(v)); err != nil {
+		err := bad
+		if err == nil {
+			err = s.apply(&c, strings.TrimSpace(v))
+		}
+		if err != nil {
 			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, v, src, err, s.Accepts)
 		}
 	}

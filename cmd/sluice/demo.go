@@ -38,15 +38,7 @@ func runDemo(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(fs, func(k string) (string, bool) {
-		if v, ok := os.LookupEnv(k); ok && v != "" {
-			return v, true
-		}
-		if k == "BATCH_ENABLED" {
-			return "1", true // the demo is about windowing
-		}
-		return "", false
-	})
+	cfg, err := config.LoadDefaults(fs, os.LookupEnv, map[string]string{"BATCH_ENABLED": "1"}) // the demo is about windowing
 	if err != nil {
 		return err
 	}
@@ -61,8 +53,9 @@ func demoUsage(w io.Writer) {
 		"Runs the simulated Anthropic API and a windowed sluice in front of it in one\n"+
 		"process, with built-in traffic: a burst every few seconds. UPSTREAM_URL is\n"+
 		"ignored; BATCH_ENABLED defaults to 1 here. Flags of its own:\n\n"+
-		"  --burst N    requests per burst (default 48; 0: none)\n"+
-		"  --every D    time between bursts (default 5s)\n\n"+
+		"  --burst N      requests per burst (default 48; 0: none)\n"+
+		"  --every D      time between bursts (default 5s)\n"+
+		"  --config FILE  settings from a TOML file, as for sluice serve\n\n"+
 		"And the settings of sluice serve:\n\n")
 	config.WriteTable(w)
 }

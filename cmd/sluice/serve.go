@@ -49,9 +49,11 @@ func runServe(args []string) error {
 
 // serveUsage is `sluice serve --help`, in 80 columns.
 func serveUsage(w io.Writer) {
-	fmt.Fprint(w, "Usage: sluice serve [flags]\n\n"+
-		"Runs the proxy. Each setting is a flag or an environment variable;\n"+
-		"a flag beats the environment, which beats the default.\n\n")
+	fmt.Fprint(w, "Usage: sluice serve [--config FILE] [flags]\n\n"+
+		"Runs the proxy. Each setting is a flag, an environment variable, or a key of\n"+
+		"the TOML file that --config names, keyed by the environment name as below\n"+
+		"(BATCH_MAX_CONCURRENCY = 16). A flag beats the environment, which beats the\n"+
+		"file, which beats the default.\n\n")
 	config.WriteTable(w)
 }
 
