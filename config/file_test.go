@@ -115,17 +115,6 @@ func TestMissingFileStopsStartUp(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "abc", 0}, {"BATCH_MAX_CONCURENCY", "BATCH_MAX_CONCURRENCY", 1}, {"BACTH", "BATCH", 2}, {"kitten", "sitting", 3}, {"", "abc", 3}} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // A caller's own default (the demo's BATCH_ENABLED=1) still loses to the
 // file.
 func TestCallersDefaultLosesToTheFile(t *testing.T) {

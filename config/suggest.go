@@ -47,3 +47,43 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Misspelling is an environment variable that is no setting but looks
+// like one: Setting is the one it most likely meant.
+type Misspelling struct {
+	Name, Setting string
+}
+
+// Misspelt finds, in environ (os.Environ's form, NAME=value), the
+// variables that look like misspelt settings: a name that starts as a
+// setting does (BATCH_, STREAM_, UPSTREAM_, ...) and is within a small
+// edit distance of one, or is one in the wrong case. Such a variable is
+// ignored by Load, which would otherwise go unnoticed. Values are never
+// looked at: one may be a secret.
+func Misspelt(environ []string) []Misspelling {
+	var found []Misspelling
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, ok := settingByEnv(name); ok || !hasSettingPrefix(strings.ToUpper(name)) {
+			continue
+		}
+		near, d := closest(name)
+		// Two edits, at most one per four characters: a dropped or doubled
+		// letter, a swap, but not a different word.
+		if d <= 2 && d*4 <= len(name) {
+			found = append(found, Misspelling{Name: name, Setting: near})
+		}
+	}
+	return found
+}
+
+// hasSettingPrefix reports whether name starts with the first word of a
+// setting's name and its underscore.
+func hasSettingPrefix(name string) bool {
+	for _, s := range Settings {
+		if word, _, ok := strings.Cut(s.Env, "_"); ok && strings.HasPrefix(name, word+"_") {
+			return true
+		}
+	}
+	return false
+}

@@ -79,6 +79,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {

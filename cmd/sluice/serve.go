@@ -36,6 +36,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
@@ -74,6 +75,16 @@ func newServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       proxy.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
+	}
+}
+
+// warnMisspelt warns of each variable in environ that looks like a
+// misspelt setting, which would otherwise be ignored without a word. The
+// value is not logged: it may be a key.
+func warnMisspelt(log *slog.Logger, environ []string) {
+	for _, m := range config.Misspelt(environ) {
+		log.Warn("an environment variable looks like a misspelt setting and is ignored; did you mean "+m.Setting+"?",
+			"variable", m.Name, "setting", m.Setting)
 	}
 }
 
