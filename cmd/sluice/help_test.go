@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,16 @@ func TestHelpFitsIn80Columns(t *testing.T) {
 
 // --help is answered, not an error, and prints the table.
 func TestServeHelpPrintsTheSettings(t *testing.T) {
-	if err := runServe([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	stderr := os.Stderr
+	os.Stderr = devnull // where the flag package prints the usage
+	err = runServe([]string{"--help"})
+	os.Stderr = stderr
+	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("runServe(--help) = %v; want flag.ErrHelp (exit 0, usage printed)", err)
 	}
 	var b strings.Builder
