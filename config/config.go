@@ -1,7 +1,8 @@
 // Package config holds every sluice setting in one struct and one table: the
-// table is read from the environment and from flags (a flag beats the
-// environment, which beats the default), validated with messages that name
-// the setting, and printed by --help and in the README from the same rows.
+// table is read from flags, the environment and a TOML config file (a flag
+// beats the environment, which beats the file, which beats the default),
+// validated with messages that name the setting, and printed by --help and
+// in the README from the same rows.
 package config
 
 import (
@@ -13,7 +14,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -40,6 +40,7 @@ type Config struct {
 	BodyBudget           int64         // BODY_BUDGET_MB, in bytes
 	UpstreamTimeout      time.Duration // UPSTREAM_TIMEOUT_S
 	MaxPendingConns      int           // MAX_PENDING_CONNS
+	ShutdownDelay        time.Duration // SHUTDOWN_DELAY_S
 }
 
 // Setting is one row of the configuration table.
@@ -128,6 +129,9 @@ var Settings = []Setting{
 	{Env: "MAX_PENDING_CONNS", Flag: "max-pending-conns", Default: "1024", Accepts: "a whole number >= 1",
 		Meaning: "Max connections that have not yet sent a whole request (headers and body). A connection past it is answered 529 and closed at once, so slow clients cannot use up file descriptors.",
 		apply:   func(c *Config, v string) (err error) { c.MaxPendingConns, err = parseInt(v, 1); return }},
+	{Env: "SHUTDOWN_DELAY_S", Flag: "shutdown-delay-s", Default: "0", Accepts: "whole seconds >= 0",
+		Meaning: "On SIGINT/SIGTERM, how long sluice goes on serving, with GET /readyz answering 503, before it stops accepting and the drain begins; behind a load balancer, set it to the time its readiness probe takes to mark sluice down.",
+		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.ShutdownDelay })},
 }
 
 func parsePublicURL(c *Config, v string) error {
@@ -172,35 +176,63 @@ func Default() Config {
 	return c
 }
 
-// RegisterFlags defines one string flag per setting on fs. The flags carry
-// no defaults of their own, so Load can tell a flag that was given from one
-// that was not.
+// RegisterFlags defines one string flag per setting on fs, and --config
+// (ConfigFlag). The flags carry no defaults of their own, so Load can tell
+// a flag that was given from one that was not.
 func RegisterFlags(fs *flag.FlagSet) map[string]*string {
 	vals := make(map[string]*string, len(Settings))
 	for _, s := range Settings {
 		vals[s.Flag] = fs.String(s.Flag, "", fmt.Sprintf("%s (env %s, default %s)", s.Meaning, s.Env, s.Default))
 	}
+	fs.String(ConfigFlag, "", "a TOML file of settings, keyed by their environment names")
 	return vals
 }
 
 // Load builds a Config: for each setting the flag's value if fs was given
-// that flag, else the environment's, else the default. lookupEnv is
-// os.LookupEnv in production. fs may be nil.
+// that flag, else the environment's, else the value in the config file
+// that fs's --config names, else the default. lookupEnv is os.LookupEnv in
+// production. fs may be nil.
 func Load(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
+	return LoadDefaults(fs, lookupEnv, nil)
+}
+
+// LoadDefaults is Load with defaults of the caller's own, by environment
+// name, in place of the table's: the demo's BATCH_ENABLED is 1, and still
+// loses to a file, the environment and a flag.
+func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defaults map[string]string) (Config, error) {
 	given := map[string]string{}
 	if fs != nil {
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	}
+	var file map[string]fileValue
+	path, fromFile := given[ConfigFlag]
+	if fromFile {
+		var err error
+		if file, err = readFile(path); err != nil {
+			return Config{}, err
+		}
+	}
 	var c Config
 	for _, s := range Settings {
 		v, src := s.Default, "default"
+		if d, ok := defaults[s.Env]; ok {
+			v = d
+		}
+		var bad error
+		if fv, ok := file[s.Env]; ok {
+			v, src, bad = fv.text, "config file "+path, fv.bad
+		}
 		if e, ok := lookupEnv(s.Env); ok && e != "" {
-			v, src = e, "environment"
+			v, src, bad = e, "environment", nil
 		}
 		if f, ok := given[s.Flag]; ok {
-			v, src = f, "flag --"+s.Flag
+			v, src, bad = f, "flag --"+s.Flag, nil
 		}
-		if err := s.apply(&c, strings.TrimSpace(v)); err != nil {
+		err := bad
+		if err == nil {
+			err = s.apply(&c, strings.TrimSpace(v))
+		}
+		if err != nil {
 			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, v, src, err, s.Accepts)
 		}
 	}
@@ -210,14 +242,48 @@ func Load(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) (Config, erro
 // LoadEnv is Load with the process environment.
 func LoadEnv(fs *flag.FlagSet) (Config, error) { return Load(fs, os.LookupEnv) }
 
-// WriteTable prints the settings as a table for --help.
+// HelpWidth is the width --help fits in: a terminal's 80 columns.
+const HelpWidth = 80
+
+// WriteTable prints the settings for --help, one block each, to fit in
+// HelpWidth columns: the variable, flag and default on one line, then the
+// meaning and the accepted values wrapped and indented beneath.
 func WriteTable(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")
-	for _, s := range Settings {
-		fmt.Fprintf(tw, "%s\t--%s\t%s\t%s\n", s.Env, s.Flag, s.Default, s.Meaning)
+	const indent = "    "
+	for i, s := range Settings {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		def := s.Default
+		if def == "" {
+			def = "empty"
+		}
+		fmt.Fprintf(w, "%s  --%s  (default %s)\n", s.Env, s.Flag, def)
+		io.WriteString(w, wrap(s.Meaning, indent, HelpWidth))
+		io.WriteString(w, wrap("Accepts: "+s.Accepts+".", indent, HelpWidth))
 	}
-	tw.Flush()
+}
+
+// wrap breaks text into lines of at most width columns, each starting
+// with indent, at spaces (a word longer than a line gets a line of its
+// own).
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	if line != indent {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // MarkdownTable renders the settings as the Markdown table in the README.

@@ -85,3 +85,33 @@ func TestTableListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpTableFitsIn80ColumnsAndListsAcceptedValues(t *testing.T) {
+	var b strings.Builder
+	WriteTable(&b)
+	for i, line := range strings.Split(b.String(), "\n") {
+		if len(line) > HelpWidth {
+			t.Errorf("line %d is %d columns: %q", i+1, len(line), line)
+		}
+	}
+	for _, s := range Settings {
+		// The accepted values may be wrapped; compare with the spaces
+		// folded.
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "Accepts: "+s.Accepts+".") {
+			t.Errorf("%s: the help does not list what it accepts (%s)", s.Env, s.Accepts)
+		}
+	}
+	if !strings.Contains(b.String(), "BATCH_MAX_SIZE  --batch-max-size  (default 16)\n    Flush once") {
+		t.Errorf("a setting's block is not its name, flag and default, then the meaning indented:\n%s", b.String())
+	}
+}
+
+func TestWrapBreaksAtSpacesWithinTheWidth(t *testing.T) {
+	got := wrap("aaa bbb ccc ddd", "  ", 10)
+	if want := "  aaa bbb\n  ccc ddd\n"; got != want {
+		t.Fatalf("wrap = %q; want %q", got, want)
+	}
+	if got := wrap("https://a-very-long-word.example", "  ", 10); got != "  https://a-very-long-word.example\n" {
+		t.Fatalf("a word longer than the line: %q", got)
+	}
+}

@@ -50,7 +50,7 @@ func New(st State) *Metrics {
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{Registry: r}
 	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_requests_total",
-		Help: "Requests answered, by route (messages, relay, healthz, metrics), status code and mode (windowed, plain)."},
+		Help: "Requests answered, by route (messages, relay, healthz, readyz, root, metrics), status code and mode (windowed, plain)."},
 		[]string{"route", "status", "mode"})
 	m.Flushes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_window_flushes_total",
 		Help: "Windows closed, by reason (size, age, flush)."}, []string{"reason"})

@@ -68,6 +68,10 @@ func (rw *Response) Header() http.Header { return rw.header }
 // Status is the status sent, or 0 if nothing has been sent yet.
 func (rw *Response) Status() int { return rw.status }
 
+// Written is how many body bytes the handler has written, sent or still
+// buffered.
+func (rw *Response) Written() int64 { return rw.written }
+
 // WriteHeader sets the status; like net/http, a second call is ignored,
 // and informational (1xx) statuses are not supported.
 func (rw *Response) WriteHeader(code int) {

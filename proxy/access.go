@@ -28,6 +28,7 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
+	bytesIn      int64 // request body bytes read from the client
 	// member is the request's place in its wave, once it got a slot; set
 	// only when an Observer is (for its timeline).
 	member *dispatch.Member
@@ -70,15 +71,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.parked {
 		return // its answer is still to come; whoever finishes it accounts for it
 	}
-	p.account(r, rec, sw.Status())
+	p.account(r, rec, sw.Status(), sw.Written())
 }
 
 // account writes the access line and request metric of r, whose answer is
-// complete with status (0: nothing was sent), and tells the observer of a
-// Messages exchange.
-func (p *Proxy) account(r *http.Request, rec *record, status int) {
+// complete with status (0: nothing was sent) and bytesOut body bytes, and
+// tells the observer of a Messages exchange.
+func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64) {
 	end := time.Now()
-	route := routeOf(r.URL.Path)
+	route := routeOf(r)
 	if status == 0 {
 		status = 499 // nothing was sent: the client left first
 	}
@@ -90,28 +91,42 @@ func (p *Proxy) account(r *http.Request, rec *record, status int) {
 	if p.obs != nil && route == "messages" {
 		p.observeDone(r, rec, status, end)
 	}
-	if route == "healthz" || route == "metrics" {
+	if route == "healthz" || route == "readyz" || route == "metrics" {
 		return // scrapes and probes would drown the access log
 	}
-	// Never the body or any header but the two ids: keys and tokens stay out.
+	// Never the body or any header but the two ids: keys and tokens stay
+	// out. client_addr is the TCP peer: X-Forwarded-For is whatever the
+	// client says it is.
 	p.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("id", rec.id), slog.String("upstream_request_id", rec.upstreamID),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
 		slog.String("mode", mode), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
-		slog.Int("status", status), slog.Duration("queue_wait", rec.queueWait),
-		slog.Duration("upstream_time", rec.upstreamTime), slog.Uint64("wave", rec.wave),
-		slog.Int("retries", rec.retries), slog.Duration("took", end.Sub(rec.start).Round(time.Microsecond)))
+		slog.Int("status", status), slog.String("client_addr", r.RemoteAddr),
+		slog.Int64("bytes_in", rec.bytesIn), slog.Int64("bytes_out", bytesOut),
+		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
+		slog.Uint64("wave", rec.wave), slog.Int("retries", rec.retries),
+		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
 
+// millis is d in milliseconds to the microsecond, as the access line gives
+// durations: a number any log tool can sum, with its unit in the key.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // routeOf names r's route for the metrics; a fixed set, whatever the path.
-func routeOf(path string) string {
-	switch path {
+func routeOf(r *http.Request) string {
+	switch r.URL.Path {
 	case "/v1/messages":
 		return "messages"
 	case "/healthz":
 		return "healthz"
+	case "/readyz":
+		return "readyz"
 	case "/metrics":
 		return "metrics"
+	case "/":
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return "root" // answered by sluice (see Proxy.root), not relayed
+		}
 	}
 	return "relay"
 }

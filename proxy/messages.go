@@ -62,7 +62,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	rec.model, rec.stream = info.Model, info.Stream
+	rec.model, rec.stream, rec.bytesIn = info.Model, info.Stream, int64(len(body.data))
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
 		ctx, end := p.begin(r.Context())
@@ -124,7 +124,7 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 		}
 		// Accounted before Finish sends the last buffered bytes, as
 		// ServeHTTP accounts before net/http sends them.
-		p.account(ex.r, ex.rec, rw.Status())
+		p.account(ex.r, ex.rec, rw.Status(), rw.Written())
 		rw.Finish()
 	}()
 	p.settle(ctx, ex, err)

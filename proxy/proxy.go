@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +76,10 @@ type Proxy struct {
 	stopping context.Context
 	stop     context.CancelCauseFunc
 	active   atomic.Int64
+	// draining is set when shutdown is signalled (Server.Serve), before
+	// the drain: from then on /readyz answers 503, so that a load balancer
+	// sends new requests elsewhere before sluice stops accepting them.
+	draining atomic.Bool
 }
 
 // retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
@@ -171,6 +176,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p.mux = http.NewServeMux()
 	p.mux.HandleFunc("/healthz", p.healthz)
+	p.mux.HandleFunc("/readyz", p.readyz)
+	// The API serves nothing at /; a person who opens sluice's address in
+	// a browser is told what it is instead.
+	p.mux.HandleFunc("GET /{$}", p.root)
 	if cfg.MetricsEnabled {
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
@@ -219,7 +228,26 @@ func (p *Proxy) GateStats() gate.Stats {
 	return p.gate.Stats()
 }
 
+// healthz answers liveness: the process is up and serving HTTP, draining
+// or not.
 func (p *Proxy) healthz(w http.ResponseWriter, r *http.Request) {
+	writeProbe(w, r, http.StatusOK, `{"status":"ok"}`)
+}
+
+// readyz answers readiness: 200 while serving, 503 once shutdown has been
+// signalled (for SHUTDOWN_DELAY_S sluice then serves on, so that probes
+// see it; after that its listener is closed, which a probe sees too).
+func (p *Proxy) readyz(w http.ResponseWriter, r *http.Request) {
+	if p.draining.Load() {
+		writeProbe(w, r, http.StatusServiceUnavailable,
+			`{"status":"draining","message":"sluice is shutting down: it finishes the requests it has accepted and takes no new ones; send them to another instance"}`)
+		return
+	}
+	writeProbe(w, r, http.StatusOK, `{"status":"ready"}`)
+}
+
+// writeProbe answers a GET or HEAD probe with body, never cached.
+func writeProbe(w http.ResponseWriter, r *http.Request, status int, body string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, errMethod("GET"))
@@ -227,7 +255,36 @@ func (p *Proxy) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Write([]byte(`{"status":"ok"}` + "\n"))
+	w.WriteHeader(status)
+	w.Write([]byte(body + "\n"))
+}
+
+// docsURL is where sluice's documentation lives.
+const docsURL = "https://github.com/sluicehq/sluice#readme"
+
+// root answers GET / with what sluice is and where to go: the page when
+// UI_ENABLED, the docs, the probes. Other methods on / are relayed as any
+// unknown path is.
+func (p *Proxy) root(w http.ResponseWriter, r *http.Request) {
+	v := struct {
+		Service string `json:"service"`
+		Message string `json:"message"`
+		UI      string `json:"ui,omitempty"`
+		Docs    string `json:"docs"`
+		Health  string `json:"health"`
+		Ready   string `json:"ready"`
+		Metrics string `json:"metrics,omitempty"`
+	}{Service: "sluice", Docs: docsURL, Health: "/healthz", Ready: "/readyz",
+		Message: "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with your own API key"}
+	if p.cfg.UIEnabled {
+		v.UI = "/ui/"
+	}
+	if p.cfg.MetricsEnabled {
+		v.Metrics = "/metrics"
+	}
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }
 
 // since is time.Since, kept in one place for the log lines.

@@ -38,6 +38,9 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		body = &watchedBody{r: http.MaxBytesReader(w, r.Body, limit)}
 		in = body
 	}
+	if body != nil {
+		defer func() { recordOf(r).bytesIn = body.read() }()
+	}
 	ctx, stop := withUpstreamTimeout(r.Context(), p.cfg.UpstreamTimeout)
 	resp, err := p.up.Do(ctx, r, in, r.ContentLength)
 	stop()
@@ -82,22 +85,29 @@ type watchedBody struct {
 	r io.Reader
 
 	mu  sync.Mutex
+	n   int64 // bytes read, for the access line
 	eof bool
 	err error
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if err != nil {
-		b.mu.Lock()
-		if err == io.EOF {
-			b.eof = true
-		} else if b.err == nil {
-			b.err = err
-		}
-		b.mu.Unlock()
+	b.mu.Lock()
+	b.n += int64(n)
+	if err == io.EOF {
+		b.eof = true
+	} else if err != nil && b.err == nil {
+		b.err = err
 	}
+	b.mu.Unlock()
 	return n, err
+}
+
+// read is how many bytes of the body have been read so far.
+func (b *watchedBody) read() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
 }
 
 func (b *watchedBody) done() bool {

@@ -26,6 +26,12 @@ type Server struct {
 	// shutdown begins (DRAIN_TIMEOUT_S). If zero, none: what is left is
 	// cut at once, with an answer.
 	DrainTimeout time.Duration
+	// ShutdownDelay is how long, once ctx ends, the server goes on accepting
+	// and serving as usual with /readyz answering 503, before it stops
+	// accepting and the drain begins (SHUTDOWN_DELAY_S): time for a load
+	// balancer's readiness probe to take it out of rotation. If zero, the
+	// drain begins at once.
+	ShutdownDelay time.Duration
 	// Log receives the shutdown's progress and the HTTP server's own
 	// errors. If nil, the Proxy's logger.
 	Log *slog.Logger
@@ -39,8 +45,9 @@ const IdleTimeout = 120 * time.Second
 // have to write their answers before their connections are closed.
 const abortGrace = 5 * time.Second
 
-// Serve serves on ln until ctx ends, then shuts down: it stops accepting,
-// releases open windows at once, lets in-flight requests finish for up to
+// Serve serves on ln until ctx ends, then shuts down: /readyz answers 503
+// from then on; after ShutdownDelay it stops accepting, releases open windows
+// at once, lets in-flight requests finish for up to
 // DrainTimeout, then cuts what is left with an answer (see Proxy.Abort)
 // and closes the connections. It returns nil after a shutdown, or the
 // error that stopped the server otherwise.
@@ -71,6 +78,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	// First: /readyz is 503 from here to the end. Go's server drops a
+	// request read once its Shutdown has begun, so a probe can see the 503
+	// only while the server still accepts: during ShutdownDelay.
+	p.draining.Store(true)
+	if s.ShutdownDelay > 0 {
+		log.Info("shutdown signalled: /readyz answers 503; serving on until the drain begins", "shutdown_delay", s.ShutdownDelay)
+		t := time.NewTimer(s.ShutdownDelay)
+		select {
+		case err := <-errc:
+			t.Stop()
+			return fmt.Errorf("serve: %w", err)
+		case <-t.C:
+		}
 	}
 	log.Info("shutting down", "drain_timeout", s.DrainTimeout)
 	p.Flush()

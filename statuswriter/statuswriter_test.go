@@ -31,6 +31,16 @@ func TestStatusIsTheFirstSent(t *testing.T) {
 	}
 }
 
+func TestWrittenCountsBodyBytes(t *testing.T) {
+	w := Wrap(httptest.NewRecorder())
+	w.WriteHeader(201)
+	w.Write([]byte("hello, "))
+	w.Write([]byte("world"))
+	if w.Written() != 12 {
+		t.Fatalf("Written() = %d; want 12", w.Written())
+	}
+}
+
 func TestHijackWorksThroughTheWrapper(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, buf, err := http.NewResponseController(Wrap(w)).Hijack()

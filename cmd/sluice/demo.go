@@ -34,33 +34,30 @@ func runDemo(args []string) error {
 	opt := demoOptions{sim: sim.DefaultConfig()}
 	fs.IntVar(&opt.burst, "burst", 48, "requests in each built-in burst (0: no built-in traffic)")
 	fs.DurationVar(&opt.every, "every", 5*time.Second, "time between built-in bursts")
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprint(out, "Usage: sluice demo [flags]\n\n"+
-			"Runs the simulated Anthropic API and a windowed sluice in front of it in one process,\n"+
-			"with built-in traffic: a burst every few seconds. UPSTREAM_URL is ignored;\n"+
-			"BATCH_ENABLED defaults to 1 here. Flags:\n  --burst N    requests per burst (default 48; 0: none)\n"+
-			"  --every D    time between bursts (default 5s)\n\n")
-		config.WriteTable(out)
-	}
+	fs.Usage = func() { demoUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(fs, func(k string) (string, bool) {
-		if v, ok := os.LookupEnv(k); ok && v != "" {
-			return v, true
-		}
-		if k == "BATCH_ENABLED" {
-			return "1", true // the demo is about windowing
-		}
-		return "", false
-	})
+	cfg, err := config.LoadDefaults(fs, os.LookupEnv, map[string]string{"BATCH_ENABLED": "1"}) // the demo is about windowing
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return demo(ctx, cfg, opt, os.Stdout)
+}
+
+// demoUsage is `sluice demo --help`, in 80 columns.
+func demoUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: sluice demo [flags]\n\n"+
+		"Runs the simulated Anthropic API and a windowed sluice in front of it in one\n"+
+		"process, with built-in traffic: a burst every few seconds. UPSTREAM_URL is\n"+
+		"ignored; BATCH_ENABLED defaults to 1 here. Flags of its own:\n\n"+
+		"  --burst N      requests per burst (default 48; 0: none)\n"+
+		"  --every D      time between bursts (default 5s)\n"+
+		"  --config FILE  settings from a TOML file, as for sluice serve\n\n"+
+		"And the settings of sluice serve:\n\n")
+	config.WriteTable(w)
 }
 
 // demo serves the simulator on a free loopback port and sluice on
@@ -82,6 +79,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
@@ -102,7 +100,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	if cfg.UIEnabled {
 		fmt.Fprintf(out, "the page:                %s/ui/\n\n", base)
 	}
-	err = serve(ctx, ln, h, p, cfg.DrainTimeout, log)
+	err = serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
 	traffic.Wait()
 	return err
 }

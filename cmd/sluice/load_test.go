@@ -55,7 +55,7 @@ func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error)
-	go func() { served <- serve(ctx, ln, p, p, time.Minute, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(ctx, ln, p, p, 0, time.Minute, slog.New(slog.DiscardHandler)) }()
 
 	heapBefore := heapInUse()
 	// One connection per client, none pooled: every client is its own

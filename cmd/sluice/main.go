@@ -12,9 +12,6 @@ import (
 	"sort"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // command is one subcommand of sluice.
 type command struct {
 	summary string
@@ -22,15 +19,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"bench":   {"send one scenario through the plain and the windowed path and compare them", runBench},
-	"demo":    {"run the simulator and a windowed sluice in front of it, with built-in traffic", runDemo},
-	"serve":   {"run the proxy (settings from flags and environment)", runServe},
-	"sim":     {"serve a simulated Anthropic API (for tests, benchmarks and trying sluice)", runSim},
-	"version": {"print the version", func([]string) error { fmt.Println("sluice", version); return nil }},
+	"bench":   {"send a scenario through the plain and the windowed path, compare them", runBench},
+	"demo":    {"run the simulator, a windowed sluice in front, and built-in traffic", runDemo},
+	"serve":   {"run the proxy (settings from flags, environment and a config file)", runServe},
+	"sim":     {"serve a simulated Anthropic API (tests, benchmarks, trying sluice)", runSim},
+	"version": {"print the version, VCS revision and Go version sluice was built with", nil}, // run answers it
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "sluice:", err)
 			os.Exit(2)
@@ -38,9 +35,16 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+// run runs the command args name; stdout takes the top-level help and the
+// version.
+func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(os.Stdout)
+		usage(stdout)
+		return nil
+	}
+	switch args[0] {
+	case "version", "--version", "-version":
+		writeVersion(stdout)
 		return nil
 	}
 	cmd, ok := commands[args[0]]

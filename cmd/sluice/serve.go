@@ -21,12 +21,7 @@ import (
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	config.RegisterFlags(fs)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintln(out, "Usage: sluice serve [flags]\n\nRuns the proxy. Each setting is a flag or an environment variable;")
-		fmt.Fprint(out, "a flag beats the environment, which beats the default.\n\n")
-		config.WriteTable(out)
-	}
+	fs.Usage = func() { serveUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +36,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
 	p, h, err := newHandler(ctx, cfg, log)
 	if err != nil {
@@ -49,13 +45,24 @@ func runServe(args []string) error {
 	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
-	return serve(ctx, ln, h, p, cfg.DrainTimeout, log)
+	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
+}
+
+// serveUsage is `sluice serve --help`, in 80 columns.
+func serveUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: sluice serve [--config FILE] [flags]\n\n"+
+		"Runs the proxy. Each setting is a flag, an environment variable, or a key of\n"+
+		"the TOML file that --config names, keyed by the environment name as below\n"+
+		"(BATCH_MAX_CONCURRENCY = 16). A flag beats the environment, which beats the\n"+
+		"file, which beats the default.\n\n")
+	config.WriteTable(w)
 }
 
 // serve runs h (p, or p behind the page) on ln until ctx ends, then shuts
-// down gracefully (see proxy.Server).
-func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, drain time.Duration, log *slog.Logger) error {
-	srv := &proxy.Server{Proxy: p, Handler: h, DrainTimeout: drain, Log: log}
+// down gracefully (see proxy.Server): /readyz answers 503 for delay before
+// the drain begins.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, p *proxy.Proxy, delay, drain time.Duration, log *slog.Logger) error {
+	srv := &proxy.Server{Proxy: p, Handler: h, ShutdownDelay: delay, DrainTimeout: drain, Log: log}
 	return srv.Serve(ctx, ln)
 }
 
@@ -68,6 +75,16 @@ func newServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       proxy.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
+	}
+}
+
+// warnMisspelt warns of each variable in environ that looks like a
+// misspelt setting, which would otherwise be ignored without a word. The
+// value is not logged: it may be a key.
+func warnMisspelt(log *slog.Logger, environ []string) {
+	for _, m := range config.Misspelt(environ) {
+		log.Warn("an environment variable looks like a misspelt setting and is ignored; did you mean "+m.Setting+"?",
+			"variable", m.Name, "setting", m.Setting)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +56,7 @@ func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 		accepted.Add(1)
 		p.ServeHTTP(w, r)
 	})
-	go func() { served <- serve(ctx, ln, h, p, 30*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serve(ctx, ln, h, p, 0, 30*time.Second, slog.New(slog.DiscardHandler)) }()
 
 	const n = 40 // two full waves and one partial one held open by MaxWait
 	var wg sync.WaitGroup
@@ -120,10 +122,39 @@ func TestServeRejectsBadSettingsWithOneLine(t *testing.T) {
 		{[]string{"--batch-max-size", "0"}, `invalid BATCH_MAX_SIZE="0" (from flag --batch-max-size): must be at least 1`},
 		{[]string{"--batch-enabled", "maybe"}, `invalid BATCH_ENABLED="maybe"`},
 		{[]string{"--upstream", "api.anthropic.com"}, `invalid UPSTREAM_URL="api.anthropic.com"`},
+		{[]string{"--config", writeFile(t, "sluice.toml", "BATCH_MAX_CONCURENCY = 16\n")},
+			`unknown setting "BATCH_MAX_CONCURENCY"; did you mean BATCH_MAX_CONCURRENCY?`},
+		{[]string{"--config", writeFile(t, "sluice.toml", "BATCH_MAX_SIZE = 2.5\n")},
+			`invalid BATCH_MAX_SIZE="2.5" (from config file `},
 	} {
 		err := runServe(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("runServe(%q) = %v; want one line containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// writeFile writes body to a file called name in a temporary directory and
+// returns its path.
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestMisspeltSettingGetsAWarningNamingTheSetting(t *testing.T) {
+	var b strings.Builder
+	warnMisspelt(slog.New(slog.NewTextHandler(&b, nil)), []string{"BATCH_MAX_CONCURENCY=4711", "UPSTREAM_ULR=http://user:sk-ant-secret@gw", "HOME=/root"})
+	out := b.String()
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, "level=WARN") ||
+		!strings.Contains(out, "variable=BATCH_MAX_CONCURENCY setting=BATCH_MAX_CONCURRENCY") ||
+		!strings.Contains(out, "variable=UPSTREAM_ULR setting=UPSTREAM_URL") {
+		t.Errorf("warnings:\n%s\nwant one for each misspelt setting, naming it and the likely setting", out)
+	}
+	if strings.Contains(out, "secret") || strings.Contains(out, "4711") {
+		t.Errorf("a warning shows a value:\n%s", out)
 	}
 }

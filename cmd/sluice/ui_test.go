@@ -48,6 +48,9 @@ func TestUISettingMountsThePage(t *testing.T) {
 		if code, _ := get("/ui/api/default"); on && code != 200 {
 			t.Errorf("UI_ENABLED=1: GET /ui/api/default = %d", code)
 		}
+		if code, body := get("/"); code != 200 || strings.Contains(body, `"ui":"/ui/"`) != on || strings.Contains(body, "upstream saw") {
+			t.Errorf("UI_ENABLED=%v: GET / = %d %q; want sluice's pointer, to /ui/ only when the page is on", on, code, body)
+		}
 		if code, body := get("/v1/models"); code != http.StatusTeapot || body != "upstream saw /v1/models" {
 			t.Errorf("UI_ENABLED=%v: GET /v1/models = %d %q; want the proxy's relay", on, code, body)
 		}

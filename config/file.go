@@ -1,0 +1,98 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ConfigFlag is the flag that names a config file: TOML whose keys are
+// the settings' environment names, exactly as the table spells them
+// (BATCH_MAX_CONCURRENCY = 16). One spelling only, so that a file, an
+// environment and the README read the same; a lowercase key is an unknown
+// one, and the error says which name was meant.
+const ConfigFlag = "config"
+
+// fileValue is one setting as a config file gives it, as the text the
+// environment would have given, or why it cannot be one.
+type fileValue struct {
+	text string
+	bad  error // a TOML array, table or date: not a setting's value
+}
+
+// readFile reads the config file at path.
+func readFile(path string) (map[string]fileValue, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	return parseFile(path, data)
+}
+
+// parseFile decodes a config file's data; name is for the errors. A key
+// that names no setting is an error, which names the setting most like it.
+func parseFile(name string, data []byte) (map[string]fileValue, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("config file %s: %s", name, pe.Error()) // one line, with its line number
+		}
+		return nil, fmt.Errorf("config file %s: %w", name, err)
+	}
+	var unknown []string
+	vals := make(map[string]fileValue, len(raw))
+	for key, v := range raw {
+		if _, ok := settingByEnv(key); !ok {
+			unknown = append(unknown, unknownKey(key))
+			continue
+		}
+		vals[key] = asText(v)
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("config file %s: %s", name, strings.Join(unknown, "; "))
+	}
+	return vals, nil
+}
+
+// unknownKey describes a key that names no setting.
+func unknownKey(key string) string {
+	near, _ := closest(key)
+	msg := fmt.Sprintf("unknown setting %q; did you mean %s?", key, near)
+	if strings.EqualFold(key, near) {
+		msg += " (keys are the environment names, in capitals)"
+	}
+	return msg
+}
+
+// asText turns a TOML value into the text the environment would carry, so
+// that every setting is parsed, and its errors worded, one way: 16 and
+// "16" are both 16, true and "on" both on, and 1.5 is "not a whole
+// number" wherever it comes from.
+func asText(v any) fileValue {
+	switch v := v.(type) {
+	case string:
+		return fileValue{text: v}
+	case int64:
+		return fileValue{text: strconv.FormatInt(v, 10)}
+	case bool:
+		return fileValue{text: strconv.FormatBool(v)}
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return fileValue{text: fmt.Sprint(v)}
+		}
+		return fileValue{text: strconv.FormatFloat(v, 'f', -1, 64)}
+	case []any, []map[string]any:
+		return fileValue{text: fmt.Sprint(v), bad: errors.New("an array, not a single value")}
+	case map[string]any:
+		return fileValue{text: fmt.Sprint(v), bad: errors.New("a table, not a single value")}
+	}
+	return fileValue{text: fmt.Sprint(v), bad: errors.New("a date or time, not a setting's value")}
+}
