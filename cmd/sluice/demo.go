@@ -91,7 +91,7 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	fmt.Fprintf(out, "sluice                   %s  (windowed: %v, window %d or %s, %d slots, deadline %s)\n",
 		base, cfg.Enabled, cfg.MaxSize, cfg.MaxWait, cfg.MaxConcurrency, cfg.Timeout)
 	fmt.Fprintf(out, "\npoint a client at it:    export ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=sk-demo\n", base)
-	fmt.Fprintf(out, "                         curl -s %s/v1/messages -H 'x-api-key: sk-demo' -d '{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n", base)
+	fmt.Fprintf(out, "                         curl -s %s/v1/messages -H 'x-api-key: sk-demo' -d '{\"model\":\"claude-sonnet-5-5\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n", base)
 
 	var traffic sync.WaitGroup
 	if opt.burst > 0 {
@@ -121,7 +121,7 @@ func sendBursts(ctx context.Context, base string, opt demoOptions, simulator *si
 		for i := range opt.burst {
 			wg.Go(func() {
 				stream := i%2 == 1
-				body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":128,"stream":%v,"messages":[{"role":"user","content":"demo burst %d request %d"}]}`, stream, n, i)
+				body := fmt.Sprintf(`{"model":"claude-sonnet-5-5","max_tokens":128,"stream":%v,"messages":[{"role":"user","content":"demo burst %d request %d"}]}`, stream, n, i)
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages", strings.NewReader(body))
 				if err != nil {
 					return

@@ -42,9 +42,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sluice listening", "addr", ln.Addr().String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
-		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
-		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
+	logListening(log, ln.Addr(), cfg)
 	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
 }
 
@@ -118,4 +116,12 @@ func withPublicURL(cfg config.Config, addr net.Addr, log *slog.Logger) config.Co
 	}
 	cfg.PublicURL = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
 	return cfg
+}
+
+// logListening writes the start-up line. The upstream URL is redacted: a
+// password in its userinfo must never reach a log.
+func logListening(log *slog.Logger, addr net.Addr, cfg config.Config) {
+	log.Info("sluice listening", "addr", addr.String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
+		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
+		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
 }

@@ -158,3 +158,16 @@ func TestMisspeltSettingGetsAWarningNamingTheSetting(t *testing.T) {
 		t.Errorf("a warning shows a value:\n%s", out)
 	}
 }
+
+// The start-up line names the upstream without the password of its URL.
+func TestStartupLineRedactsTheUpstreamPassword(t *testing.T) {
+	var b strings.Builder
+	cfg := config.Default()
+	cfg.UpstreamURL, _ = url.Parse("https://gateway-user:sk-ant-hunter2@gw.internal:8443/anthropic")
+	cfg.PublicURL, _ = url.Parse("http://127.0.0.1:8080")
+	logListening(slog.New(slog.NewJSONHandler(&b, nil)), &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, cfg)
+	out := b.String()
+	if strings.Contains(out, "hunter2") || !strings.Contains(out, "gw.internal:8443") {
+		t.Fatalf("start-up line %s: want the upstream's host and no password", out)
+	}
+}
