@@ -80,17 +80,20 @@ const bodyChunk = 64 << 10
 // not arrive in time, 400 when it cannot be read; after any of them the
 // connection is closed, since what is left of the body on it cannot be
 // told from a next request. errClientGone means nobody is left to answer.
+//
+// A declared length that does not fit in what is left of the budget is
+// refused before anything is read. But the budget is taken only as bytes
+// arrive, never for what a header promises: otherwise eight clients that
+// declare 32 MB and send one byte would hold the whole budget for the
+// body timeout, and refuse everyone else.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *bodyBudget) (heldBody, *apiError) {
 	if r.ContentLength > limit {
 		return heldBody{}, closing(w, errTooLarge(limit))
 	}
-	var hb heldBody
-	if r.ContentLength > 0 {
-		if !budget.reserve(r.ContentLength) {
-			return heldBody{}, closing(w, errBudget(budget.limit))
-		}
-		hb.reserved = r.ContentLength
+	if r.ContentLength > budget.limit-budget.Held() {
+		return heldBody{}, closing(w, errBudget(budget.limit))
 	}
+	var hb heldBody
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
 	data, err := readAllOf(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, budget, &hb.reserved)
@@ -143,20 +146,35 @@ func closing(w http.ResponseWriter, e *apiError) *apiError {
 	return e
 }
 
-// readAllOf reads rd to the end into a buffer of exactly the body's size.
-// A body of declared length is read straight into it; its bytes are
-// already reserved. A body of unknown length is read in chunks, each
-// reserved in the budget before it is read (reserved counts them), and
-// copied once into its exact buffer at the end.
+// readAllOf reads rd to the end into a buffer of exactly the body's size,
+// taking each chunk of the budget before it reads into it (reserved counts
+// what it took). A body of declared length is read into a buffer grown as
+// bytes arrive up to exactly that length; a body of unknown length is read
+// in chunks and copied once into its exact buffer at the end.
 func readAllOf(rd io.Reader, declared int64, budget *bodyBudget, reserved *int64) ([]byte, error) {
+	grow := func(n int64) error {
+		if !budget.reserve(n) {
+			return errBudgetSpent
+		}
+		*reserved += n
+		return nil
+	}
 	if declared >= 0 {
-		body := make([]byte, 0, min(declared, bodyChunk))
+		first := min(declared, bodyChunk)
+		if err := grow(first); err != nil {
+			return nil, err
+		}
+		body := make([]byte, 0, first)
 		// Up to 64 KB the buffer is the body's exact size at once; beyond,
-		// it grows only as bytes arrive, so a client that declares 32 MB
+		// it doubles only as bytes arrive, so a client that declares 32 MB
 		// and sends one byte costs one chunk, not 32 MB.
 		for int64(len(body)) < declared {
 			if len(body) == cap(body) {
-				grown := make([]byte, len(body), min(declared, 2*int64(cap(body))))
+				next := min(declared, 2*int64(cap(body)))
+				if err := grow(next - int64(cap(body))); err != nil {
+					return nil, err
+				}
+				grown := make([]byte, len(body), next)
 				copy(grown, body)
 				body = grown
 			}
@@ -174,10 +192,9 @@ func readAllOf(rd io.Reader, declared int64, budget *bodyBudget, reserved *int64
 	var chunks [][]byte
 	total := 0
 	for {
-		if !budget.reserve(bodyChunk) {
-			return nil, errBudgetSpent
+		if err := grow(bodyChunk); err != nil {
+			return nil, err
 		}
-		*reserved += bodyChunk
 		chunk := make([]byte, bodyChunk)
 		n, err := io.ReadFull(rd, chunk)
 		chunks = append(chunks, chunk[:n])

@@ -189,10 +189,7 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 		if last {
 			return
 		}
-		// Not every ResponseWriter supports deadlines (a recorder in
-		// tests); where it does not, the write simply has none.
-		_ = rc.SetWriteDeadline(time.Now().Add(idle))
-		if _, werr := w.Write(take); werr != nil {
+		if werr := writeRenewing(w, rc, take, idle); werr != nil {
 			err = fmt.Errorf("%w: %v", errClientWrite, werr)
 		} else {
 			err = flushTo(rc)
@@ -204,6 +201,26 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 	sp.buf = nil
 	sp.mu.Unlock()
 	signal(sp.room)
+}
+
+// writeChunk is how much of an answer is written under one write deadline.
+const writeChunk = 32 << 10
+
+// writeRenewing writes data to w in chunks of writeChunk, each under a
+// write deadline of idle from its start: a client is cut only when it
+// takes nothing for idle, not when a large write takes longer than idle
+// at the pace it reads. Not every ResponseWriter supports deadlines (a
+// recorder in tests); where it does not, the writes simply have none.
+func writeRenewing(w io.Writer, rc *http.ResponseController, data []byte, idle time.Duration) error {
+	for len(data) > 0 {
+		n := min(len(data), writeChunk)
+		_ = rc.SetWriteDeadline(time.Now().Add(idle))
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 // wait blocks until the writer has finished: the client has every event,

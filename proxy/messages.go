@@ -360,9 +360,10 @@ func (ex *exchange) writeReply(rep *reply) {
 	h.Set("Content-Length", strconv.Itoa(len(rep.data)))
 	// No slot is held any more, but the handler is: a client that stops
 	// reading must not keep it past the idle timeout.
-	_ = http.NewResponseController(ex.w).SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
+	rc := http.NewResponseController(ex.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
 	ex.w.WriteHeader(rep.status)
-	ex.w.Write(rep.data)
+	writeRenewing(ex.w, rc, rep.data, ex.p.cfg.StreamIdleTimeout)
 	if rep.status == http.StatusOK {
 		// After the write: the client has its answer before sluice spends
 		// a decode on the metrics.

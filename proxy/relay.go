@@ -34,6 +34,14 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	var body *watchedBody
 	var in io.Reader = http.NoBody
 	if r.ContentLength != 0 {
+		// A body still arriving counts against MAX_PENDING_CONNS, as a
+		// Messages body does.
+		if !p.pendingConns.take(p.cfg.MaxPendingConns) {
+			p.metrics.Shed.Inc()
+			writeError(w, closing(w, errTooManyPending))
+			return
+		}
+
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
 		body = &watchedBody{r: http.MaxBytesReader(w, r.Body, limit)}
 		in = body
@@ -45,6 +53,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	resp, err := p.up.Do(ctx, r, in, r.ContentLength)
 	stop()
 	if body != nil {
+		p.pendingConns.give() // the body is in, or it never will be
 		if body.done() {
 			_ = rc.SetReadDeadline(time.Time{}) // the whole body is in
 		} else {

@@ -63,7 +63,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns, shed: p.metrics.Shed.Inc}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           guard.handler(h),
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
@@ -122,31 +123,61 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // pendingConns bounds the connections that have not yet sent a whole
-// request: a new connection counts from its accept until it reaches a
-// handler (and a Messages request's body counts until it is read, see
-// readBody), so slow or idle clients cannot use up the process's file
-// descriptors. A connection past the bound is answered 529 and closed.
+// request: a connection counts from its accept, or from when it goes idle
+// after an answer, until a request of its reaches a handler (and a body
+// counts until it is read, see readBody and relay), so slow or idle
+// clients cannot use up the process's file descriptors. A new connection
+// past the bound is answered 529 and closed; an idle one is closed (its
+// client reconnects).
 type pendingConns struct {
-	max   int
-	count *pendingCount
-	shed  func()   // counts a refused connection
-	fresh sync.Map // net.Conn → struct{}: accepted, no request yet
+	max     int
+	count   *pendingCount
+	shed    func()   // counts a refused connection
+	waiting sync.Map // net.Conn → struct{}: counted, no request of its in a handler yet
 }
 
 func (g *pendingConns) track(c net.Conn, state http.ConnState) {
-	if state == http.StateNew {
+	switch state {
+	case http.StateNew:
 		if !g.count.take(g.max) {
 			g.shed()
 			refuseConn(c)
 			return
 		}
-		g.fresh.Store(c, struct{}{})
-		return
+		g.waiting.Store(c, struct{}{})
+	case http.StateIdle:
+		if !g.count.take(g.max) {
+			c.Close()
+			return
+		}
+		g.waiting.Store(c, struct{}{})
+	case http.StateActive:
+		// Some bytes of a request: it is pending until its handler runs.
+	default: // closed, hijacked
+		g.reached(c)
 	}
-	if _, ok := g.fresh.LoadAndDelete(c); ok {
+}
+
+// reached stops counting c: a request of its reached a handler, or it is
+// gone.
+func (g *pendingConns) reached(c net.Conn) {
+	if _, ok := g.waiting.LoadAndDelete(c); ok {
 		g.count.give()
 	}
 }
+
+// handler tells g when a request reaches h.
+func (g *pendingConns) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+			g.reached(c)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// connKey carries a request's connection in its context.
+type connKey struct{}
 
 // refuseConn answers a connection over the bound, before it has sent its
 // request (HTTP lets a server answer early), and closes it.

@@ -12,11 +12,15 @@ import (
 // Go's HTTP server answers a request it cannot parse (bad framing, headers
 // past MaxHeaderBytes, an unsupported version or transfer encoding) by
 // itself, before any handler runs, in plain text: it writes the whole
-// answer to the connection in one write, with these headers. No handler
-// answer has them in this order (Go sorts a handler's headers, and
-// Connection sorts before Content-Type), so such a write can be told
-// apart and said again in the Anthropic shape.
+// answer to the connection in one write, the status line, exactly these
+// two headers and a one-line body. A handler's answer always carries a
+// Date header (Go adds one), so no such answer is exactly this shape, and
+// a write that is can be said again in the Anthropic shape.
 const goServerErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// maxGoServerError bounds the body of one of Go's own error answers (its
+// longest is a status text and a short reason).
+const maxGoServerError = 512
 
 // shapedListener gives every connection it accepts a shapedConn.
 type shapedListener struct{ net.Listener }
@@ -47,13 +51,30 @@ type shapedSocket struct {
 func (c *shapedSocket) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 func (c *shapedConn) Write(b []byte) (int, error) {
-	if !bytes.HasPrefix(b, []byte("HTTP/1.1 ")) || !bytes.Contains(b, []byte(goServerErrorHeaders)) {
+	if !isGoServerError(b) {
 		return c.Conn.Write(b)
 	}
 	if _, err := c.Conn.Write(shapeServerError(b)); err != nil {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// isGoServerError reports whether b is exactly one of Go's own error
+// answers: "HTTP/1.1 NNN text", the two headers, then a short body of one
+// line.
+func isGoServerError(b []byte) bool {
+	line, rest, ok := bytes.Cut(b, []byte("\r\n"))
+	if !ok || len(line) < len("HTTP/1.1 400") || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return false
+	}
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return false
+		}
+	}
+	body, ok := bytes.CutPrefix(rest, []byte(goServerErrorHeaders[2:]))
+	return ok && len(body) <= maxGoServerError && !bytes.ContainsAny(body, "\r\n")
 }
 
 // shapeServerError turns one of Go's plain-text error answers into the

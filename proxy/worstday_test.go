@@ -139,6 +139,30 @@ func TestBodyBudgetSheds529BeforeTheBodyIsRead(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("after the budget came back: status %d", resp.StatusCode)
 	}
+	waitForServerLinger()
+}
+
+// A body's declared length takes no budget until its bytes arrive: eight
+// clients that declare 32 MB and send one byte do not lock everyone else
+// out.
+func TestBodyBudgetIsTakenAsBytesArriveNotAsDeclared(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	p, px := startProxyWith(t, testConfig(t, up.URL, true), Options{BodyReadTimeout: 30 * time.Second})
+	for range 8 {
+		head := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: %d", 32<<20)
+		rawRequest(t, px.Listener.Addr().String(), head, "{")
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.bodies.Held() < 8*bodyChunk; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the eight promises hold %d bytes; want their first chunks", p.bodies.Held())
+		}
+	}
+	if held := p.bodies.Held(); held > 8*bodyChunk {
+		t.Errorf("eight 1-byte bodies that declared 32 MB hold %d bytes of the budget; want at most %d", held, 8*bodyChunk)
+	}
+	if r := post(t, px.URL, "/v1/messages", requestJSON); r.StatusCode != 200 {
+		t.Fatalf("a normal request beside them: status %d", r.StatusCode)
+	}
 }
 
 // A stream's slot is held for the upstream's exchange, not for the
@@ -337,6 +361,47 @@ func TestPendingConnectionsAreBounded(t *testing.T) {
 	if r.StatusCode != 200 {
 		t.Fatalf("after the idle connections left: status %d", r.StatusCode)
 	}
+	r.Body.Close()
+	http.DefaultClient.CloseIdleConnections() // an idle keep-alive connection counts too
+	for deadline := time.Now().Add(10 * time.Second); p.pendingConns.n.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d still counted after the client closed its idle connection", p.pendingConns.n.Load())
+		}
+	}
+
+	// A connection that has been answered once counts again while it sends
+	// its next request: keep-alive is no way around the bound.
+	var stalled []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, _ := readAnswer(t, c, br); resp.StatusCode != 200 {
+			t.Fatalf("healthz: %d", resp.StatusCode)
+		}
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sl") // half the next request's headers
+		stalled = append(stalled, c)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.pendingConns.n.Load() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d counted with 3 connections halfway through their next request", p.pendingConns.n.Load())
+		}
+	}
+	over2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over2.Close()
+	resp2, body2 := readAnswer(t, over2, bufio.NewReader(over2))
+	resp2.Body = io.NopCloser(bytes.NewReader(body2))
+	wantError(t, resp2, 529, "overloaded_error", "MAX_PENDING_CONNS")
+	for _, c := range stalled {
+		c.Close()
+	}
 }
 
 // A path with empty or dot segments gets an Anthropic-shaped 404, not Go's
@@ -414,12 +479,77 @@ func TestGoServerErrorsAreAnthropicShaped(t *testing.T) {
 	if r := post(t, "http://"+ln.Addr().String(), "/v1/messages", requestJSON); r.StatusCode != 200 {
 		t.Fatalf("a good request through the shaping: status %d", r.StatusCode)
 	}
-	// Go's server lingers 500 ms on a connection it refused for its
-	// headers' size; let that goroutine end before the leak check.
+	waitForServerLinger()
+}
+
+// waitForServerLinger waits for Go's server to let go of connections it
+// closes after refusing a request whose body it did not read: it lingers
+// 500 ms on each, so that the client can read the answer before the
+// close, and the leak check must not count those goroutines.
+func waitForServerLinger() {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		buf := make([]byte, 1<<20)
 		if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("closeWriteAndWait")) || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// Only Go's own error answers are rewritten: an answer that merely carries
+// the same headers, in its body or in its header block, passes untouched.
+func TestShapingLeavesOtherAnswersAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write string
+		shape bool
+	}{
+		{"Go's own 400", "HTTP/1.1 400 Bad Request" + goServerErrorHeaders + "400 Bad Request", true},
+		{"Go's own 431", "HTTP/1.1 431 Request Header Fields Too Large" + goServerErrorHeaders + "431 Request Header Fields Too Large", true},
+		{"the headers in a body", "HTTP/1.1 200 OK\r\nDate: x\r\nContent-Length: 80\r\n\r\nline one" + goServerErrorHeaders + "line two", false},
+		{"a handler's answer with those headers", "HTTP/1.1 200 OK\r\nDate: Mon\r\nContent-Length: 3\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nhi\n", false},
+		{"a long body", "HTTP/1.1 400 Bad Request" + goServerErrorHeaders + strings.Repeat("x", 600), false},
+		{"a body of two lines", "HTTP/1.1 400 Bad Request" + goServerErrorHeaders + "a\nb", false},
+	} {
+		if got := isGoServerError([]byte(tc.write)); got != tc.shape {
+			t.Errorf("%s: rewritten = %v; want %v", tc.name, got, tc.shape)
+		}
+	}
+}
+
+// A client that reads steadily but slowly is not cut: the idle timeout is
+// for a client that takes nothing, and a large answer is written under a
+// deadline renewed as the client takes it.
+func TestSteadySlowReaderGetsTheWholeAnswer(t *testing.T) {
+	big := `{"type":"message","content":[{"type":"text","text":"` + strings.Repeat("x", 160<<10) + `"}]}`
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, big)
+	})
+	_, px := startProxyWith(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = time.Second }), Options{})
+	conn, err := net.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(8 << 10)
+	fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(requestJSON), requestJSON)
+	// A few hundred KB/s, never a pause near the 1 s idle timeout: the
+	// whole answer takes longer than the timeout.
+	start := time.Now()
+	var got bytes.Buffer
+	buf := make([]byte, 8<<10)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		n, err := conn.Read(buf)
+		got.Write(buf[:n])
+		if bytes.HasSuffix(got.Bytes(), []byte(`"}]}`)) || err != nil {
 			break
 		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("read %d bytes in %v", got.Len(), time.Since(start))
+	if !bytes.HasSuffix(got.Bytes(), []byte(big[len(big)-1000:])) {
+		t.Fatalf("a steady reader got %d bytes, cut before the end of the %d-byte answer", got.Len(), len(big))
 	}
 }

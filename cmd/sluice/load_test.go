@@ -39,6 +39,9 @@ func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
 		io.WriteString(w, `{"type":"message"}`)
 	}))
 	defer up.Close()
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll() // before up.Close, even when the test fails early
 	cfg := config.Default()
 	cfg.Enabled = true
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
@@ -115,7 +118,7 @@ func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
 
 	stop() // SIGTERM, in the middle of the load
 	time.Sleep(50 * time.Millisecond)
-	close(release)
+	releaseAll()
 	wg.Wait()
 	if err := <-served; err != nil {
 		t.Fatalf("serve returned %v; want nil", err)
