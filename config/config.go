@@ -233,7 +233,7 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 			err = s.apply(&c, strings.TrimSpace(v))
 		}
 		if err != nil {
-			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, v, src, err, s.Accepts)
+			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, redactURL(v), src, err, s.Accepts)
 		}
 	}
 	return c, nil
@@ -335,6 +335,16 @@ func parseListen(c *Config, v string) error {
 	return nil
 }
 
+// redactURL hides the password of a URL's userinfo, so that an error
+// about a setting never shows a secret; text that is no URL is shown as
+// it is.
+func redactURL(v string) string {
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return v
+}
+
 func parseUpstream(c *Config, v string) error {
 	u, err := url.Parse(v)
 	if err != nil {
@@ -345,6 +355,11 @@ func parseUpstream(c *Config, v string) error {
 	}
 	if u.Host == "" {
 		return errors.New("no host")
+	}
+	if u.User != nil {
+		// The transport sends no Basic auth from a URL: a user or password
+		// here would be dropped without a word.
+		return errors.New("must not carry a user or password: sluice forwards each client's own credentials")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("must not carry a query or fragment")

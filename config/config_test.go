@@ -115,3 +115,22 @@ func TestWrapBreaksAtSpacesWithinTheWidth(t *testing.T) {
 		t.Fatalf("a word longer than the line: %q", got)
 	}
 }
+
+// An error about a URL setting never shows the password in it, and a user
+// or password in UPSTREAM_URL, which sluice would not send, is refused.
+func TestURLSettingErrorsHideThePassword(t *testing.T) {
+	for _, v := range []string{"https://user:s3cr3t@gw.internal/?region=eu", "https://user:s3cr3t@gw.internal"} {
+		_, err := Load(nil, func(k string) (string, bool) {
+			if k == "UPSTREAM_URL" {
+				return v, true
+			}
+			return "", false
+		})
+		if err == nil {
+			t.Fatalf("UPSTREAM_URL=%s accepted", v)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "UPSTREAM_URL") {
+			t.Errorf("error %q: want it to name the setting and hide the password", err)
+		}
+	}
+}

@@ -28,6 +28,13 @@ const maxEventSize = 8 << 20
 // takes no bytes for STREAM_IDLE_TIMEOUT_S is cut.
 const streamBufferSize = 1 << 20
 
+// streamBufferBudget bounds the events held for all streams together,
+// beyond one event each: a stream whose upstream has finished keeps its
+// events until its client takes them, and no slot or queue bounds how
+// many such clients there are. Past it a stream's upstream waits for its
+// client, as when its own buffer is full.
+const streamBufferBudget = 64 << 20
+
 // relayEvents relays an SSE response event by event. It runs while the
 // request holds its slot and returns as soon as the upstream's stream has
 // ended: the events go to the client through a streamPipe, written by a
@@ -40,7 +47,8 @@ const streamBufferSize = 1 << 20
 func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, resp *http.Response) error {
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
-	pipe := newStreamPipe(streamBufferSize)
+	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
+	defer pipe.close() // whatever happens here, the writer finishes and complete's wait ends
 	ex.out = pipe
 	h := ex.w.Header()
 	upstream.CopyHeader(h, resp.Header)
@@ -106,10 +114,11 @@ var errEventTooLarge = errors.New("upstream event too large")
 // upstream (put) to the one that writes the client (writeTo), holding at
 // most max bytes between them.
 type streamPipe struct {
-	max  int
-	wake chan struct{} // the writer has something new to do; capacity 1
-	room chan struct{} // the writer took bytes, or failed; capacity 1
-	done chan struct{} // closed when the writer has finished
+	max    int
+	shared *bodyBudget   // the budget of all streams' events (streamBufferBudget)
+	wake   chan struct{} // the writer has something new to do; capacity 1
+	room   chan struct{} // the writer took bytes, or failed; capacity 1
+	done   chan struct{} // closed when the writer has finished
 
 	mu     sync.Mutex
 	buf    []byte // events put and not yet taken by the writer
@@ -117,8 +126,8 @@ type streamPipe struct {
 	err    error  // the writer failed: the client is gone or stopped reading
 }
 
-func newStreamPipe(max int) *streamPipe {
-	return &streamPipe{max: max, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+func newStreamPipe(max int, shared *bodyBudget) *streamPipe {
+	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func signal(c chan struct{}) {
@@ -128,11 +137,20 @@ func signal(c chan struct{}) {
 	}
 }
 
-// put adds one whole event, waiting while the pipe is full. It fails once
-// the writer has failed, or when ctx ends while it waits.
+// put adds one whole event, waiting while the pipe is full or the shared
+// budget spent. An event always fits in an empty pipe, so every stream
+// makes progress. It fails once the writer has failed, or when ctx ends
+// while it waits.
 func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	sp.mu.Lock()
-	for sp.err == nil && len(sp.buf) > 0 && len(sp.buf)+len(ev) > sp.max {
+	for sp.err == nil {
+		if len(sp.buf) == 0 {
+			sp.shared.held.Add(int64(len(ev)))
+			break
+		}
+		if len(sp.buf)+len(ev) <= sp.max && sp.shared.reserve(int64(len(ev))) {
+			break
+		}
 		sp.mu.Unlock()
 		select {
 		case <-sp.room:
@@ -150,11 +168,14 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	return err
 }
 
-// putLast adds sluice's own last event, past the bound: it is small, and
+// putLast adds sluice's own last event, past the bounds: it is small, and
 // it must reach the client.
 func (sp *streamPipe) putLast(ev []byte) {
 	sp.mu.Lock()
-	sp.buf = append(sp.buf, ev...)
+	if sp.err == nil {
+		sp.shared.held.Add(int64(len(ev)))
+		sp.buf = append(sp.buf, ev...)
+	}
 	sp.mu.Unlock()
 	signal(sp.wake)
 }
@@ -194,10 +215,12 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 		} else {
 			err = flushTo(rc)
 		}
+		sp.shared.release(int64(len(take)))
 		spare = take
 	}
 	sp.mu.Lock()
 	sp.err = err
+	sp.shared.release(int64(len(sp.buf)))
 	sp.buf = nil
 	sp.mu.Unlock()
 	signal(sp.room)

@@ -67,6 +67,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.sched == nil {
 		ctx, end := p.begin(r.Context())
 		defer end()
+		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
 		ex.complete(ctx, ex.forward(ctx, nil))
 		return
 	}
@@ -97,7 +98,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
 	ctx, end := p.begin(rw.Context())
-	over := func(err error) { defer end(); p.settleParked(ctx, ex, rw, err) }
+	over := func(err error) { defer end(); defer ex.releaseBody(); p.settleParked(ctx, ex, rw, err) }
 	if err := p.sched.Start(ctx, p.describe(ex), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
@@ -108,6 +109,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) waitInPlace(ex *exchange) {
 	ctx, end := p.begin(ex.r.Context())
 	defer end()
+	defer ex.releaseBody()
 	p.settle(ctx, ex, p.sched.Do(ctx, p.describe(ex), ex.forward))
 }
 
@@ -335,7 +337,7 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 // or answers the failure err; ctx ends when the client left or sluice cut
 // the request at shutdown. It gives the body's share of the budget back.
 func (ex *exchange) complete(ctx context.Context, err error) {
-	defer ex.p.bodies.release(ex.body.reserved)
+	defer ex.releaseBody()
 	switch {
 	case ex.out != nil:
 		// A stream: its writer finishes by itself, and a failure after its
@@ -351,6 +353,12 @@ func (ex *exchange) complete(ctx context.Context, err error) {
 	default:
 		writeError(ex.w, ex.p.mapError(err))
 	}
+}
+
+// releaseBody gives the body's share of the budget back, once.
+func (ex *exchange) releaseBody() {
+	ex.p.bodies.release(ex.body.reserved)
+	ex.body.reserved = 0
 }
 
 // writeReply writes a whole upstream answer to the client.

@@ -13,10 +13,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -552,4 +554,47 @@ func TestSteadySlowReaderGetsTheWholeAnswer(t *testing.T) {
 	if !bytes.HasSuffix(got.Bytes(), []byte(big[len(big)-1000:])) {
 		t.Fatalf("a steady reader got %d bytes, cut before the end of the %d-byte answer", got.Len(), len(big))
 	}
+}
+
+// The events held for slow readers share one bound: past it a stream waits
+// for its own client, as when its own buffer is full; an empty pipe always
+// takes one event, so every stream makes progress; and every byte comes
+// back to the budget once written.
+func TestStreamBuffersShareOneBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := &bodyBudget{limit: 100}
+		sp := newStreamPipe(1000, shared)
+		ev := bytes.Repeat([]byte("e"), 60)
+		if err := sp.put(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		var second atomic.Bool
+		go func() {
+			if err := sp.put(context.Background(), ev); err == nil {
+				second.Store(true)
+			}
+		}()
+		synctest.Wait()
+		if second.Load() || shared.Held() != 60 {
+			t.Fatalf("past the shared bound: second put done=%v, held %d; want it waiting, 60 held", second.Load(), shared.Held())
+		}
+		other := newStreamPipe(1000, shared)
+		if err := other.put(context.Background(), ev); err != nil || shared.Held() != 120 {
+			t.Fatalf("an empty pipe past the bound: err %v, held %d; want its one event taken", err, shared.Held())
+		}
+		rec := httptest.NewRecorder()
+		go sp.writeTo(rec, 200, time.Second)
+		synctest.Wait()
+		if !second.Load() {
+			t.Fatal("the writer drained the pipe, yet the waiting put did not go on")
+		}
+		sp.close()
+		sp.wait()
+		other.close()
+		go other.writeTo(httptest.NewRecorder(), 200, time.Second)
+		other.wait()
+		if rec.Body.Len() != 120 || shared.Held() != 0 {
+			t.Fatalf("wrote %d bytes, %d still held; want 120 written and the budget back", rec.Body.Len(), shared.Held())
+		}
+	})
 }
