@@ -41,7 +41,7 @@ const (
 type Proxy struct {
 	cfg   config.Config
 	up    *upstream.Client
-	gate  *gate.Local         // nil when windowing is off
+	gate  gate.Gate           // nil when windowing is off
 	sched *dispatch.Scheduler // nil when windowing is off
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -115,6 +115,24 @@ type Options struct {
 	// BodyReadTimeout is how long a request body may take to arrive. If
 	// zero, 60 s (5 minutes for a Message Batches create).
 	BodyReadTimeout time.Duration
+
+	// The parts of the windowed path, for a policy of another kind; each
+	// defaults to today's.
+	//
+	// Gate caps the upstream calls in flight. If nil, a gate.Local of
+	// BATCH_MAX_CONCURRENCY fixed slots in FIFO order.
+	Gate gate.Gate
+	// Admission decides who may wait and holds granted calls. If nil, the
+	// chain of the client-timeout admission (when ADMIT_BY_CLIENT_TIMEOUT),
+	// the BATCH_MAX_QUEUE bound and the rate-limit hold fed by every
+	// windowed answer.
+	Admission dispatch.Admission
+	// Releaser puts each closed wave's members in line. If nil, all at once
+	// in arrival order.
+	Releaser dispatch.Releaser
+	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
+	// requests over the last 10 s, never fewer than 10 retries a second.
+	RetryBudget *retry.Budget
 }
 
 // New builds a proxy for cfg.
@@ -123,7 +141,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond), pacer: &pace.Pacer{}}
+		budget: opt.RetryBudget, pacer: &pace.Pacer{}}
+	if p.budget == nil {
+		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
+	}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -161,16 +182,24 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Pending:   func() int { return int(p.pendingConns.n.Load()) },
 	})
 	if cfg.Enabled {
-		g, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: %w", err)
+		g := opt.Gate
+		if g == nil {
+			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
+			if err != nil {
+				return nil, fmt.Errorf("proxy: %w", err)
+			}
+			g = local
 		}
-		var admission dispatch.Chain
-		if cfg.AdmitByClientTimeout {
-			admission = append(admission, dispatch.ClientTimeout{})
+		admission := opt.Admission
+		if admission == nil {
+			var chain dispatch.Chain
+			if cfg.AdmitByClientTimeout {
+				chain = append(chain, dispatch.ClientTimeout{})
+			}
+			admission = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
 		}
-		admission = append(admission, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission}, g, p.dispatchHooks(p.obs))
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
+			Admission: admission, Releaser: opt.Releaser}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
