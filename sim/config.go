@@ -48,7 +48,7 @@ type Config struct {
 
 	// MinCacheTokens, when positive, overrides the minimum cacheable prompt
 	// prefix, in tokens, of every non-haiku model. Zero means each model's
-	// documented minimum (512 to 4096, see cacheMinimums).
+	// documented minimum (512 to 4096, see request.CacheMinimum).
 	MinCacheTokens int
 	// MinCacheTokensHaiku is the same override for haiku models. Zero
 	// means the documented minimum (2048 for Haiku 3.5, 4096 for Haiku 4.5).
