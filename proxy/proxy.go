@@ -163,7 +163,11 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			admission = append(admission, dispatch.ClientTimeout{})
 		}
 		admission = append(admission, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
-		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission}, g, p.dispatchHooks(p.obs))
+		var releaser dispatch.Releaser // nil: InOrder
+		if cfg.CacheAware {
+			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait}
+		}
+		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
