@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	sdkv2 "github.com/anthropics/anthropic-sdk-go/v2"
+	optv2 "github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// sharedSystem is a system prompt of about 2,500 tokens, over
+// claude-sonnet-4-5's minimum cacheable length of 1,024.
+var sharedSystem = strings.Repeat("You are a careful agent; read each file before you edit it. ", 160)
+
+// sharedPrefixBody is a streaming request whose system prompt, marked
+// for caching, is sharedSystem, and whose question is its own.
+func sharedPrefixBody(i int) string {
+	return fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,`+
+		`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
+		`"messages":[{"role":"user","content":"question %d"}]}`, sharedSystem, i)
+}
+
+// cacheUsage is the cache part of a response's usage.
+type cacheUsage struct {
+	Write int `json:"cache_creation_input_tokens"`
+	Read  int `json:"cache_read_input_tokens"`
+}
+
+// startUsage reads a stream to its end and returns its message_start's
+// usage.
+func startUsage(t *testing.T, resp *http.Response) cacheUsage {
+	t.Helper()
+	defer resp.Body.Close()
+	var u cacheUsage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || !strings.Contains(data, `"message_start"`) {
+			continue
+		}
+		var ev struct {
+			Message struct {
+				Usage cacheUsage `json:"usage"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Errorf("message_start: %v", err)
+		}
+		u = ev.Message.Usage
+	}
+	return u
+}
+
+// countUsage counts the writes and reads among us, and checks that each
+// write or read is of the whole prefix.
+func countUsage(t *testing.T, us []cacheUsage) (writes, reads int) {
+	t.Helper()
+	prefix := 0
+	for _, u := range us {
+		switch {
+		case u.Write > 0 && u.Read == 0:
+			writes++
+			prefix = max(prefix, u.Write)
+		case u.Read > 0 && u.Write == 0:
+			reads++
+			prefix = max(prefix, u.Read)
+		default:
+			t.Errorf("usage %+v: want a write or a read of the prefix", u)
+		}
+	}
+	for _, u := range us {
+		if n := u.Write + u.Read; n != prefix {
+			t.Errorf("usage %+v: want %d tokens of prefix written or read", u, prefix)
+		}
+	}
+	return writes, reads
+}
+
+// A burst of streaming requests sharing a cached system prompt, through
+// sluice to the simulator (whose cache entry appears once the first
+// response has begun): with CACHE_AWARE one request writes the prefix and
+// the others read it; without it, every one writes it.
+func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
+	const n = 8
+	for _, aware := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache-aware=%v", aware), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
+				t.Cleanup(s.Close)
+				rig := newBubbleRig(t, true, s.ServeHTTP, func(c *config.Config) {
+					c.CacheAware = aware
+					c.MaxConcurrency = n
+				})
+				us := make([]cacheUsage, n)
+				var wg sync.WaitGroup
+				for i := range us {
+					wg.Go(func() {
+						req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(sharedPrefixBody(i)))
+						req.Header.Set("X-Api-Key", "sk-test")
+						req.Header.Set("Content-Type", "application/json")
+						resp, err := rig.client.Do(req)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if resp.StatusCode != http.StatusOK {
+							t.Errorf("status %d", resp.StatusCode)
+						}
+						us[i] = startUsage(t, resp)
+					})
+				}
+				wg.Wait()
+				writes, reads := countUsage(t, us)
+				wantWrites, wantReads := 1, n-1
+				if !aware {
+					wantWrites, wantReads = n, 0
+				}
+				if writes != wantWrites || reads != wantReads {
+					t.Errorf("%d cache writes and %d reads; want %d and %d", writes, reads, wantWrites, wantReads)
+				}
+			})
+		})
+	}
+}
+
+// The same through the official Go SDK: the usage its clients see proves
+// one write and N−1 reads.
+func TestSharedPrefixBurstThroughSDK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 6
+		s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
+		t.Cleanup(s.Close)
+		rig := newBubbleRig(t, true, s.ServeHTTP)
+		client := sdkv2.NewClient(optv2.WithAPIKey("sk-test"), optv2.WithBaseURL(rig.url),
+			optv2.WithHTTPClient(rig.client), optv2.WithMaxRetries(0))
+		us := make([]cacheUsage, n)
+		var wg sync.WaitGroup
+		for i := range us {
+			wg.Go(func() {
+				stream := client.Messages.NewStreaming(context.Background(), sdkv2.MessageNewParams{
+					Model: "claude-sonnet-4-5", MaxTokens: 64,
+					System:   []sdkv2.TextBlockParam{{Text: sharedSystem, CacheControl: sdkv2.NewCacheControlEphemeralParam()}},
+					Messages: []sdkv2.MessageParam{sdkv2.NewUserMessage(sdkv2.NewTextBlock(fmt.Sprintf("question %d", i)))},
+				})
+				var acc sdkv2.Message
+				for stream.Next() {
+					if err := acc.Accumulate(stream.Current()); err != nil {
+						t.Error(err)
+					}
+				}
+				if err := stream.Err(); err != nil {
+					t.Error(err)
+				}
+				us[i] = cacheUsage{Write: int(acc.Usage.CacheCreationInputTokens), Read: int(acc.Usage.CacheReadInputTokens)}
+			})
+		}
+		wg.Wait()
+		if writes, reads := countUsage(t, us); writes != 1 || reads != n-1 {
+			t.Errorf("%d cache writes and %d reads seen by the SDK; want 1 and %d", writes, reads, n-1)
+		}
+	})
+}
