@@ -28,6 +28,7 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
+	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
 	// member is the request's place in its wave, once it got a slot; set
 	// only when an Observer is (for its timeline).
 	member *dispatch.Member
@@ -100,7 +101,8 @@ func (p *Proxy) account(r *http.Request, rec *record, status int) {
 		slog.String("mode", mode), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
 		slog.Int("status", status), slog.Duration("queue_wait", rec.queueWait),
 		slog.Duration("upstream_time", rec.upstreamTime), slog.Uint64("wave", rec.wave),
-		slog.Int("retries", rec.retries), slog.Duration("took", end.Sub(rec.start).Round(time.Microsecond)))
+		slog.Int("retries", rec.retries), slog.String("cache", rec.cache.Role.String()), slog.Duration("cache_hold", rec.cache.Held),
+		slog.Duration("took", end.Sub(rec.start).Round(time.Microsecond)))
 }
 
 // routeOf names r's route for the metrics; a fixed set, whatever the path.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -103,6 +104,8 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 					c.CacheAware = aware
 					c.MaxConcurrency = n
 				})
+				var log strings.Builder
+				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
 				us := make([]cacheUsage, n)
 				var wg sync.WaitGroup
 				for i := range us {
@@ -130,8 +133,44 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 				if writes != wantWrites || reads != wantReads {
 					t.Errorf("%d cache writes and %d reads; want %d and %d", writes, reads, wantWrites, wantReads)
 				}
+				if !aware {
+					return
+				}
+				prefix := us[0].Write + us[0].Read
+				wantMetrics(t, rig,
+					`sluice_cache_groups_total 1`,
+					`sluice_cache_requests_total{role="leader"} 1`,
+					fmt.Sprintf(`sluice_cache_requests_total{role="follower"} %d`, n-1),
+					fmt.Sprintf(`sluice_cache_hold_seconds_count{released="begun"} %d`, n-1),
+					fmt.Sprintf(`sluice_tokens_total{kind="cache_write",model="claude-sonnet-4-5"} %d`, prefix),
+					fmt.Sprintf(`sluice_tokens_total{kind="cache_read",model="claude-sonnet-4-5"} %d`, (n-1)*prefix),
+				)
+				logs := log.String()
+				if got := strings.Count(logs, "cache=leader"); got != 1 {
+					t.Errorf("%d access lines say cache=leader; want 1:\n%s", got, logs)
+				}
+				// The followers waited for the leader's first token, 400 ms.
+				if got := strings.Count(logs, "cache=follower cache_hold=400ms"); got != n-1 {
+					t.Errorf("%d access lines say cache=follower cache_hold=400ms; want %d:\n%s", got, n-1, logs)
+				}
 			})
 		})
+	}
+}
+
+// wantMetrics checks that /metrics has each of the lines want.
+func wantMetrics(t *testing.T, rig *bubbleRig, want ...string) {
+	t.Helper()
+	resp, err := rig.client.Get(rig.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readAll(t, resp.Body)
+	resp.Body.Close()
+	for _, w := range want {
+		if !strings.Contains(text, w+"\n") {
+			t.Errorf("/metrics lacks %q", w)
+		}
 	}
 }
 

@@ -187,6 +187,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
 		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
+		ex.observeCache(m.CacheStanding())
 	}
 	start := time.Now()
 	stream := "false"
@@ -216,6 +217,19 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	}
 	ex.reply = rep
 	return nil
+}
+
+// observeCache notes what CACHE_AWARE made of the request, for its access
+// line and the metrics.
+func (ex *exchange) observeCache(st dispatch.CacheStanding) {
+	if st.Role == dispatch.CacheNone {
+		return
+	}
+	ex.rec.cache = st
+	ex.p.metrics.CacheRequests.WithLabelValues(st.Role.String()).Inc()
+	if st.Released != "" {
+		ex.p.metrics.CacheHold.WithLabelValues(st.Released).Observe(st.Held.Seconds())
+	}
 }
 
 // fetch makes the request's upstream attempts until one gives an answer

@@ -165,7 +165,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		admission = append(admission, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
 		var releaser dispatch.Releaser // nil: InOrder
 		if cfg.CacheAware {
-			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait}
+			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout, Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
 		if err != nil {
