@@ -39,6 +39,7 @@ type Scenario struct {
 type SimSpec struct {
 	TTFT                  Duration    `json:"ttft"`
 	PerToken              Duration    `json:"per_token"`
+	PrefillPerToken       Duration    `json:"prefill_per_token"`
 	Jitter                float64     `json:"jitter"`
 	Capacity              int         `json:"capacity"`
 	OverloadAt            int         `json:"overload_at"`
@@ -280,7 +281,7 @@ func (sc *Scenario) validate() error {
 // SimConfig is the simulator configuration of the scenario.
 func (sc *Scenario) SimConfig() sim.Config {
 	c := sim.Config{
-		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), Jitter: sc.Sim.Jitter,
+		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), PrefillPerToken: sc.Sim.PrefillPerToken.D(), Jitter: sc.Sim.Jitter,
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
 		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute,
