@@ -92,6 +92,8 @@ type Record struct {
 	ErrorType    string   `json:"error_type,omitempty"`
 	Status       int      `json:"status"`
 	Retries      int      `json:"retries"`
+	CacheWrite   int      `json:"cache_write_tokens,omitempty"`
+	CacheRead    int      `json:"cache_read_tokens,omitempty"`
 }
 
 // Run sends the scenario's workload through each mode in turn.
@@ -216,6 +218,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	defer tr.CloseIdleConnections()
 	c := &client{
 		http: &http.Client{Transport: tr}, base: base, model: sc.Workload.Model, timeout: sc.ClientTimeout(),
+		prefix: sharedPrefix(sc.Workload.SharedPrefixTokens),
 		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
 	}
 	if c.model == "" {
@@ -300,7 +303,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	if opt.Progress != nil {
 		fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d  ok %d%s\n", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load(), strings.Repeat(" ", 40))
 	}
-	st, err := stats()
+	st, err := settledStats(stats)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +321,8 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		o := outcomes[i]
 		r := Record{Mode: mode, ID: i, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
 			ArrivalMS: float64(a.At) / float64(time.Millisecond), FirstByteMS: opt2(o.FirstByte),
-			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error"}
+			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error",
+			CacheWrite: o.CacheWrite, CacheRead: o.CacheRead}
 		if !o.Done.IsZero() {
 			r.DoneMS = ms(o.Done)
 		}
@@ -348,6 +352,20 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		ulog.mu.Unlock()
 	}
 	return res, nil
+}
+
+// settledStats reads the simulator's counters once no call is left in
+// generation (for up to a second): a client may have read a stream's last
+// event before the simulator's handler counted the stream's tokens.
+func settledStats(stats upstreamStats) (sim.Stats, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		st, err := stats()
+		if err != nil || st.Inflight == 0 || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // lockedJitter is a seeded jitter source safe for concurrent use.

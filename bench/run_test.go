@@ -167,3 +167,31 @@ func TestRunRejectsUnknownMode(t *testing.T) {
 		t.Fatal("mode turbo accepted")
 	}
 }
+
+// A burst sharing a cached system prompt: on the plain path every request
+// writes it; windowed, with CACHE_AWARE, one writes it and the others read
+// it, and the report says so per request and in its input cost.
+func TestSharedPrefixRun(t *testing.T) {
+	sc := mustParse(t, `{"name":"shared","seed":3,
+		"sim":{"ttft":"20ms","per_token":"1ms","prefill_per_token":"10µs"},
+		"sluice":{"max_wait":"5ms"},
+		"workload":{"kind":"burst","n":6,"stream_fraction":1,"shared_prefix_tokens":2000,
+		            "prompt_tokens":[10,20],"output_tokens":[4,8]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModePlain, ModeWindowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, windowed := rep.Mode(ModePlain), rep.Mode(ModeWindowed)
+	if plain.TTFTWriteMS.N != 6 || plain.TTFTReadMS.N != 0 {
+		t.Errorf("plain: %d streams wrote the cache, %d read it; want 6, 0", plain.TTFTWriteMS.N, plain.TTFTReadMS.N)
+	}
+	if windowed.TTFTWriteMS.N != 1 || windowed.TTFTReadMS.N != 5 {
+		t.Errorf("windowed: %d streams wrote the cache, %d read it; want 1, 5", windowed.TTFTWriteMS.N, windowed.TTFTReadMS.N)
+	}
+	if w := windowed.Tokens; w.CacheCreation*5 != w.CacheRead || w.CacheCreation < 2000 {
+		t.Errorf("windowed cache tokens %+v; want one write of the prefix and five reads", w)
+	}
+	if !(windowed.InputCostUSD > 0 && windowed.InputCostUSD < plain.InputCostUSD/3) {
+		t.Errorf("input cost windowed $%g, plain $%g; want windowed far below", windowed.InputCostUSD, plain.InputCostUSD)
+	}
+}

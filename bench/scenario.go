@@ -101,6 +101,11 @@ type Workload struct {
 	OutputTokens [2]int `json:"output_tokens"`
 	// Model is the model named in every request. Empty means claude-sonnet-4-5.
 	Model string `json:"model"`
+	// SharedPrefixTokens, when positive, gives every request the same
+	// system prompt of about this many tokens, marked for caching
+	// (cache_control ephemeral), before its own message of PromptTokens:
+	// the shape of agents started together on one large prompt.
+	SharedPrefixTokens int `json:"shared_prefix_tokens"`
 }
 
 // Step is one stretch of a steps workload.
@@ -200,6 +205,8 @@ func (sc *Scenario) validate() error {
 		return errors.New("sim.ttft: must not be negative")
 	case s.PerToken < 0:
 		return errors.New("sim.per_token: must not be negative")
+	case s.PrefillPerToken < 0:
+		return errors.New("sim.prefill_per_token: must not be negative")
 	case s.Jitter < 0 || s.Jitter >= 1:
 		return errors.New("sim.jitter: must be in [0, 1)")
 	case s.Capacity < 0:
@@ -263,6 +270,9 @@ func (sc *Scenario) validate() error {
 		return errors.New("workload.kind: missing; want burst, poisson, steps, ramp or trace")
 	default:
 		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace", w.Kind)
+	}
+	if w.SharedPrefixTokens < 0 {
+		return errors.New("workload.shared_prefix_tokens: must not be negative")
 	}
 	if w.StreamFraction < 0 || w.StreamFraction > 1 {
 		return errors.New("workload.stream_fraction: must be in [0, 1]")
