@@ -44,6 +44,7 @@ type Metrics struct {
 	CacheGroups      prometheus.Counter       // leaders that got a held follower
 	CacheRequests    *prometheus.CounterVec   // role: leader, follower, warm
 	CacheHold        *prometheus.HistogramVec // released; seconds a follower was held
+	CacheSavings     prometheus.Counter       // USD at list prices
 }
 
 // New registers sluice's metrics on a fresh registry, with the gauges read
@@ -88,9 +89,11 @@ func New(st State) *Metrics {
 	m.CacheHold = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_cache_hold_seconds",
 		Help:    "Time a follower was held outside the gate for its leader, by why the hold ended (begun, promoted, bound, evicted).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 11)}, []string{"released"})
+	m.CacheSavings = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_cache_savings_usd_total",
+		Help: "Estimated USD saved at list prices by CACHE_AWARE: each follower's cache read tokens, priced as the write it would have made without its hold less the read it made."})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
 		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens,
-		m.CacheGroups, m.CacheRequests, m.CacheHold} {
+		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() int) {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +147,12 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 					fmt.Sprintf(`sluice_tokens_total{kind="cache_write",model="claude-sonnet-4-5"} %d`, prefix),
 					fmt.Sprintf(`sluice_tokens_total{kind="cache_read",model="claude-sonnet-4-5"} %d`, (n-1)*prefix),
 				)
+				// Each follower read the prefix instead of writing it: 1.25 − 0.1
+				// of claude-sonnet-4-5's $3 per million input tokens.
+				want := float64((n-1)*prefix) * 1.15 * 3 / 1e6
+				if got := metricValue(t, rig, "sluice_cache_savings_usd_total"); math.Abs(got-want) > 1e-9 {
+					t.Errorf("sluice_cache_savings_usd_total = %g; want %g", got, want)
+				}
 				logs := log.String()
 				if got := strings.Count(logs, "cache=leader"); got != 1 {
 					t.Errorf("%d access lines say cache=leader; want 1:\n%s", got, logs)
@@ -172,6 +180,28 @@ func wantMetrics(t *testing.T, rig *bubbleRig, want ...string) {
 			t.Errorf("/metrics lacks %q", w)
 		}
 	}
+}
+
+// metricValue is the value of the unlabelled metric name on /metrics.
+func metricValue(t *testing.T, rig *bubbleRig, name string) float64 {
+	t.Helper()
+	resp, err := rig.client.Get(rig.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readAll(t, resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 // The same through the official Go SDK: the usage its clients see proves

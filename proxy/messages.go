@@ -380,7 +380,7 @@ func (ex *exchange) writeReply(rep *reply) {
 	if rep.status == http.StatusOK {
 		// After the write: the client has its answer before sluice spends
 		// a decode on the metrics.
-		ex.p.countMessageTokens(rep.data)
+		ex.countMessageTokens(rep.data)
 	}
 }
 

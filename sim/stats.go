@@ -3,9 +3,10 @@ package sim
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // Stats is a snapshot of what the simulator has served since it started or
@@ -68,36 +69,16 @@ func (r *statsRecorder) record(model string, u usage, batch bool) {
 	r.mu.Unlock()
 }
 
-// price is a model's list price in USD per million tokens.
-type price struct{ in, out float64 }
-
-// priceOf picks list prices by model family; unknown models price as sonnet.
-func priceOf(model string) price {
-	switch {
-	case strings.Contains(model, "opus-4-5"), strings.Contains(model, "opus-4-6"):
-		return price{5, 25}
-	case strings.Contains(model, "opus"):
-		return price{15, 75}
-	case strings.Contains(model, "haiku-4"):
-		return price{1, 5}
-	case strings.Contains(model, "3-5-haiku"):
-		return price{0.8, 4}
-	case strings.Contains(model, "haiku"):
-		return price{0.25, 1.25}
-	}
-	return price{3, 15}
-}
-
 // costOf prices a reply, in all and its input alone: cache writes at
 // 1.25x (5m) or 2x (1h) the input price, cache reads at 0.1x.
 func costOf(model string, u usage) (all, input float64) {
-	p := priceOf(model)
+	p := request.ListPriceOf(model)
 	in := float64(u.InputTokens) +
-		1.25*float64(u.CacheCreation.Ephemeral5m) +
-		2*float64(u.CacheCreation.Ephemeral1h) +
-		0.1*float64(u.CacheReadInputTokens)
-	input = in * p.in / 1e6
-	return input + float64(u.OutputTokens)*p.out/1e6, input
+		request.CacheWrite5mFactor*float64(u.CacheCreation.Ephemeral5m) +
+		request.CacheWrite1hFactor*float64(u.CacheCreation.Ephemeral1h) +
+		request.CacheReadFactor*float64(u.CacheReadInputTokens)
+	input = in * p.Input / 1e6
+	return input + float64(u.OutputTokens)*p.Output/1e6, input
 }
 
 // Stats returns a snapshot of the counters.
