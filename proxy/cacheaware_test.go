@@ -241,3 +241,76 @@ func TestSharedPrefixBurstThroughSDK(t *testing.T) {
 		}
 	})
 }
+
+// claudeCodeBody is a request shaped like a coding agent's (the public
+// request format of Claude Code 2.1: written here, no prompt copied): a
+// system prompt in two blocks, the last marked for caching, a dozen tools,
+// adaptive thinking, output_config, context_management, metadata, a
+// system turn among the messages, and the last user block marked too.
+func claudeCodeBody(session int) string {
+	var tools []string
+	for i := range 12 {
+		tools = append(tools, fmt.Sprintf(`{"name":"tool_%d","description":%q,"input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}`,
+			i, strings.Repeat("Reads or changes files of the project in a careful way. ", 10)))
+	}
+	return `{"model":"claude-sonnet-4-5","max_tokens":32000,"stream":true,` +
+		`"thinking":{"type":"adaptive"},"output_config":{"effort":"medium"},` +
+		`"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},` +
+		fmt.Sprintf(`"metadata":{"user_id":"user_0_account_0_session_%d"},`, session) +
+		`"system":[{"type":"text","text":"You are an agent for software engineering."},` +
+		fmt.Sprintf(`{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`, sharedSystem) +
+		`"tools":[` + strings.Join(tools, ",") + `],` +
+		`"messages":[{"role":"user","content":[{"type":"text","text":"<reminder>the date is today</reminder>"},` +
+		fmt.Sprintf(`{"type":"text","text":"session %d: fix the failing test","cache_control":{"type":"ephemeral"}}]},`, session) +
+		`{"role":"system","content":"The user may interrupt at any time."}]}`
+}
+
+// Sessions of a coding agent starting together: the simulator accepts
+// their bodies, and sluice groups them on the system prompt and tools they
+// share (the longest prefix it knows), though each ends in a message of
+// its own: one session writes the shared prefix, the others read it and
+// write only their own messages.
+func TestClaudeCodeSessionsGroupOnSharedPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 4
+		s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
+		t.Cleanup(s.Close)
+		rig := newBubbleRig(t, true, s.ServeHTTP)
+		us := make([]cacheUsage, n)
+		var wg sync.WaitGroup
+		for i := range us {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(claudeCodeBody(i)))
+				req.Header.Set("Authorization", "Bearer sk-test")
+				req.Header.Set("Anthropic-Version", "2023-06-01")
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := rig.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("session %d: status %d: %s", i, resp.StatusCode, readAll(t, resp.Body))
+					return
+				}
+				us[i] = startUsage(t, resp)
+			})
+		}
+		wg.Wait()
+		leaders, shared := 0, 0
+		for _, u := range us {
+			if u.Read == 0 {
+				leaders++
+				shared = u.Write
+			}
+		}
+		for _, u := range us {
+			if u.Read > 0 && (u.Write <= 0 || u.Write >= u.Read || u.Read >= shared) {
+				t.Errorf("follower usage %+v: want a read of the shared prefix and a small write of its own messages", u)
+			}
+		}
+		if leaders != 1 {
+			t.Errorf("usage %+v: %d sessions read nothing; want 1, the leader", us, leaders)
+		}
+	})
+}
