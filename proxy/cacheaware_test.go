@@ -314,3 +314,70 @@ func TestClaudeCodeSessionsGroupOnSharedPrefix(t *testing.T) {
 		}
 	})
 }
+
+// A leader that fails costs its followers one more time to first token at
+// most: the first follower is promoted as the leader fails, writes the
+// prefix, and the others read it once its response has begun.
+func TestFailingLeaderPromotesThroughSimulator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, ttft = 5, 400 * time.Millisecond
+		s := sim.New(sim.Config{TTFT: ttft, PerToken: 10 * time.Millisecond})
+		t.Cleanup(s.Close)
+		rig := newBubbleRig(t, true, s.ServeHTTP, func(c *config.Config) { c.RetryMaxAttempts = 1 })
+		var log strings.Builder
+		rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+		send := func(i int, fault string) (int, cacheUsage) {
+			req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(sharedPrefixBody(i)))
+			req.Header.Set("X-Api-Key", "sk-test")
+			req.Header.Set("Content-Type", "application/json")
+			if fault != "" {
+				req.Header.Set("X-Sim-Fault", fault)
+			}
+			resp, err := rig.client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0, cacheUsage{}
+			}
+			if resp.StatusCode != http.StatusOK {
+				readAll(t, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, cacheUsage{}
+			}
+			return resp.StatusCode, startUsage(t, resp)
+		}
+		var wg sync.WaitGroup
+		var leaderStatus int
+		wg.Go(func() { leaderStatus, _ = send(0, "500") })
+		synctest.Wait() // the failing request is first in line
+		us := make([]cacheUsage, n-1)
+		for i := range us {
+			wg.Go(func() { _, us[i] = send(i+1, "") })
+		}
+		wg.Wait()
+		if leaderStatus != http.StatusInternalServerError {
+			t.Errorf("leader status %d; want the injected 500", leaderStatus)
+		}
+		if writes, reads := countUsage(t, us); writes != 1 || reads != n-2 {
+			t.Errorf("%d cache writes and %d reads among the followers; want 1 and %d", writes, reads, n-2)
+		}
+		logs := log.String()
+		if got := strings.Count(logs, "cache=leader"); got != 2 {
+			t.Errorf("%d access lines say cache=leader; want 2, the failed one and the promoted one:\n%s", got, logs)
+		}
+		if got := strings.Count(logs, "cache=follower"); got != n-2 {
+			t.Errorf("%d access lines say cache=follower; want %d", got, n-2)
+		}
+		// The others waited for the promoted leader's first token: one
+		// time to first token, and what the failure itself took.
+		for _, line := range strings.Split(logs, "\n") {
+			_, hold, ok := strings.Cut(line, "cache=follower cache_hold=")
+			if !ok {
+				continue
+			}
+			d, err := time.ParseDuration(strings.Fields(hold)[0])
+			if err != nil || d < ttft || d > ttft+10*time.Millisecond {
+				t.Errorf("a follower was held %s; want one time to first token, %s", hold, ttft)
+			}
+		}
+	})
+}
