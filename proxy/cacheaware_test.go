@@ -66,6 +66,43 @@ func startUsage(t *testing.T, resp *http.Response) cacheUsage {
 	return u
 }
 
+// simTTFT is the time to first token of the simulator behind simRig.
+const simTTFT = 400 * time.Millisecond
+
+// simRig is a bubble rig, windowed, in front of a simulator whose answers
+// begin after simTTFT and take 10 ms a token, with edits to sluice's
+// configuration applied.
+func simRig(t *testing.T, edit ...func(*config.Config)) *bubbleRig {
+	t.Helper()
+	s := sim.New(sim.Config{TTFT: simTTFT, PerToken: 10 * time.Millisecond})
+	t.Cleanup(s.Close)
+	return newBubbleRig(t, true, s.ServeHTTP, edit...)
+}
+
+// sendStream posts a streaming body through rig with the headers hdr
+// (name, value pairs) and returns the status and, for a 200, the usage
+// its message_start reported.
+func sendStream(t *testing.T, rig *bubbleRig, body string, hdr ...string) (int, cacheUsage) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", "sk-test")
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := rig.client.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, cacheUsage{}
+	}
+	if resp.StatusCode != http.StatusOK {
+		readAll(t, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, cacheUsage{}
+	}
+	return resp.StatusCode, startUsage(t, resp)
+}
+
 // countUsage counts the writes and reads among us, and checks that each
 // write or read is of the whole prefix.
 func countUsage(t *testing.T, us []cacheUsage) (writes, reads int) {
@@ -100,9 +137,7 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 	for _, aware := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cache-aware=%v", aware), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
-				t.Cleanup(s.Close)
-				rig := newBubbleRig(t, true, s.ServeHTTP, func(c *config.Config) {
+				rig := simRig(t, func(c *config.Config) {
 					c.CacheAware = aware
 					c.MaxConcurrency = n
 				})
@@ -112,18 +147,10 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 				var wg sync.WaitGroup
 				for i := range us {
 					wg.Go(func() {
-						req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(sharedPrefixBody(i)))
-						req.Header.Set("X-Api-Key", "sk-test")
-						req.Header.Set("Content-Type", "application/json")
-						resp, err := rig.client.Do(req)
-						if err != nil {
-							t.Error(err)
-							return
+						var status int
+						if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
+							t.Errorf("status %d", status)
 						}
-						if resp.StatusCode != http.StatusOK {
-							t.Errorf("status %d", resp.StatusCode)
-						}
-						us[i] = startUsage(t, resp)
 					})
 				}
 				wg.Wait()
@@ -166,15 +193,21 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 	}
 }
 
-// wantMetrics checks that /metrics has each of the lines want.
-func wantMetrics(t *testing.T, rig *bubbleRig, want ...string) {
+// scrape is rig's /metrics text.
+func scrape(t *testing.T, rig *bubbleRig) string {
 	t.Helper()
 	resp, err := rig.client.Get(rig.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := readAll(t, resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
+	return readAll(t, resp.Body)
+}
+
+// wantMetrics checks that /metrics has each of the lines want.
+func wantMetrics(t *testing.T, rig *bubbleRig, want ...string) {
+	t.Helper()
+	text := scrape(t, rig)
 	for _, w := range want {
 		if !strings.Contains(text, w+"\n") {
 			t.Errorf("/metrics lacks %q", w)
@@ -185,13 +218,7 @@ func wantMetrics(t *testing.T, rig *bubbleRig, want ...string) {
 // metricValue is the value of the unlabelled metric name on /metrics.
 func metricValue(t *testing.T, rig *bubbleRig, name string) float64 {
 	t.Helper()
-	resp, err := rig.client.Get(rig.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := readAll(t, resp.Body)
-	resp.Body.Close()
-	for _, line := range strings.Split(text, "\n") {
+	for _, line := range strings.Split(scrape(t, rig), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -209,20 +236,14 @@ func metricValue(t *testing.T, rig *bubbleRig, name string) float64 {
 func TestSharedPrefixBurstThroughSDK(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 6
-		s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
-		t.Cleanup(s.Close)
-		rig := newBubbleRig(t, true, s.ServeHTTP)
+		rig := simRig(t)
 		client := sdkv2.NewClient(optv2.WithAPIKey("sk-test"), optv2.WithBaseURL(rig.url),
 			optv2.WithHTTPClient(rig.client), optv2.WithMaxRetries(0))
 		us := make([]cacheUsage, n)
 		var wg sync.WaitGroup
 		for i := range us {
 			wg.Go(func() {
-				stream := client.Messages.NewStreaming(context.Background(), sdkv2.MessageNewParams{
-					Model: "claude-sonnet-4-5", MaxTokens: 64,
-					System:   []sdkv2.TextBlockParam{{Text: sharedSystem, CacheControl: sdkv2.NewCacheControlEphemeralParam()}},
-					Messages: []sdkv2.MessageParam{sdkv2.NewUserMessage(sdkv2.NewTextBlock(fmt.Sprintf("question %d", i)))},
-				})
+				stream := client.Messages.NewStreaming(context.Background(), sharedParamsV2(i))
 				var acc sdkv2.Message
 				for stream.Next() {
 					if err := acc.Accumulate(stream.Current()); err != nil {
@@ -273,27 +294,16 @@ func claudeCodeBody(session int) string {
 func TestClaudeCodeSessionsGroupOnSharedPrefix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4
-		s := sim.New(sim.Config{TTFT: 400 * time.Millisecond, PerToken: 10 * time.Millisecond})
-		t.Cleanup(s.Close)
-		rig := newBubbleRig(t, true, s.ServeHTTP)
+		rig := simRig(t)
 		us := make([]cacheUsage, n)
 		var wg sync.WaitGroup
 		for i := range us {
 			wg.Go(func() {
-				req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(claudeCodeBody(i)))
-				req.Header.Set("Authorization", "Bearer sk-test")
-				req.Header.Set("Anthropic-Version", "2023-06-01")
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := rig.client.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
+				var status int
+				status, us[i] = sendStream(t, rig, claudeCodeBody(i), "Authorization", "Bearer sk-test", "Anthropic-Version", "2026-10-21")
+				if status != http.StatusOK {
+					t.Errorf("session %d: status %d", i, status)
 				}
-				if resp.StatusCode != http.StatusOK {
-					t.Errorf("session %d: status %d: %s", i, resp.StatusCode, readAll(t, resp.Body))
-					return
-				}
-				us[i] = startUsage(t, resp)
 			})
 		}
 		wg.Wait()
@@ -320,38 +330,17 @@ func TestClaudeCodeSessionsGroupOnSharedPrefix(t *testing.T) {
 // prefix, and the others read it once its response has begun.
 func TestFailingLeaderPromotesThroughSimulator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, ttft = 5, 400 * time.Millisecond
-		s := sim.New(sim.Config{TTFT: ttft, PerToken: 10 * time.Millisecond})
-		t.Cleanup(s.Close)
-		rig := newBubbleRig(t, true, s.ServeHTTP, func(c *config.Config) { c.RetryMaxAttempts = 1 })
+		const n, ttft = 5, simTTFT
+		rig := simRig(t, func(c *config.Config) { c.RetryMaxAttempts = 1 })
 		var log strings.Builder
 		rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
-		send := func(i int, fault string) (int, cacheUsage) {
-			req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(sharedPrefixBody(i)))
-			req.Header.Set("X-Api-Key", "sk-test")
-			req.Header.Set("Content-Type", "application/json")
-			if fault != "" {
-				req.Header.Set("X-Sim-Fault", fault)
-			}
-			resp, err := rig.client.Do(req)
-			if err != nil {
-				t.Error(err)
-				return 0, cacheUsage{}
-			}
-			if resp.StatusCode != http.StatusOK {
-				readAll(t, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, cacheUsage{}
-			}
-			return resp.StatusCode, startUsage(t, resp)
-		}
 		var wg sync.WaitGroup
 		var leaderStatus int
-		wg.Go(func() { leaderStatus, _ = send(0, "500") })
+		wg.Go(func() { leaderStatus, _ = sendStream(t, rig, sharedPrefixBody(0), "X-Sim-Fault", "500") })
 		synctest.Wait() // the failing request is first in line
 		us := make([]cacheUsage, n-1)
 		for i := range us {
-			wg.Go(func() { _, us[i] = send(i+1, "") })
+			wg.Go(func() { _, us[i] = sendStream(t, rig, sharedPrefixBody(i+1)) })
 		}
 		wg.Wait()
 		if leaderStatus != http.StatusInternalServerError {
