@@ -116,13 +116,25 @@ func sharedPrefix(n int) string {
 }
 
 // requestBody is a Messages request of about a.PromptTokens input tokens
-// of its own, after the shared system prompt prefix if there is one.
+// of its own, after the shared system prompt prefix if there is one, and,
+// for a turn of a session, after the session's earlier turns.
 func requestBody(model, prefix string, id int, a Arrival) []byte {
 	req := map[string]any{
 		"model":      model,
 		"max_tokens": max(1024, a.OutputTokens),
 		"stream":     a.Stream,
 		"messages":   []map[string]any{{"role": "user", "content": filler(fmt.Sprintf("request %d: ", id), a.PromptTokens)}},
+	}
+	if a.Turns > 1 {
+		var msgs []map[string]any
+		for k := range a.Turn {
+			msgs = append(msgs,
+				map[string]any{"role": "user", "content": filler(fmt.Sprintf("session %d turn %d: ", a.Session, k), a.PromptTokens)},
+				map[string]any{"role": "assistant", "content": fmt.Sprintf("Done with turn %d.", k)})
+		}
+		last := map[string]any{"type": "text", "text": filler(fmt.Sprintf("session %d turn %d: ", a.Session, a.Turn), a.PromptTokens),
+			"cache_control": map[string]string{"type": "ephemeral"}}
+		req["messages"] = append(msgs, map[string]any{"role": "user", "content": []map[string]any{last}})
 	}
 	if prefix != "" {
 		req["system"] = []map[string]any{{"type": "text", "text": prefix, "cache_control": map[string]string{"type": "ephemeral"}}}

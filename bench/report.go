@@ -61,10 +61,10 @@ type ModeReport struct {
 	LatencyAllMS Percentiles `json:"latency_all_ms"`
 	// TTFTMS is arrival to first content_block_delta of successful streams.
 	TTFTMS Percentiles `json:"ttft_ms"`
-	// TTFTWriteMS and TTFTReadMS split TTFTMS by whether the stream wrote
-	// the prompt cache (a leader, or anyone on a cold prefix) or read it
-	// (a follower, or a warm prefix); requests doing neither are in
-	// neither.
+	// TTFTReadMS and TTFTWriteMS split TTFTMS by whether the stream read
+	// the prompt cache (a follower, or a warm prefix; it may also have
+	// written its own later part) or only wrote it (a leader, or anyone on
+	// a cold prefix); requests doing neither are in neither.
 	TTFTWriteMS Percentiles `json:"ttft_cache_write_ms"`
 	TTFTReadMS  Percentiles `json:"ttft_cache_read_ms"`
 	// PeakUpstreamInflight is the simulator's own exact peak of requests
@@ -129,10 +129,10 @@ func modeReport(res *ModeResult) ModeReport {
 				d := *rec.FirstTokenMS - rec.ArrivalMS
 				ttft = append(ttft, d)
 				switch {
-				case rec.CacheWrite > 0:
-					ttftWrite = append(ttftWrite, d)
 				case rec.CacheRead > 0:
 					ttftRead = append(ttftRead, d)
+				case rec.CacheWrite > 0:
+					ttftWrite = append(ttftWrite, d)
 				}
 			}
 		case "lost":

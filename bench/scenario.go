@@ -77,7 +77,8 @@ type Client struct {
 
 // Workload is when requests arrive and what they look like.
 type Workload struct {
-	// Kind is burst (N at once), poisson (rate for duration), steps
+	// Kind is burst (N at once, or spread evenly over duration when it is
+	// set), poisson (rate for duration), steps
 	// (Poisson at each step's rate in turn), ramp (Poisson whose rate goes
 	// linearly from from_rate to rate over duration) or trace (replay of
 	// the arrival times in a JSONL file).
@@ -106,6 +107,13 @@ type Workload struct {
 	// (cache_control ephemeral), before its own message of PromptTokens:
 	// the shape of agents started together on one large prompt.
 	SharedPrefixTokens int `json:"shared_prefix_tokens"`
+	// Turns, when above 1, makes each arrival a session of this many
+	// requests, each sent once the one before has ended: every turn
+	// repeats the session's earlier messages (with a stand-in reply for
+	// each) and adds a new user message, the last block marked for caching,
+	// as coding agents send it. Each turn draws its own prompt and output
+	// lengths.
+	Turns int `json:"turns"`
 }
 
 // Step is one stretch of a steps workload.
@@ -273,6 +281,9 @@ func (sc *Scenario) validate() error {
 	}
 	if w.SharedPrefixTokens < 0 {
 		return errors.New("workload.shared_prefix_tokens: must not be negative")
+	}
+	if w.Turns < 0 || w.Turns > 50 {
+		return errors.New("workload.turns: must be in [0, 50]")
 	}
 	if w.StreamFraction < 0 || w.StreamFraction > 1 {
 		return errors.New("workload.stream_fraction: must be in [0, 1]")
