@@ -89,12 +89,15 @@ type cachePlace struct {
 //
 // A registry, not a wave, keeps the prefixes: one whose leader has not
 // begun holds every later request on it, whatever its wave; one whose
-// leader began is warm for its TTL (refreshed on each hit, as the API
-// does) and lets requests go at once. A leader that ends without an answer
-// (it failed, was cut off or its client left) promotes its first
-// remaining follower. No follower is held longer than LeaderWait, nor so
-// long that less than LeaderWait is left of its wave deadline or its
-// client's patience: past that it goes uncached, as without CacheAware.
+// leader began is warm for its TTL (refreshed on each hit, as the API does)
+// and lets requests go at once. A leader that ends without an answer (it
+// failed, was cut off or its client left) promotes its first remaining
+// follower. A leader whose attempt failed and that is being retried
+// (Requeue) has not ended: its followers stay held for its retry, since
+// under the overload that failed it they would fail alike. No follower is
+// held longer than LeaderWait, nor so long that less than LeaderWait is
+// left of its wave deadline or its client's patience: past that it goes
+// uncached, as without CacheAware.
 //
 // A request's prefixes are those at or above its model's minimum
 // cacheable length (request.CacheMinimum); one without any is put in line
