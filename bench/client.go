@@ -26,6 +26,9 @@ type Outcome struct {
 	FirstByte time.Time // response headers of the last attempt
 	FirstTok  time.Time // first content_block_delta of a stream
 	Done      time.Time
+	// CacheWrite and CacheRead are the answer's cache_creation_input_tokens
+	// and cache_read_input_tokens (a stream's, from message_start).
+	CacheWrite, CacheRead int
 }
 
 // retryPolicy is the official SDKs' retry rule: up to max retries on 408,
@@ -79,6 +82,7 @@ type client struct {
 	http    *http.Client
 	base    string
 	model   string
+	prefix  string // the shared system prompt; "" for none
 	timeout time.Duration
 	policy  retryPolicy
 	// onAttempt, if set, is told of each attempt before it is sent, with
@@ -91,27 +95,58 @@ func newJitter(seed uint64) func() float64 {
 	return rng.Float64
 }
 
-// body is a Messages request of about a.PromptTokens input tokens (the
-// simulator counts ~4 characters a token).
-func requestBody(model string, id int, a Arrival) []byte {
+// filler is n tokens of prompt text after head (the simulator counts ~4
+// characters a token).
+func filler(head string, n int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "request %d: ", id)
-	for b.Len() < a.PromptTokens*4 {
+	b.WriteString(head)
+	for b.Len() < n*4 {
 		b.WriteString("lorem ipsum dolor sit amet ")
 	}
-	body, _ := json.Marshal(map[string]any{
+	return b.String()
+}
+
+// sharedPrefix is the system prompt of about n tokens that every request
+// of a scenario with shared_prefix_tokens carries.
+func sharedPrefix(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return filler("You are one of many agents working on the same code base. ", n)
+}
+
+// requestBody is a Messages request of about a.PromptTokens input tokens
+// of its own, after the shared system prompt prefix if there is one, and,
+// for a turn of a session, after the session's earlier turns.
+func requestBody(model, prefix string, id int, a Arrival) []byte {
+	req := map[string]any{
 		"model":      model,
 		"max_tokens": max(1024, a.OutputTokens),
 		"stream":     a.Stream,
-		"messages":   []map[string]any{{"role": "user", "content": b.String()}},
-	})
+		"messages":   []map[string]any{{"role": "user", "content": filler(fmt.Sprintf("request %d: ", id), a.PromptTokens)}},
+	}
+	if a.Turns > 1 {
+		var msgs []map[string]any
+		for k := range a.Turn {
+			msgs = append(msgs,
+				map[string]any{"role": "user", "content": filler(fmt.Sprintf("session %d turn %d: ", a.Session, k), a.PromptTokens)},
+				map[string]any{"role": "assistant", "content": fmt.Sprintf("Done with turn %d.", k)})
+		}
+		last := map[string]any{"type": "text", "text": filler(fmt.Sprintf("session %d turn %d: ", a.Session, a.Turn), a.PromptTokens),
+			"cache_control": map[string]string{"type": "ephemeral"}}
+		req["messages"] = append(msgs, map[string]any{"role": "user", "content": []map[string]any{last}})
+	}
+	if prefix != "" {
+		req["system"] = []map[string]any{{"type": "text", "text": prefix, "cache_control": map[string]string{"type": "ephemeral"}}}
+	}
+	body, _ := json.Marshal(req)
 	return body
 }
 
 // do sends request id until it succeeds, fails for good, or runs out of
 // retries. ctx ending (the run aborted) ends it as lost.
 func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
-	body := requestBody(c.model, id, a)
+	body := requestBody(c.model, c.prefix, id, a)
 	var out Outcome
 	for attempt := 0; ; attempt++ {
 		h, retry := c.attempt(ctx, id, attempt, a, body, &out)
@@ -187,13 +222,15 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 		return resp.Header, true
 	}
 	var msg struct {
-		Type string `json:"type"`
+		Type  string     `json:"type"`
+		Usage cacheUsage `json:"usage"`
 	}
 	if json.Unmarshal(b, &msg) != nil || msg.Type != "message" {
 		out.Lost, out.ErrorType = true, "malformed_response"
 		return resp.Header, false
 	}
 	out.OK = true
+	out.CacheWrite, out.CacheRead = msg.Usage.Write, msg.Usage.Read
 	return resp.Header, false
 }
 
@@ -225,6 +262,15 @@ func (c *client) readStream(ctx, actx context.Context, r io.Reader, out *Outcome
 				out.OK = true
 				return
 			}
+		case strings.HasPrefix(line, "data:") && event == "message_start":
+			var ev struct {
+				Message struct {
+					Usage cacheUsage `json:"usage"`
+				} `json:"message"`
+			}
+			if json.Unmarshal([]byte(line[len("data:"):]), &ev) == nil {
+				out.CacheWrite, out.CacheRead = ev.Message.Usage.Write, ev.Message.Usage.Read
+			}
 		case strings.HasPrefix(line, "data:") && event == "error":
 			t := anthropicErrorType([]byte(strings.TrimSpace(line[len("data:"):])))
 			if t == "" {
@@ -240,6 +286,12 @@ func (c *client) readStream(ctx, actx context.Context, r io.Reader, out *Outcome
 		return
 	}
 	out.Lost, out.ErrorType = true, "stream_truncated"
+}
+
+// cacheUsage is the cache part of an answer's usage.
+type cacheUsage struct {
+	Write int `json:"cache_creation_input_tokens"`
+	Read  int `json:"cache_read_input_tokens"`
 }
 
 // anthropicErrorType is error.type of an Anthropic-shaped error body, or "".

@@ -61,6 +61,12 @@ type ModeReport struct {
 	LatencyAllMS Percentiles `json:"latency_all_ms"`
 	// TTFTMS is arrival to first content_block_delta of successful streams.
 	TTFTMS Percentiles `json:"ttft_ms"`
+	// TTFTReadMS and TTFTWriteMS split TTFTMS by whether the stream read
+	// the prompt cache (a follower, or a warm prefix; it may also have
+	// written its own later part) or only wrote it (a leader, or anyone on
+	// a cold prefix); requests doing neither are in neither.
+	TTFTWriteMS Percentiles `json:"ttft_cache_write_ms"`
+	TTFTReadMS  Percentiles `json:"ttft_cache_read_ms"`
 	// PeakUpstreamInflight is the simulator's own exact peak of requests
 	// in generation; PeakUpstreamSampled the peak of the 10 ms samples;
 	// PeakGateInflight the peak of sluice's gate slots held (sampled).
@@ -75,6 +81,7 @@ type ModeReport struct {
 	UpstreamCalls        int64            `json:"upstream_calls"`
 	Tokens               sim.TokenStats   `json:"tokens"`
 	CostUSD              float64          `json:"cost_usd"`
+	InputCostUSD         float64          `json:"input_cost_usd"`
 	// Cap is BATCH_MAX_CONCURRENCY for the windowed mode, else 0.
 	Cap        int         `json:"cap,omitempty"`
 	Little     *Little     `json:"little,omitempty"`
@@ -97,10 +104,10 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 
 func modeReport(res *ModeResult) ModeReport {
 	m := ModeReport{Mode: res.Mode, Errors: map[string]int{}, Cap: res.Cap,
-		UpstreamByStatus: res.Sim.ByStatus, Tokens: res.Sim.Tokens, CostUSD: res.Sim.CostUSD,
+		UpstreamByStatus: res.Sim.ByStatus, Tokens: res.Sim.Tokens, CostUSD: res.Sim.CostUSD, InputCostUSD: res.Sim.InputCostUSD,
 		PeakUpstreamInflight: int(res.Sim.PeakInflight), Upstream429: res.Sim.ByStatus["429"],
 		Upstream529: res.Sim.ByStatus["529"], UpstreamCalls: res.Sim.Requests}
-	var lat, all, ttft []float64
+	var lat, all, ttft, ttftWrite, ttftRead []float64
 	first, last := -1.0, 0.0
 	for _, rec := range res.Records {
 		if rec.ErrorType == "not_sent" {
@@ -119,7 +126,14 @@ func modeReport(res *ModeResult) ModeReport {
 			m.Succeeded++
 			lat = append(lat, d)
 			if rec.FirstTokenMS != nil {
-				ttft = append(ttft, *rec.FirstTokenMS-rec.ArrivalMS)
+				d := *rec.FirstTokenMS - rec.ArrivalMS
+				ttft = append(ttft, d)
+				switch {
+				case rec.CacheRead > 0:
+					ttftRead = append(ttftRead, d)
+				case rec.CacheWrite > 0:
+					ttftWrite = append(ttftWrite, d)
+				}
 			}
 		case "lost":
 			m.Lost++
@@ -133,6 +147,7 @@ func modeReport(res *ModeResult) ModeReport {
 	m.SpanS = span.Seconds()
 	m.GoodputRPS = goodput(m.Succeeded, span)
 	m.LatencyMS, m.LatencyAllMS, m.TTFTMS = summarise(lat), summarise(all), summarise(ttft)
+	m.TTFTWriteMS, m.TTFTReadMS = summarise(ttftWrite), summarise(ttftRead)
 	sum := 0.0
 	for _, s := range res.Samples {
 		m.PeakQueued = max(m.PeakQueued, s.Queued)
@@ -267,6 +282,17 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("all-requests p99", func(m *ModeReport) string { return ms(m.LatencyAllMS.P99) })
 	row("stream TTFT p50", func(m *ModeReport) string { return ms(m.TTFTMS.P50) })
 	row("stream TTFT p99", func(m *ModeReport) string { return ms(m.TTFTMS.P99) })
+	if r.anyCache() {
+		count := func(p Percentiles) string { return fmt.Sprint(p.N) }
+		row("streams writing cache", func(m *ModeReport) string { return count(m.TTFTWriteMS) })
+		row("  their TTFT p50 / p99", func(m *ModeReport) string {
+			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTWriteMS.P50, m.TTFTWriteMS.P99)
+		})
+		row("streams reading cache", func(m *ModeReport) string { return count(m.TTFTReadMS) })
+		row("  their TTFT p50 / p99", func(m *ModeReport) string {
+			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTReadMS.P50, m.TTFTReadMS.P99)
+		})
+	}
 	row("peak upstream in-flight", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamInflight) })
 	row("peak upstream in-flight (10ms samples)", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamSampled) })
 	row("peak gate slots held", func(m *ModeReport) string { return fmt.Sprint(m.PeakGateInflight) })
@@ -280,8 +306,19 @@ func (r *Report) WriteTable(w io.Writer) {
 		return fmt.Sprintf("%d/%d", m.Tokens.CacheCreation, m.Tokens.CacheRead)
 	})
 	row("cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.CostUSD) })
+	row("input cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.InputCostUSD) })
 	row("errors", func(m *ModeReport) string { return errorList(m.Errors) })
 	tw.Flush()
+}
+
+// anyCache reports whether any mode wrote or read the prompt cache.
+func (r *Report) anyCache() bool {
+	for _, m := range r.Modes {
+		if m.Tokens.CacheCreation > 0 || m.Tokens.CacheRead > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func errorList(errs map[string]int) string {

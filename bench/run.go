@@ -80,6 +80,8 @@ type ModeResult struct {
 type Record struct {
 	Mode         string   `json:"mode"`
 	ID           int      `json:"id"`
+	Session      int      `json:"session,omitempty"` // with turns: the session, and the request's turn in it
+	Turn         int      `json:"turn,omitempty"`
 	Stream       bool     `json:"stream"`
 	PromptTokens int      `json:"prompt_tokens"`
 	OutputTokens int      `json:"output_tokens"`
@@ -92,6 +94,8 @@ type Record struct {
 	ErrorType    string   `json:"error_type,omitempty"`
 	Status       int      `json:"status"`
 	Retries      int      `json:"retries"`
+	CacheWrite   int      `json:"cache_write_tokens,omitempty"`
+	CacheRead    int      `json:"cache_read_tokens,omitempty"`
 }
 
 // Run sends the scenario's workload through each mode in turn.
@@ -216,6 +220,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	defer tr.CloseIdleConnections()
 	c := &client{
 		http: &http.Client{Transport: tr}, base: base, model: sc.Workload.Model, timeout: sc.ClientTimeout(),
+		prefix: sharedPrefix(sc.Workload.SharedPrefixTokens),
 		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
 	}
 	if c.model == "" {
@@ -267,31 +272,37 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	})
 
 	outcomes := make([]Outcome, len(arrivals))
+	sentAt := make([]time.Time, len(arrivals))
 	var reqs sync.WaitGroup
 	timer := time.NewTimer(0)
 	<-timer.C
-	for i, a := range arrivals {
-		if d := time.Until(start.Add(a.At)); d > 0 {
+	for _, job := range sessionsOf(arrivals) {
+		if d := time.Until(start.Add(arrivals[job[0]].At)); d > 0 {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
-			outcomes[i] = Outcome{Lost: true, ErrorType: "not_sent"}
-			continue
-		}
-		sent.Add(1)
-		outstanding.Add(1)
 		reqs.Go(func() {
-			o := c.do(ctx, i, a)
-			outcomes[i] = o
-			if o.OK {
-				okCount.Add(1)
+			// A session's turns one after the other; a lone request is a
+			// session of one.
+			for _, i := range job {
+				if ctx.Err() != nil {
+					outcomes[i] = Outcome{Lost: true, ErrorType: "not_sent"}
+					continue
+				}
+				sent.Add(1)
+				outstanding.Add(1)
+				sentAt[i] = time.Now()
+				o := c.do(ctx, i, arrivals[i])
+				outcomes[i] = o
+				if o.OK {
+					okCount.Add(1)
+				}
+				done.Add(1)
+				outstanding.Add(-1)
 			}
-			done.Add(1)
-			outstanding.Add(-1)
 		})
 	}
 	reqs.Wait()
@@ -300,7 +311,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	if opt.Progress != nil {
 		fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d  ok %d%s\n", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load(), strings.Repeat(" ", 40))
 	}
-	st, err := stats()
+	st, err := settledStats(stats)
 	if err != nil {
 		return nil, err
 	}
@@ -316,9 +327,14 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	}
 	for i, a := range arrivals {
 		o := outcomes[i]
-		r := Record{Mode: mode, ID: i, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
-			ArrivalMS: float64(a.At) / float64(time.Millisecond), FirstByteMS: opt2(o.FirstByte),
-			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error"}
+		arrival := float64(a.At) / float64(time.Millisecond)
+		if a.Turn > 0 && !sentAt[i].IsZero() {
+			arrival = ms(sentAt[i]) // a later turn arrives when it is sent
+		}
+		r := Record{Mode: mode, ID: i, Session: a.Session, Turn: a.Turn, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
+			ArrivalMS: arrival, FirstByteMS: opt2(o.FirstByte),
+			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error",
+			CacheWrite: o.CacheWrite, CacheRead: o.CacheRead}
 		if !o.Done.IsZero() {
 			r.DoneMS = ms(o.Done)
 		}
@@ -348,6 +364,42 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		ulog.mu.Unlock()
 	}
 	return res, nil
+}
+
+// sessionsOf groups the arrivals' indices by session, each session's in
+// turn order, in the order of the sessions' first arrivals. Without turns
+// every arrival is a session of its own.
+func sessionsOf(arrivals []Arrival) [][]int {
+	var jobs [][]int
+	at := map[int]int{} // session -> its job
+	for i, a := range arrivals {
+		if a.Turns <= 1 {
+			jobs = append(jobs, []int{i})
+			continue
+		}
+		j, ok := at[a.Session]
+		if !ok {
+			j = len(jobs)
+			at[a.Session] = j
+			jobs = append(jobs, nil)
+		}
+		jobs[j] = append(jobs[j], i)
+	}
+	return jobs
+}
+
+// settledStats reads the simulator's counters once no call is left in
+// generation (for up to a second): a client may have read a stream's last
+// event before the simulator's handler counted the stream's tokens.
+func settledStats(stats upstreamStats) (sim.Stats, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		st, err := stats()
+		if err != nil || st.Inflight == 0 || time.Now().After(deadline) {
+			return st, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // lockedJitter is a seeded jitter source safe for concurrent use.

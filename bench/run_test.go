@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func mustParse(t *testing.T, js string) *Scenario {
@@ -165,5 +167,77 @@ func TestRunRejectsUnknownMode(t *testing.T) {
 	sc := mustParse(t, `{"workload":{"kind":"burst","n":1}}`)
 	if _, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{"turbo"}}); err == nil {
 		t.Fatal("mode turbo accepted")
+	}
+}
+
+// A burst sharing a cached system prompt: on the plain path every request
+// writes it; windowed, with CACHE_AWARE, one writes it and the others read
+// it, and the report says so per request and in its input cost.
+func TestSharedPrefixRun(t *testing.T) {
+	sc := mustParse(t, `{"name":"shared","seed":3,
+		"sim":{"ttft":"20ms","per_token":"1ms","prefill_per_token":"10µs"},
+		"sluice":{"max_wait":"5ms"},
+		"workload":{"kind":"burst","n":6,"stream_fraction":1,"shared_prefix_tokens":2000,
+		            "prompt_tokens":[10,20],"output_tokens":[4,8]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModePlain, ModeWindowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, windowed := rep.Mode(ModePlain), rep.Mode(ModeWindowed)
+	if plain.TTFTWriteMS.N != 6 || plain.TTFTReadMS.N != 0 {
+		t.Errorf("plain: %d streams wrote the cache, %d read it; want 6, 0", plain.TTFTWriteMS.N, plain.TTFTReadMS.N)
+	}
+	if windowed.TTFTWriteMS.N != 1 || windowed.TTFTReadMS.N != 5 {
+		t.Errorf("windowed: %d streams wrote the cache, %d read it; want 1, 5", windowed.TTFTWriteMS.N, windowed.TTFTReadMS.N)
+	}
+	if w := windowed.Tokens; w.CacheCreation*5 != w.CacheRead || w.CacheCreation < 2000 {
+		t.Errorf("windowed cache tokens %+v; want one write of the prefix and five reads", w)
+	}
+	if !(windowed.InputCostUSD > 0 && windowed.InputCostUSD < plain.InputCostUSD/3) {
+		t.Errorf("input cost windowed $%g, plain $%g; want windowed far below", windowed.InputCostUSD, plain.InputCostUSD)
+	}
+}
+
+// Sessions of several turns: each turn is sent once the one before has
+// ended, repeats the session's earlier messages, and is recorded as a
+// request of its own.
+func TestSessionsRun(t *testing.T) {
+	sc := mustParse(t, `{"name":"sessions","seed":5,
+		"sim":{"ttft":"20ms","per_token":"1ms"},
+		"sluice":{"max_wait":"5ms"},
+		"workload":{"kind":"burst","n":3,"duration":"30ms","turns":3,"stream_fraction":1,"shared_prefix_tokens":2000,
+		            "prompt_tokens":[10,20],"output_tokens":[4,8]}}`)
+	as, err := sc.Arrivals()
+	if err != nil || len(as) != 9 {
+		t.Fatalf("%d arrivals, %v; want 3 sessions of 3 turns", len(as), err)
+	}
+	if as[3].At != 10*time.Millisecond || as[3].Session != 1 || as[3].Turn != 0 || as[5].Turn != 2 {
+		t.Errorf("arrivals %+v; want sessions spread 10 ms apart, their turns in order", as)
+	}
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModeWindowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results()[0]
+	if m := rep.Modes[0]; m.Sent != 9 || m.Succeeded != 9 {
+		t.Fatalf("sent %d, succeeded %d; want 9", m.Sent, m.Succeeded)
+	}
+	for i, r := range res.Records {
+		if r.Turn > 0 {
+			if prev := res.Records[i-1]; r.ArrivalMS < prev.DoneMS {
+				t.Errorf("session %d turn %d sent at %.1f ms, before turn %d ended at %.1f ms", r.Session, r.Turn, r.ArrivalMS, prev.Turn, prev.DoneMS)
+			}
+		}
+	}
+	// Turn 0 of the first session writes the shared prompt; everyone else
+	// reads it.
+	if m := rep.Modes[0]; m.TTFTReadMS.N != 8 {
+		t.Errorf("%d streams read the cache; want 8", m.TTFTReadMS.N)
+	}
+	body := string(requestBody("m", "", 0, as[2]))
+	for _, want := range []string{`session 0 turn 0`, `Done with turn 1.`, `session 0 turn 2`, `"cache_control":{"type":"ephemeral"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("turn 2's body lacks %s: %s", want, body)
+		}
 	}
 }

@@ -39,6 +39,7 @@ type Scenario struct {
 type SimSpec struct {
 	TTFT                  Duration    `json:"ttft"`
 	PerToken              Duration    `json:"per_token"`
+	PrefillPerToken       Duration    `json:"prefill_per_token"`
 	Jitter                float64     `json:"jitter"`
 	Capacity              int         `json:"capacity"`
 	OverloadAt            int         `json:"overload_at"`
@@ -76,7 +77,8 @@ type Client struct {
 
 // Workload is when requests arrive and what they look like.
 type Workload struct {
-	// Kind is burst (N at once), poisson (rate for duration), steps
+	// Kind is burst (N at once, or spread evenly over duration when it is
+	// set), poisson (rate for duration), steps
 	// (Poisson at each step's rate in turn), ramp (Poisson whose rate goes
 	// linearly from from_rate to rate over duration) or trace (replay of
 	// the arrival times in a JSONL file).
@@ -100,6 +102,18 @@ type Workload struct {
 	OutputTokens [2]int `json:"output_tokens"`
 	// Model is the model named in every request. Empty means claude-sonnet-4-5.
 	Model string `json:"model"`
+	// SharedPrefixTokens, when positive, gives every request the same
+	// system prompt of about this many tokens, marked for caching
+	// (cache_control ephemeral), before its own message of PromptTokens:
+	// the shape of agents started together on one large prompt.
+	SharedPrefixTokens int `json:"shared_prefix_tokens"`
+	// Turns, when above 1, makes each arrival a session of this many
+	// requests, each sent once the one before has ended: every turn
+	// repeats the session's earlier messages (with a stand-in reply for
+	// each) and adds a new user message, the last block marked for caching,
+	// as coding agents send it. Each turn draws its own prompt and output
+	// lengths.
+	Turns int `json:"turns"`
 }
 
 // Step is one stretch of a steps workload.
@@ -199,6 +213,8 @@ func (sc *Scenario) validate() error {
 		return errors.New("sim.ttft: must not be negative")
 	case s.PerToken < 0:
 		return errors.New("sim.per_token: must not be negative")
+	case s.PrefillPerToken < 0:
+		return errors.New("sim.prefill_per_token: must not be negative")
 	case s.Jitter < 0 || s.Jitter >= 1:
 		return errors.New("sim.jitter: must be in [0, 1)")
 	case s.Capacity < 0:
@@ -263,6 +279,12 @@ func (sc *Scenario) validate() error {
 	default:
 		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace", w.Kind)
 	}
+	if w.SharedPrefixTokens < 0 {
+		return errors.New("workload.shared_prefix_tokens: must not be negative")
+	}
+	if w.Turns < 0 || w.Turns > 50 {
+		return errors.New("workload.turns: must be in [0, 50]")
+	}
 	if w.StreamFraction < 0 || w.StreamFraction > 1 {
 		return errors.New("workload.stream_fraction: must be in [0, 1]")
 	}
@@ -280,7 +302,7 @@ func (sc *Scenario) validate() error {
 // SimConfig is the simulator configuration of the scenario.
 func (sc *Scenario) SimConfig() sim.Config {
 	c := sim.Config{
-		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), Jitter: sc.Sim.Jitter,
+		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), PrefillPerToken: sc.Sim.PrefillPerToken.D(), Jitter: sc.Sim.Jitter,
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
 		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute,

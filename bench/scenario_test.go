@@ -9,7 +9,7 @@ import (
 
 func TestBuiltinScenariosParse(t *testing.T) {
 	names := Builtin()
-	for _, want := range []string{"burst", "light", "overload", "spike"} {
+	for _, want := range []string{"burst", "light", "overload", "shared-prefix", "spike"} {
 		found := false
 		for _, n := range names {
 			found = found || n == want

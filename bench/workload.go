@@ -18,6 +18,10 @@ type Arrival struct {
 	Stream       bool
 	PromptTokens int
 	OutputTokens int
+	// Session, Turn and Turns place a request in its session when the
+	// workload has turns (Turns > 1): it is sent once the session's turn
+	// before it has ended, and At is its session's start.
+	Session, Turn, Turns int
 }
 
 // Arrivals builds the workload's requests in arrival order. The same
@@ -30,6 +34,9 @@ func (sc *Scenario) Arrivals() ([]Arrival, error) {
 	switch w.Kind {
 	case "burst":
 		times = make([]time.Duration, w.N)
+		for i := range times {
+			times[i] = w.Duration.D() * time.Duration(i) / time.Duration(w.N)
+		}
 	case "poisson":
 		times = poisson(rng, 0, w.Duration.D(), func(float64) float64 { return w.Rate }, w.Rate)
 	case "ramp":
@@ -58,6 +65,16 @@ func (sc *Scenario) Arrivals() ([]Arrival, error) {
 	}
 	if fromTrace != nil {
 		out = fromTrace
+	}
+	if w.Turns > 1 {
+		sessions := out
+		out = make([]Arrival, 0, len(sessions)*w.Turns)
+		for i, s := range sessions {
+			for t := range w.Turns {
+				s.Session, s.Turn, s.Turns = i, t, w.Turns
+				out = append(out, s)
+			}
+		}
 	}
 	for i := range out {
 		a := &out[i]

@@ -41,6 +41,8 @@ type Config struct {
 	UpstreamTimeout      time.Duration // UPSTREAM_TIMEOUT_S
 	MaxPendingConns      int           // MAX_PENDING_CONNS
 	ShutdownDelay        time.Duration // SHUTDOWN_DELAY_S
+	CacheAware           bool          // CACHE_AWARE
+	CacheLeaderWait      time.Duration // CACHE_LEADER_WAIT_MS
 }
 
 // Setting is one row of the configuration table.
@@ -132,6 +134,12 @@ var Settings = []Setting{
 	{Env: "SHUTDOWN_DELAY_S", Flag: "shutdown-delay-s", Default: "0", Accepts: "whole seconds >= 0",
 		Meaning: "On SIGINT/SIGTERM, how long sluice goes on serving, with GET /readyz answering 503, before it stops accepting and the drain begins; behind a load balancer, set it to the time its readiness probe takes to mark sluice down.",
 		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.ShutdownDelay })},
+	{Env: "CACHE_AWARE", Flag: "cache-aware", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "On the windowed path, requests sharing a cached prompt prefix (same model, a cache_control breakpoint at or above the model's minimum cacheable length) pay for it once: the first goes at once and writes the cache, the others wait outside the gate until its response has begun, then read it. Off: every member of a wave goes at once.",
+		apply:   func(c *Config, v string) (err error) { c.CacheAware, err = parseBool(v); return }},
+	{Env: "CACHE_LEADER_WAIT_MS", Flag: "cache-leader-wait-ms", Default: "5000", Accepts: "whole milliseconds >= 1",
+		Meaning: "With CACHE_AWARE, the longest a request waits for the response of the request writing its prefix to begin (about the time to first token of a large uncached prompt); past it, or when less than this is left of its BATCH_TIMEOUT_S or its client's x-stainless-timeout, it goes uncached.",
+		apply:   wholeUnits(time.Millisecond, 1, func(c *Config) *time.Duration { return &c.CacheLeaderWait })},
 }
 
 func parsePublicURL(c *Config, v string) error {

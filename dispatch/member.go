@@ -35,7 +35,8 @@ type Member struct {
 	caller chan error              // set when its caller waits to serve it (Do): gets errGranted, or how the wait ended
 	cancel context.CancelCauseFunc // cancels fn's ctx; set before the member is calling
 
-	sig signals
+	sig   signals
+	cache cachePlace // set by CacheAware before it joins the member
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap
@@ -66,8 +67,10 @@ type signals struct {
 	mu        sync.Mutex
 	begun     chan struct{} // made when someone asks (Begun)
 	hasBegun  bool          // the response began, or the member ended
+	answered  bool          // the response began, and with a success (see MarkBegun)
 	ended     bool
-	stopWatch func() bool // unregisters the departure watch
+	stopWatch func() bool           // unregisters the departure watch
+	after     []func(answered bool) // called once begun (afterBegun)
 }
 
 // WaveID is the id of the member's wave.
@@ -126,9 +129,31 @@ func (m *Member) Settle(status int, h http.Header) {
 // MarkBegun says that the member's response has begun: the first byte of
 // a JSON answer, or a stream's headers, are going out to its client.
 func (m *Member) MarkBegun() {
+	// Only a success leaves a cache entry behind: an error answer (a 4xx,
+	// or the upstream's 529 given up on) says nothing of the prefix.
+	ok := m.status < 300 // 0: nothing settled, as in tests of fn alone
 	m.sig.mu.Lock()
-	defer m.sig.mu.Unlock()
-	m.sig.markBegun()
+	after := m.sig.markBegun(ok)
+	m.sig.mu.Unlock()
+	for _, f := range after {
+		f(ok)
+	}
+}
+
+// afterBegun calls f once m's Begun has closed, with whether its response
+// began with a success: at once if it has closed already, else on the
+// goroutine that closes it. It holds no goroutine while it waits, so that
+// a releaser can wait on many members for nothing but a record each.
+func (m *Member) afterBegun(f func(answered bool)) {
+	m.sig.mu.Lock()
+	if !m.sig.hasBegun {
+		m.sig.after = append(m.sig.after, f)
+		m.sig.mu.Unlock()
+		return
+	}
+	ok := m.sig.answered
+	m.sig.mu.Unlock()
+	f(ok)
 }
 
 // Begun is closed once the member's response has begun (MarkBegun), or
@@ -147,15 +172,19 @@ func (m *Member) Begun() <-chan struct{} {
 	return m.sig.begun
 }
 
-// markBegun closes begun, once. sig.mu is held.
-func (sig *signals) markBegun() {
+// markBegun closes begun, once, and returns what waits on it, for its
+// caller to call once sig.mu is no longer held. sig.mu is held.
+func (sig *signals) markBegun(answered bool) []func(bool) {
 	if sig.hasBegun {
-		return
+		return nil
 	}
-	sig.hasBegun = true
+	sig.hasBegun, sig.answered = true, answered
 	if sig.begun != nil {
 		close(sig.begun)
 	}
+	after := sig.after
+	sig.after = nil
+	return after
 }
 
 // outcome is how the use of m's slot went, for the gate: fn's error err,

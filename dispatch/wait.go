@@ -164,10 +164,13 @@ func (m *Member) end(err error) {
 func (sig *signals) end() {
 	sig.mu.Lock()
 	sig.ended = true
-	sig.markBegun() // a releaser waiting on it is let go
+	after := sig.markBegun(false) // a releaser waiting on it is let go
 	stop := sig.stopWatch
 	sig.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+	for _, f := range after {
+		f(false)
 	}
 }

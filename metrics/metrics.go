@@ -40,7 +40,11 @@ type Metrics struct {
 	Shed             prometheus.Counter
 	Deadlines        prometheus.Counter
 	Departed         prometheus.Counter
-	Tokens           *prometheus.CounterVec // model, kind
+	Tokens           *prometheus.CounterVec   // model, kind
+	CacheGroups      prometheus.Counter       // leaders that got a held follower
+	CacheRequests    *prometheus.CounterVec   // role: leader, follower, warm
+	CacheHold        *prometheus.HistogramVec // released; seconds a follower was held
+	CacheSavings     prometheus.Counter       // USD at list prices
 }
 
 // New registers sluice's metrics on a fresh registry, with the gauges read
@@ -78,8 +82,18 @@ func New(st State) *Metrics {
 	m.Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tokens_total",
 		Help: "Tokens reported in responses' usage, by model and kind (input, output, cache_write, cache_read)."},
 		[]string{"model", "kind"})
+	m.CacheGroups = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_cache_groups_total",
+		Help: "Groups formed by CACHE_AWARE: a request writing a cold prompt prefix got its first follower held for it."})
+	m.CacheRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_cache_requests_total",
+		Help: "Windowed requests with a cacheable prompt prefix, by their role under CACHE_AWARE (leader, follower, warm)."}, []string{"role"})
+	m.CacheHold = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_cache_hold_seconds",
+		Help:    "Time a follower was held outside the gate for its leader, by why the hold ended (begun, promoted, bound, evicted).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 11)}, []string{"released"})
+	m.CacheSavings = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_cache_savings_usd_total",
+		Help: "Estimated USD saved at list prices by CACHE_AWARE: each follower's cache read tokens, priced as the write it would have made without its hold less the read it made."})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
-		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens} {
+		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens,
+		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() int) {

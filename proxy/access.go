@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/statuswriter"
 )
 
@@ -28,7 +29,8 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
-	bytesIn      int64 // request body bytes read from the client
+	bytesIn      int64                  // request body bytes read from the client
+	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
 	// member is the request's place in its wave, once it got a slot; set
 	// only when an Observer is (for its timeline).
 	member *dispatch.Member
@@ -105,6 +107,7 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 		slog.Int64("bytes_in", rec.bytesIn), slog.Int64("bytes_out", bytesOut),
 		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
 		slog.Uint64("wave", rec.wave), slog.Int("retries", rec.retries),
+		slog.String("cache", rec.cache.Role.String()), slog.Float64("cache_hold_ms", millis(rec.cache.Held)),
 		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
 
@@ -155,14 +158,30 @@ func (p *Proxy) countTokens(model string, u usage) {
 }
 
 // countMessageTokens reads model and usage from a JSON Messages response.
-func (p *Proxy) countMessageTokens(data []byte) {
+func (ex *exchange) countMessageTokens(data []byte) {
 	var m struct {
 		Model string `json:"model"`
 		Usage usage  `json:"usage"`
 	}
 	if json.Unmarshal(data, &m) == nil {
-		p.countTokens(m.Model, m.Usage)
+		ex.countTokens(m.Model, m.Usage)
 	}
+}
+
+// countTokens adds the usage u of ex's answer to the token counters and,
+// for a follower under CACHE_AWARE, what its cache read saved: without its
+// hold it would have written the prefix it read, at the write price of its
+// prefix's TTL, instead of reading it at a tenth of the input price.
+func (ex *exchange) countTokens(model string, u usage) {
+	ex.p.countTokens(model, u)
+	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
+		return
+	}
+	write := request.CacheWrite5mFactor
+	if ps := ex.desc.Prefixes; len(ps) > 0 && ps[len(ps)-1].TTL >= time.Hour {
+		write = request.CacheWrite1hFactor
+	}
+	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - request.CacheReadFactor) * request.ListPriceOf(model).Input / 1e6)
 }
 
 // streamUsage tallies usage over a stream's events: message_start carries

@@ -61,6 +61,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 		{"windowed-size1", func(b *testing.B) string {
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1 })
 		}},
+		{"windowed-size1-cache-off", func(b *testing.B) string { // CACHE_AWARE=0: what the releaser costs a request without a prefix
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1; c.CacheAware = false })
+		}},
 		{"windowed-size1-parked", func(b *testing.B) string { // every request parked: what parking costs
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1 }, Options{ParkWhenQueued: -1})
 		}},

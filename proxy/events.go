@@ -58,7 +58,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 	var tally streamUsage
 	defer func() {
 		if tally.seen {
-			p.countTokens(tally.model, tally.u)
+			ex.countTokens(tally.model, tally.u)
 		}
 	}()
 	var stalled atomic.Bool

@@ -166,6 +166,9 @@ type exchange struct {
 	// of sluice's own for a wait the upstream caused.
 	last *reply
 	desc request.Descriptor // what the policies know of the request
+	// streamed is the body sent upstream instead of body's when a
+	// non-streaming request leads a cold prefix (see reassemble.go).
+	streamed []byte
 }
 
 // reply is a whole upstream answer, read while the request held its slot.
@@ -189,6 +192,13 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
 		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
+		ex.observeCache(m.CacheStanding())
+		if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
+			// Its followers wait for its first token, not its whole answer.
+			if b, err := streamingBody(ex.body.data); err == nil {
+				ex.streamed = b
+			}
+		}
 	}
 	start := time.Now()
 	stream := "false"
@@ -218,6 +228,19 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	}
 	ex.reply = rep
 	return nil
+}
+
+// observeCache notes what CACHE_AWARE made of the request, for its access
+// line and the metrics.
+func (ex *exchange) observeCache(st dispatch.CacheStanding) {
+	if st.Role == dispatch.CacheNone {
+		return
+	}
+	ex.rec.cache = st
+	ex.p.metrics.CacheRequests.WithLabelValues(st.Role.String()).Inc()
+	if st.Released != "" {
+		ex.p.metrics.CacheHold.WithLabelValues(st.Released).Observe(st.Held.Seconds())
+	}
 }
 
 // fetch makes the request's upstream attempts until one gives an answer
@@ -267,7 +290,11 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if m == nil {
 		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)
 	}
-	resp, err = p.up.Do(ctx, ex.r, bytes.NewReader(ex.body.data), int64(len(ex.body.data)))
+	body := ex.body.data
+	if ex.streamed != nil {
+		body = ex.streamed
+	}
+	resp, err = p.up.Do(ctx, ex.r, bytes.NewReader(body), int64(len(body)))
 	stop() // the headers are in, or the call failed
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
@@ -280,11 +307,23 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if resp.StatusCode == http.StatusTooManyRequests {
 		p.lastRateLimited.Store(time.Now().UnixNano())
 	}
-	if isEventStream(resp.Header) {
+	reassembling := ex.streamed != nil && isEventStream(resp.Header) && resp.StatusCode == http.StatusOK
+	if isEventStream(resp.Header) && !reassembling {
 		return nil, resp, "", nil
+	}
+	if reassembling {
+		m.MarkBegun() // its first token is in: the followers may go
 	}
 	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
 	resp.Body.Close()
+	status, header := resp.StatusCode, resp.Header
+	if err == nil && reassembling {
+		status, data, err = reassemble(data, resp.Header.Get("Request-Id"))
+		if err != nil {
+			err = fmt.Errorf("reassemble the streamed answer: %w", err)
+		}
+		header = jsonHeader(resp.Header)
+	}
 	if err != nil {
 		if errors.Is(err, errResponseTooLarge) {
 			return nil, nil, "", &apiError{Status: http.StatusBadGateway, Type: "api_error",
@@ -292,11 +331,21 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		}
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
 	}
-	rep = &reply{status: resp.StatusCode, header: resp.Header, data: data}
-	if c, ok := retry.Retryable(resp.StatusCode, resp.Header); ok {
+	rep = &reply{status: status, header: header, data: data}
+	if c, ok := retry.Retryable(status, header); ok {
 		return rep, nil, c, nil
 	}
 	return rep, nil, "", nil
+}
+
+// jsonHeader is the header of a streamed answer made whole: that of a
+// JSON answer.
+func jsonHeader(h http.Header) http.Header {
+	h = h.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Del("Cache-Control") // the stream's no-cache
+	h.Del("Content-Length")
+	return h
 }
 
 // again decides whether attempt, which failed with cause, is tried again,
@@ -375,7 +424,7 @@ func (ex *exchange) writeReply(rep *reply) {
 	if rep.status == http.StatusOK {
 		// After the write: the client has its answer before sluice spends
 		// a decode on the metrics.
-		ex.p.countMessageTokens(rep.data)
+		ex.countMessageTokens(rep.data)
 	}
 }
 

@@ -44,6 +44,9 @@ type Exchange struct {
 	// Status is the HTTP status sent to the client, or 499 if the client
 	// left before any was sent.
 	Status int
+	// Cache is what CACHE_AWARE made of it: its role (none, leader,
+	// follower, warm), and how long a follower was held for its leader.
+	Cache dispatch.CacheStanding
 }
 
 // dispatchHooks are the scheduler's hooks: they count waves in the metrics
@@ -68,7 +71,7 @@ func (p *Proxy) dispatchHooks(obs Observer) dispatch.Hooks {
 
 // observeDone tells p's observer of a finished Messages exchange.
 func (p *Proxy) observeDone(r *http.Request, rec *record, status int, end time.Time) {
-	ex := Exchange{Request: r, Start: rec.start, End: end, Status: status}
+	ex := Exchange{Request: r, Start: rec.start, End: end, Status: status, Cache: rec.cache}
 	if m := rec.member; m != nil {
 		ex.Granted, ex.Released = m.Granted(), m.Released()
 		ex.Wave, ex.Reason, ex.QueueWait = m.WaveID(), m.FlushReason().String(), m.QueueWait()

@@ -198,8 +198,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			}
 			admission = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
 		}
+		releaser := opt.Releaser
+		if releaser == nil && cfg.CacheAware {
+			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
+		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			Admission: admission, Releaser: opt.Releaser}, g, p.dispatchHooks(p.obs))
+			Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // promptCache models prompt caching: entries keyed by the hash of a model
@@ -32,7 +34,7 @@ func ttlOf(s string) time.Duration {
 
 // minCacheTokens is the shortest cacheable prefix for a model: the
 // configured override for its kind (haiku or not) if set, else the
-// model's documented minimum (cacheMinimums).
+// model's documented minimum (request.CacheMinimum).
 func (s *Server) minCacheTokens(model string) int {
 	override := s.cfg.MinCacheTokens
 	if strings.Contains(model, "haiku") {
@@ -41,7 +43,7 @@ func (s *Server) minCacheTokens(model string) int {
 	if override > 0 {
 		return override
 	}
-	return cacheMinimum(model)
+	return request.CacheMinimum(model)
 }
 
 // usageFor splits the prompt's tokens into cache reads (the longest prefix

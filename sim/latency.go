@@ -82,8 +82,11 @@ type generation struct {
 	timer    *time.Timer
 }
 
-func (s *Server) newGeneration(hash uint64) *generation {
-	g := &generation{s: s, ttft: s.cfg.TTFT, perToken: s.cfg.PerToken}
+// newGeneration starts the generation of a request whose prompt has
+// uncached input tokens to prefill (the cached rest is not prefilled
+// again), jittered by its hash.
+func (s *Server) newGeneration(hash uint64, uncached int) *generation {
+	g := &generation{s: s, ttft: s.cfg.TTFT + time.Duration(uncached)*s.cfg.PrefillPerToken, perToken: s.cfg.PerToken}
 	if j := s.cfg.Jitter; j > 0 {
 		h := mix(uint64(s.cfg.Seed)^0x7177, hash)
 		f := 1 + j*(2*unit(h)-1)

@@ -156,7 +156,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	x.gen = s.newGeneration(p.hash)
+	x.gen = s.newGeneration(p.hash, x.usage.InputTokens+x.usage.CacheCreationInputTokens)
 	if req.Stream {
 		s.stream(w, r, x)
 		return

@@ -3,7 +3,6 @@ package sim
 import (
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 type model struct {
@@ -43,48 +42,6 @@ var models = []model{
 	{"model", "claude-sonnet-4-5", "Claude Sonnet 4.5", "2025-09-29T00:00:00Z"},
 	{"model", "claude-opus-4-1", "Claude Opus 4.1", "2025-08-05T00:00:00Z"},
 	{"model", "claude-3-5-haiku-20241022", "Claude Haiku 3.5", "2024-10-22T00:00:00Z"},
-}
-
-// cacheMinimums is the one table of minimum cacheable prefix lengths, in
-// tokens, by model family: the entry with the longest prefix of the model
-// id wins, and an id no entry matches gets defaultCacheMinimum. Values are
-// from the prompt-caching documentation as quoted by its readers (1024,
-// 2048 or 4096 by model); the 5.x families are as LiteLLM's table of
-// 2026-10 gives them, and families no source names (Opus 4.7, Mythos
-// Preview, Haiku 5.5) follow their nearest documented sibling.
-var cacheMinimums = []struct {
-	prefix string
-	tokens int
-}{
-	{"claude-opus-5", 512}, // Opus 5, Opus 5.5
-	{"claude-fable-5", 512},
-	{"claude-mythos-5", 512},
-	{"claude-sonnet-5", 1024}, // Sonnet 5, Sonnet 5.5
-	{"claude-opus-4-8", 1024},
-	{"claude-opus-4-7", 4096},
-	{"claude-opus-4-6", 4096},
-	{"claude-opus-4-5", 4096},
-	{"claude-mythos-preview", 4096},
-	{"claude-haiku-5", 4096},
-	{"claude-haiku-4-5", 4096},
-	{"claude-sonnet-4", 1024}, // Sonnet 4, 4.5, 4.6
-	{"claude-opus-4", 1024},   // Opus 4, 4.1
-	{"claude-3-7-sonnet", 1024},
-	{"claude-3-5-haiku", 2048},
-	{"claude-3-haiku", 2048},
-}
-
-const defaultCacheMinimum = 1024
-
-// cacheMinimum is the documented minimum cacheable prefix of a model.
-func cacheMinimum(model string) int {
-	best, tokens := 0, defaultCacheMinimum
-	for _, m := range cacheMinimums {
-		if len(m.prefix) > best && strings.HasPrefix(model, m.prefix) {
-			best, tokens = len(m.prefix), m.tokens
-		}
-	}
-	return tokens
 }
 
 // page is the API's list envelope.

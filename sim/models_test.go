@@ -216,3 +216,33 @@ func TestPromptCacheRules(t *testing.T) {
 		t.Errorf("count_tokens %s; want the whole prompt, 1250", w.Body)
 	}
 }
+
+// Prefill grows with the input tokens not read from the cache: a request
+// that reads a cached prefix has its first token sooner, by the prefill
+// time of the prefix.
+func TestPrefillShortenedByCacheRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const base, per = 100 * time.Millisecond, 100 * time.Microsecond
+		s := New(Config{TTFT: base, PrefillPerToken: per})
+		defer s.Close()
+		system := strings.Repeat("abcd", 8000) // 8,000 tokens by the four-characters rule
+		body := `{"model":"claude-sonnet-4-5","max_tokens":8,` +
+			`"system":[{"type":"text","text":"` + system + `","cache_control":{"type":"ephemeral"}}],` +
+			`"messages":[{"role":"user","content":"hello"}]}`
+		first := call(s, "POST", "/v1/messages", body, "x-sim-output-tokens", "1")
+		u := decode(t, first).Usage
+		if u.CacheCreation < 8000 || u.CacheRead != 0 {
+			t.Fatalf("first usage %+v; want a write of the 8,000-token system prompt", u)
+		}
+		d, _ := timed(s, body, "x-sim-output-tokens", "1")
+		uncached := u.InputTokens // the same prompt again: only the part after the breakpoint
+		if want := base + time.Duration(uncached)*per; d != want {
+			t.Errorf("cache read took %v; want %v (TTFT plus %d uncached tokens)", d, want, uncached)
+		}
+		start := time.Now()
+		call(s, "POST", "/v1/messages", strings.Replace(body, "abcd", "abce", 1), "x-sim-output-tokens", "1")
+		if d, want := time.Since(start), base+time.Duration(u.InputTokens+u.CacheCreation)*per; d != want {
+			t.Errorf("another prefix took %v; want %v (TTFT plus the whole prompt's prefill)", d, want)
+		}
+	})
+}

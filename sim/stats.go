@@ -3,9 +3,10 @@ package sim
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // Stats is a snapshot of what the simulator has served since it started or
@@ -21,6 +22,9 @@ type Stats struct {
 	// CostUSD is what the served tokens would cost at list prices, batch
 	// items at half price.
 	CostUSD float64 `json:"cost_usd"`
+	// InputCostUSD is the part of CostUSD spent on input: uncached input,
+	// cache writes and cache reads.
+	InputCostUSD float64 `json:"input_cost_usd"`
 }
 
 // TokenStats counts the tokens of completed replies and batch items.
@@ -37,6 +41,7 @@ type statsRecorder struct {
 	byStatus map[int]int64
 	tokens   TokenStats
 	cost     float64
+	inCost   float64
 }
 
 func (r *statsRecorder) finish(status int) {
@@ -50,9 +55,9 @@ func (r *statsRecorder) finish(status int) {
 }
 
 func (r *statsRecorder) record(model string, u usage, batch bool) {
-	c := costOf(model, u)
+	c, in := costOf(model, u)
 	if batch {
-		c /= 2
+		c, in = c/2, in/2
 	}
 	r.mu.Lock()
 	r.tokens.Input += int64(u.InputTokens)
@@ -60,38 +65,20 @@ func (r *statsRecorder) record(model string, u usage, batch bool) {
 	r.tokens.CacheCreation += int64(u.CacheCreationInputTokens)
 	r.tokens.CacheRead += int64(u.CacheReadInputTokens)
 	r.cost += c
+	r.inCost += in
 	r.mu.Unlock()
 }
 
-// price is a model's list price in USD per million tokens.
-type price struct{ in, out float64 }
-
-// priceOf picks list prices by model family; unknown models price as sonnet.
-func priceOf(model string) price {
-	switch {
-	case strings.Contains(model, "opus-4-5"), strings.Contains(model, "opus-4-6"):
-		return price{5, 25}
-	case strings.Contains(model, "opus"):
-		return price{15, 75}
-	case strings.Contains(model, "haiku-4"):
-		return price{1, 5}
-	case strings.Contains(model, "3-5-haiku"):
-		return price{0.8, 4}
-	case strings.Contains(model, "haiku"):
-		return price{0.25, 1.25}
-	}
-	return price{3, 15}
-}
-
-// costOf prices a reply: cache writes at 1.25x (5m) or 2x (1h) the input
-// price, cache reads at 0.1x.
-func costOf(model string, u usage) float64 {
-	p := priceOf(model)
+// costOf prices a reply, in all and its input alone: cache writes at
+// 1.25x (5m) or 2x (1h) the input price, cache reads at 0.1x.
+func costOf(model string, u usage) (all, input float64) {
+	p := request.ListPriceOf(model)
 	in := float64(u.InputTokens) +
-		1.25*float64(u.CacheCreation.Ephemeral5m) +
-		2*float64(u.CacheCreation.Ephemeral1h) +
-		0.1*float64(u.CacheReadInputTokens)
-	return (in*p.in + float64(u.OutputTokens)*p.out) / 1e6
+		request.CacheWrite5mFactor*float64(u.CacheCreation.Ephemeral5m) +
+		request.CacheWrite1hFactor*float64(u.CacheCreation.Ephemeral1h) +
+		request.CacheReadFactor*float64(u.CacheReadInputTokens)
+	input = in * p.Input / 1e6
+	return input + float64(u.OutputTokens)*p.Output/1e6, input
 }
 
 // Stats returns a snapshot of the counters.
@@ -101,7 +88,7 @@ func (s *Server) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := Stats{Requests: r.requests, Inflight: int64(inflight), PeakInflight: int64(peak),
-		ByStatus: make(map[string]int64, len(r.byStatus)), Tokens: r.tokens, CostUSD: r.cost}
+		ByStatus: make(map[string]int64, len(r.byStatus)), Tokens: r.tokens, CostUSD: r.cost, InputCostUSD: r.inCost}
 	for code, n := range r.byStatus {
 		st.ByStatus[strconv.Itoa(code)] = n
 	}
@@ -113,7 +100,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) Reset() {
 	r := s.stats
 	r.mu.Lock()
-	r.requests, r.tokens, r.cost = 0, TokenStats{}, 0
+	r.requests, r.tokens, r.cost, r.inCost = 0, TokenStats{}, 0, 0
 	clear(r.byStatus)
 	r.mu.Unlock()
 	s.capacity.resetPeak()

@@ -298,3 +298,50 @@ func TestPageShowsLiveWaves(t *testing.T) {
 	shot(t, ctx, "page-390x844.png")
 	console.check(t)
 }
+
+// Four requests on one cached system prompt show in the live view as a
+// group: one leader, three followers held for it.
+func TestPageShowsLiveCacheGroup(t *testing.T) {
+	st := newStack(t, 4)
+	ctx, console := browser(t, 1280, 800)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(st.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="open"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for st.live.watchers.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	system := strings.Repeat("You are a careful agent; read each file before you edit it. ", 160) // ~2,500 tokens
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,`+
+				`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
+				`"messages":[{"role":"user","content":"live %d"}]}`, system, i)
+			req, _ := http.NewRequest("POST", st.url+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("x-api-key", "sk-test")
+			req.Header.Set("content-type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-requests tr:nth-child(4)`))); err != nil {
+		t.Fatalf("the live view did not show the four requests: %v", err)
+	}
+	roles, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#live-requests tr")].map(tr => tr.dataset.cache).sort()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(roles, ",") != "follower,follower,follower,leader" {
+		t.Errorf("the live view shows cache roles %v; want one leader and three followers", roles)
+	}
+	console.check(t)
+}

@@ -54,6 +54,11 @@ type LiveRequest struct {
 	QueueWaitMS float64 `json:"queue_wait_ms"`
 	TotalMS     float64 `json:"total_ms"`
 	AtMS        int64   `json:"at_ms"` // Unix milliseconds, when it ended
+	// Cache is its role under CACHE_AWARE ("leader", "follower", "warm",
+	// or "" for a request without a cacheable prefix); CacheHoldMS how
+	// long a follower waited for its leader's response to begin.
+	Cache       string  `json:"cache,omitempty"`
+	CacheHoldMS float64 `json:"cache_hold_ms,omitempty"`
 }
 
 const (
@@ -91,7 +96,8 @@ func (l *Live) RequestDone(ex proxy.Exchange) {
 		return
 	}
 	r := LiveRequest{Wave: ex.Wave, Status: ex.Status, QueueWaitMS: ms(ex.QueueWait),
-		TotalMS: ms(ex.End.Sub(ex.Start)), AtMS: ex.End.UnixMilli()}
+		TotalMS: ms(ex.End.Sub(ex.Start)), AtMS: ex.End.UnixMilli(),
+		Cache: ex.Cache.Role.String(), CacheHoldMS: ms(ex.Cache.Held)}
 	l.mu.Lock()
 	l.requests.put(r)
 	l.nReqs++

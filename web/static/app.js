@@ -379,7 +379,11 @@ function live() {
     tb.replaceChildren(...u.requests.slice(0, 15).map((r) => {
       const tr = document.createElement("tr");
       tr.dataset.wave = r.wave;
-      const cells = [ago(r.at_ms, u.now_ms), r.wave ? String(r.wave) : "–", fmtMS(r.queue_wait_ms), fmtMS(r.total_ms), String(r.status)];
+      tr.dataset.cache = r.cache || "";
+      // A group: one leader writes the shared prompt, its followers wait
+      // for its first token and read it.
+      const cache = !r.cache ? "–" : r.cache === "follower" ? "follower, held " + fmtMS(r.cache_hold_ms || 0) : r.cache;
+      const cells = [ago(r.at_ms, u.now_ms), r.wave ? String(r.wave) : "–", fmtMS(r.queue_wait_ms), fmtMS(r.total_ms), String(r.status), cache];
       cells.forEach((c, i) => { const td = document.createElement("td"); td.textContent = c; if (i === 4) td.className = r.status < 400 ? "s-ok" : "s-err"; tr.append(td); });
       return tr;
     }));

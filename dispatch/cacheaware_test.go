@@ -1,0 +1,379 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/request"
+)
+
+// cacheRig is a rig whose releaser is a CacheAware, with a record of when
+// each member's function began and what the releaser made of it.
+type cacheRig struct {
+	*rig
+	c *CacheAware
+
+	mu     sync.Mutex
+	starts []cacheStart
+}
+
+type cacheStart struct {
+	name string
+	at   time.Duration
+	st   CacheStanding
+}
+
+func newCacheRig(t *testing.T, cfg Config, capacity int, c *CacheAware) *cacheRig {
+	t.Helper()
+	cfg.Releaser = c
+	return &cacheRig{rig: newRig(t, cfg, capacity), c: c}
+}
+
+// send is arrive for a request described by d, whose function first
+// records its start and then runs fn.
+func (r *cacheRig) send(ctx context.Context, name string, d *request.Descriptor, fn memberFunc) <-chan outcome {
+	out := make(chan outcome, 1)
+	go func() {
+		err := r.s.Do(ctx, d, func(ctx context.Context, m *Member) error {
+			r.mu.Lock()
+			r.starts = append(r.starts, cacheStart{name, r.since(), m.CacheStanding()})
+			r.mu.Unlock()
+			return fn(ctx, m)
+		})
+		out <- outcome{err, r.since()}
+	}()
+	synctest.Wait()
+	return out
+}
+
+// started is who started, in order.
+func (r *cacheRig) started() []cacheStart {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cacheStart(nil), r.starts...)
+}
+
+// wantStarts checks who started, when, in which role and after what hold,
+// ordered by time and then name: members let go at one instant start in
+// an order the runtime picks (the order of their joins is checked with a
+// single slot, in TestCacheHeldFollowerHoldsNoGoroutine).
+func (r *cacheRig) wantStarts(t *testing.T, want ...cacheStart) {
+	t.Helper()
+	got := r.started()
+	slices.SortStableFunc(got, func(a, b cacheStart) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.name, b.name))
+	})
+	if len(got) != len(want) {
+		t.Fatalf("started %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("start %d: %+v; want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// shared is a request on model claude-sonnet-4-5 (minimum 1024 tokens)
+// whose prefixes have the given keys, each 2000 tokens longer than the
+// one before.
+func shared(keys ...uint64) *request.Descriptor {
+	d := &request.Descriptor{Model: "claude-sonnet-4-5", Stream: true}
+	for i, k := range keys {
+		d.Prefixes = append(d.Prefixes, request.Prefix{Key: k, Tokens: 2000 * (i + 1), TTL: 5 * time.Minute})
+	}
+	return d
+}
+
+// beginAfter is a leader's function: its response begins after d and
+// ends after d more.
+func beginAfter(d time.Duration) memberFunc {
+	return func(ctx context.Context, m *Member) error {
+		time.Sleep(d)
+		m.MarkBegun()
+		time.Sleep(d)
+		return nil
+	}
+}
+
+func follower(role CacheRole, held time.Duration, why string) CacheStanding {
+	return CacheStanding{Role: role, Held: held, Released: why}
+}
+
+var (
+	asLeader = CacheStanding{Role: CacheLeader}
+	asWarm   = CacheStanding{Role: CacheWarm}
+)
+
+// A wave of four on one cold prefix: the leader goes at once, the others
+// wait outside the gate (no slot, though slots are free) until its
+// response begins, and then go in arrival order. A request arriving
+// afterwards, in a later wave, finds the prefix warm and goes at once;
+// once its TTL has passed unrefreshed, the next request leads again.
+func TestCacheFollowersWaitForLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 4, MaxWait: time.Hour, Timeout: time.Minute}, 4, &CacheAware{})
+		var outs []<-chan outcome
+		for _, name := range []string{"leader", "f1", "f2", "f3"} {
+			fn := sleepFor(2 * time.Second)
+			if name == "leader" {
+				fn = beginAfter(time.Second)
+			}
+			outs = append(outs, r.send(t.Context(), name, shared(7), fn))
+		}
+		if n := r.gate.joins.Load(); n != 1 {
+			t.Errorf("gate joins at the flush = %d; want 1, the leader", n)
+		}
+		if q := r.s.Queued(); q != 3 {
+			t.Errorf("queued = %d; want the 3 held followers", q)
+		}
+		for _, o := range outs {
+			<-o
+		}
+		r.send(t.Context(), "warm", shared(7), sleepFor(time.Second))
+		r.s.Flush()
+		time.Sleep(6 * time.Minute)
+		r.send(t.Context(), "cold again", shared(7), sleepFor(time.Second))
+		r.s.Flush()
+		synctest.Wait()
+		r.wantStarts(t,
+			cacheStart{"leader", 0, asLeader},
+			cacheStart{"f1", time.Second, follower(CacheFollower, time.Second, ReleasedBegun)},
+			cacheStart{"f2", time.Second, follower(CacheFollower, time.Second, ReleasedBegun)},
+			cacheStart{"f3", time.Second, follower(CacheFollower, time.Second, ReleasedBegun)},
+			cacheStart{"warm", 3 * time.Second, asWarm},
+			cacheStart{"cold again", 3*time.Second + 6*time.Minute, asLeader},
+		)
+	})
+}
+
+// Requests in later waves follow a leader still in flight; a warm hit
+// refreshes the prefix's TTL.
+func TestCacheLaterWavesFollow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
+		time.Sleep(300 * time.Millisecond)
+		r.send(t.Context(), "later", shared(1), sleepFor(time.Second))
+		time.Sleep(4 * time.Minute)
+		r.send(t.Context(), "warm", shared(1), sleepFor(time.Second))
+		time.Sleep(4 * time.Minute) // 8 minutes after the leader began, 4 after the hit
+		r.send(t.Context(), "refreshed", shared(1), sleepFor(time.Second))
+		t0 := 300*time.Millisecond + 4*time.Minute
+		r.wantStarts(t,
+			cacheStart{"leader", 0, asLeader},
+			cacheStart{"later", time.Second, follower(CacheFollower, 700*time.Millisecond, ReleasedBegun)},
+			cacheStart{"warm", t0, asWarm},
+			cacheStart{"refreshed", t0 + 4*time.Minute, asWarm},
+		)
+	})
+}
+
+// A leader that fails, or whose client leaves, promotes the next live
+// follower, which leads from then on; the others keep waiting for it.
+func TestCacheLeaderEndPromotesNext(t *testing.T) {
+	for _, how := range []string{"fails", "departs"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+				ctx, leave := context.WithCancel(t.Context())
+				errUpstream := errors.New("upstream failed")
+				leader := r.send(ctx, "leader", shared(1), func(ctx context.Context, m *Member) error {
+					select {
+					case <-time.After(time.Second):
+						return errUpstream
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				gone, cancelGone := context.WithCancel(t.Context())
+				r.send(gone, "gone", shared(1), mustNotRun(t, "departed follower"))
+				r.send(t.Context(), "f1", shared(1), beginAfter(time.Second))
+				r.send(t.Context(), "f2", shared(1), sleepFor(time.Second))
+				cancelGone() // a departed follower is never promoted
+				time.Sleep(500 * time.Millisecond)
+				if how == "departs" {
+					leave()
+				}
+				<-leader
+				time.Sleep(3 * time.Second)
+				promoted := time.Second
+				if how == "departs" {
+					promoted = 500 * time.Millisecond
+				}
+				r.wantStarts(t,
+					cacheStart{"leader", 0, asLeader},
+					cacheStart{"f1", promoted, follower(CacheLeader, promoted, ReleasedPromoted)},
+					cacheStart{"f2", promoted + time.Second, follower(CacheFollower, promoted+time.Second, ReleasedBegun)},
+				)
+				leave()
+			})
+		})
+	}
+}
+
+// No follower is held past the leader wait, nor so long that less than
+// the wait is left of its wave deadline or its client's patience: it then
+// goes uncached, without its leader.
+func TestCacheHoldBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const wait = 2 * time.Second
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: 10 * time.Second}, 8, &CacheAware{LeaderWait: wait})
+		r.send(t.Context(), "slow leader", shared(1), beginAfter(9*time.Second))
+		r.send(t.Context(), "bound", shared(1), sleepFor(time.Second))
+		impatient := shared(1)
+		impatient.Patience = wait + 500*time.Millisecond
+		r.send(t.Context(), "impatient", impatient, sleepFor(time.Second))
+		hurried := shared(1)
+		hurried.Patience = wait // no time to wait at all
+		r.send(t.Context(), "hurried", hurried, sleepFor(time.Second))
+		time.Sleep(3 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"hurried", 0, follower(CacheFollower, 0, ReleasedBound)},
+			cacheStart{"slow leader", 0, asLeader},
+			cacheStart{"impatient", 500 * time.Millisecond, follower(CacheFollower, 500*time.Millisecond, ReleasedBound)},
+			cacheStart{"bound", wait, follower(CacheFollower, wait, ReleasedBound)},
+		)
+		time.Sleep(20 * time.Second) // the leader's call ends
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// A short wave deadline: held until the wait is left of it.
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: 3 * time.Second}, 8, &CacheAware{LeaderWait: 2 * time.Second})
+		r.send(t.Context(), "slow leader", shared(1), beginAfter(2*time.Second))
+		r.send(t.Context(), "short deadline", shared(1), sleepFor(time.Second))
+		time.Sleep(5 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"slow leader", 0, asLeader},
+			cacheStart{"short deadline", time.Second, follower(CacheFollower, time.Second, ReleasedBound)},
+		)
+	})
+}
+
+// Requests whose prefixes are below their model's minimum, or that have
+// none, go at once, as by InOrder, even with a leader on the same key in
+// flight.
+func TestCacheBelowMinimumUntouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
+		short := shared(1)
+		short.Prefixes[0].Tokens = 1000 // claude-sonnet-4-5 caches from 1024
+		r.send(t.Context(), "short", short, sleepFor(time.Second))
+		haiku := shared(1)
+		haiku.Model = "claude-haiku-4-5" // 2000 tokens is below its 4096
+		r.send(t.Context(), "haiku", haiku, sleepFor(time.Second))
+		r.send(t.Context(), "none", &request.Descriptor{Model: "claude-sonnet-4-5"}, sleepFor(time.Second))
+		r.send(t.Context(), "nil", nil, sleepFor(time.Second))
+		time.Sleep(3 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"haiku", 0, CacheStanding{}},
+			cacheStart{"leader", 0, asLeader},
+			cacheStart{"nil", 0, CacheStanding{}},
+			cacheStart{"none", 0, CacheStanding{}},
+			cacheStart{"short", 0, CacheStanding{}},
+		)
+		if n := r.c.Len(); n != 1 {
+			t.Errorf("registry holds %d prefixes; want 1", n)
+		}
+	})
+}
+
+// Sessions that share a system prompt but end in their own messages
+// follow on the system prompt, the longest prefix the registry knows; the
+// follower then leads its own longer prefix, which a later request
+// repeating it follows.
+func TestCacheFollowsLongestKnownPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		const system = 100
+		r.send(t.Context(), "session A", shared(system, 1), beginAfter(time.Second))
+		r.send(t.Context(), "session B", shared(system, 2), beginAfter(time.Second))
+		time.Sleep(1500 * time.Millisecond)
+		r.send(t.Context(), "B again", shared(system, 2), sleepFor(time.Second))
+		time.Sleep(3 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"session A", 0, asLeader},
+			cacheStart{"session B", time.Second, follower(CacheFollower, time.Second, ReleasedBegun)},
+			cacheStart{"B again", 2 * time.Second, follower(CacheFollower, 500*time.Millisecond, ReleasedBegun)},
+		)
+	})
+}
+
+// The registry holds at most MaxPrefixes: the least recently used goes,
+// and its held followers go with it, at once.
+func TestCacheRegistryBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{MaxPrefixes: 2})
+		r.send(t.Context(), "leader 1", shared(1), beginAfter(time.Second))
+		r.send(t.Context(), "follower 1", shared(1), sleepFor(time.Second))
+		r.send(t.Context(), "leader 2", shared(2), beginAfter(time.Second))
+		time.Sleep(100 * time.Millisecond)
+		r.send(t.Context(), "leader 3", shared(3), beginAfter(time.Second))
+		if n := r.c.Len(); n != 2 {
+			t.Errorf("registry holds %d prefixes; want 2", n)
+		}
+		time.Sleep(3 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"leader 1", 0, asLeader},
+			cacheStart{"leader 2", 0, asLeader},
+			cacheStart{"follower 1", 100 * time.Millisecond, follower(CacheFollower, 100*time.Millisecond, ReleasedEvicted)},
+			cacheStart{"leader 3", 100 * time.Millisecond, asLeader},
+		)
+	})
+}
+
+// A held follower costs no goroutine: a thousand of them, waiting for
+// one leader, leave the goroutine count where it was; and once the leader
+// begins they are all served, in order, and Grouped heard of one group.
+func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var groups int
+		r := newCacheRig(t, Config{MaxSize: 100, MaxWait: time.Millisecond, Timeout: time.Minute}, 1,
+			&CacheAware{Grouped: func() { groups++ }})
+		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
+		time.Sleep(10 * time.Millisecond)
+		before := runtime.NumGoroutine()
+		const n = 1000
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			err := r.s.Start(t.Context(), shared(1), func(ctx context.Context, m *Member) error {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				return nil
+			}, func(error) { wg.Done() })
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+		if got := runtime.NumGoroutine(); got > before+2 {
+			t.Errorf("%d goroutines with %d followers held; want about %d, as before", got, n, before)
+		}
+		if q := r.s.Queued(); q != n {
+			t.Errorf("queued = %d; want %d held", q, n)
+		}
+		wg.Wait()
+		if len(order) != n {
+			t.Fatalf("%d served; want %d", len(order), n)
+		}
+		for i, v := range order {
+			if v != i {
+				t.Fatalf("served %d at %d; want arrival order", v, i)
+			}
+		}
+		if groups != 1 {
+			t.Errorf("Grouped called %d times; want 1", groups)
+		}
+	})
+}
