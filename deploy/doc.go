@@ -1,6 +1,9 @@
 // Package deploy holds the files for running sluice in production, and the
-// tests that keep them true: for now Prometheus alert rules
-// (prometheus/sluice-rules.yml). The package has no code; it exists so
-// that `go test ./...` checks the files with the tools that load them
-// (promtool). docs/deploy.md says how to use each file.
+// tests that keep them true: Prometheus alert rules
+// (prometheus/sluice-rules.yml) and a Grafana dashboard
+// (grafana/sluice.json). The package has no code; it exists so that
+// `go test ./...` checks the files with the tools that load them
+// (promtool) and checks every metric they name against what /metrics
+// really serves, so a renamed metric cannot leave a silent alert or an
+// empty panel behind. docs/deploy.md says how to use each file.
 package deploy
