@@ -22,6 +22,12 @@ type State struct {
 	// (MAX_PENDING_CONNS).
 	BodyBytes func() int
 	Pending   func() int
+	// QueueCapacity is BATCH_MAX_QUEUE (0 when nothing windowed is
+	// queued), BodyBudget BODY_BUDGET_MB in bytes: served so that an alert
+	// can compare the gauges above with their bounds without repeating
+	// the settings in its expression.
+	QueueCapacity func() int
+	BodyBudget    func() int
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.
@@ -105,7 +111,9 @@ func New(st State) *Metrics {
 	gauge("sluice_queue_depth_requests", "Requests waiting now, in open windows or for a slot.", st.Queued)
 	gauge("sluice_gate_in_flight_requests", "Gate slots held now (upstream calls in flight).", st.InFlight)
 	gauge("sluice_gate_capacity_requests", "Gate slots in all (BATCH_MAX_CONCURRENCY).", st.Capacity)
+	gauge("sluice_queue_capacity_requests", "Requests that may wait at once (BATCH_MAX_QUEUE); 0 with BATCH_ENABLED=0.", st.QueueCapacity)
 	gauge("sluice_body_budget_held_bytes", "Bytes of Messages request bodies held now, against BODY_BUDGET_MB.", st.BodyBytes)
+	gauge("sluice_body_budget_capacity_bytes", "Bytes of Messages request bodies that may be held at once (BODY_BUDGET_MB).", st.BodyBudget)
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
 	// The runtime's and the process's own: memory, goroutines, file

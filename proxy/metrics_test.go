@@ -38,6 +38,8 @@ func TestMetricsCountRequestsTokensAndFlushes(t *testing.T) {
 			`sluice_gate_capacity_requests 8`,
 			`sluice_gate_in_flight_requests 0`,
 			`sluice_queue_depth_requests 0`,
+			`sluice_queue_capacity_requests 1024`,
+			`sluice_body_budget_capacity_bytes 2.68435456e+08`,
 			`sluice_upstream_duration_seconds_count{stream="true"} 1`,
 			`sluice_slot_wait_seconds_count 2`,
 		} {

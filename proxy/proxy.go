@@ -180,6 +180,15 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Parked:    func() int { return p.parker.Parked() },
 		BodyBytes: func() int { return int(p.bodies.Held()) },
 		Pending:   func() int { return int(p.pendingConns.n.Load()) },
+		// The setting, not the admission chain: an injected Admission may
+		// bound the queue differently, but today's default is QueueBound.
+		QueueCapacity: func() int {
+			if !cfg.Enabled {
+				return 0
+			}
+			return cfg.MaxQueue
+		},
+		BodyBudget: func() int { return int(p.bodies.limit) },
 	})
 	if cfg.Enabled {
 		g := opt.Gate

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,14 +25,37 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-const chromiumPath = "/usr/bin/chromium"
+// browserNames are the names Chromium and Chrome go by on PATH across
+// distributions (Debian's chromium, Ubuntu's chromium-browser, Google's
+// packages), tried in this order.
+var browserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
 
-// browser starts a fresh headless chromium for one test. A missing browser
-// fails the test: CI installs it (.ci/run), so it must be there.
+// findBrowser returns CHROME_PATH when it is set (the variable chromedp and
+// Puppeteer users already know), or the first of browserNames on PATH.
+func findBrowser() (string, error) {
+	if p := os.Getenv("CHROME_PATH"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			return "", fmt.Errorf("CHROME_PATH=%s: %w", p, err)
+		}
+		return p, nil
+	}
+	for _, n := range browserNames {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("none of %s on PATH and CHROME_PATH is not set", strings.Join(browserNames, ", "))
+}
+
+// browser starts a fresh headless Chromium or Chrome for one test. A
+// missing browser fails the test rather than skipping it: CI installs one
+// (.ci/run), so it must be there, and a skip would hide the page's tests.
 func browser(t *testing.T, w, h int) (context.Context, *consoleErrors) {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("chromium not found at %s (apt-get install -y chromium): %v", chromiumPath, err)
+	chromiumPath, err := findBrowser()
+	if err != nil {
+		t.Fatalf("no Chromium or Chrome for the browser tests: %v; install one (Debian: apt-get install -y chromium; "+
+			"Ubuntu: apt-get install -y chromium-browser) or set CHROME_PATH to its binary", err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
