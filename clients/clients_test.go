@@ -129,8 +129,10 @@ func startDemo(t *testing.T) string {
 }
 
 // TestTypeScriptSDKThroughSluice runs the official TypeScript SDK's
-// message, stream, tool use, count_tokens, models and a batch whose
-// results are fetched through the results_url sluice rewrote.
+// message, stream, tool use, count_tokens, models, two requests on one
+// cached prompt (the leader's answer reassembled from a stream, the
+// follower reading its cache), and a batch whose results are fetched
+// through the results_url sluice rewrote.
 func TestTypeScriptSDKThroughSluice(t *testing.T) {
 	requireClients(t)
 	base := startServe(t)
@@ -142,7 +144,7 @@ func TestTypeScriptSDKThroughSluice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sdk-check.mjs: %v\n%s", err, out)
 	}
-	want := []string{"message", "stream", "tool_use", "count_tokens", "models", "batch_ended", "batch_results"}
+	want := []string{"message", "stream", "tool_use", "count_tokens", "models", "cached_pair", "batch_ended", "batch_results"}
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var c struct {

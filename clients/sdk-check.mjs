@@ -51,6 +51,20 @@ async function main() {
   for await (const m of client.models.list({ limit: 5 })) models.push(m.id);
   check("models", models.length > 0, { first: models.slice(0, 3) });
 
+  // Two non-streaming requests at once on one cached system prompt: sluice
+  // sends the leader upstream as a stream and gives its client the Message
+  // reassembled from the events; this SDK must parse it as it parses any
+  // Message, and the follower must read the cache the leader wrote.
+  const system = [{ type: "text", text: "You are a careful assistant. ".repeat(400), cache_control: { type: "ephemeral" } }];
+  const pair = await Promise.all(["First?", "Second?"].map((q) => client.messages.create({
+    model, max_tokens: 32, system, messages: [{ role: "user", content: q }],
+  })));
+  const keys = (m) => Object.keys(m).sort().join(",");
+  const writes = pair.filter((m) => m.usage.cache_creation_input_tokens > 0).length;
+  const reads = pair.filter((m) => m.usage.cache_read_input_tokens > 0).length;
+  check("cached_pair", pair.every((m) => m.type === "message" && m.content[0]?.type === "text" && keys(m) === keys(msg)) && writes === 1 && reads === 1,
+    { writes, reads, keys: pair.map(keys) });
+
   const batch = await client.messages.batches.create({
     requests: [
       { custom_id: "a", params: { model, max_tokens: 16, messages: [{ role: "user", content: "One." }] } },
