@@ -81,7 +81,13 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, err := newHandler(ctx, cfg, log)
+	tp, flushSpans, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer flushSpans() // after serve's drain: the last requests' spans go too
+	p, h, err := newHandler(ctx, cfg, log, tp.TracerProvider)
 	if err != nil {
 		ln.Close()
 		return err

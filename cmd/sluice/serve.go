@@ -38,7 +38,13 @@ func runServe(args []string) error {
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, err := newHandler(ctx, cfg, log)
+	tp, flushSpans, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer flushSpans() // after serve's drain: the last requests' spans go too
+	p, h, err := newHandler(ctx, cfg, log, tp.TracerProvider)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/web"
@@ -13,8 +15,8 @@ import (
 // newHandler builds the proxy and, when UI_ENABLED, the page in front of
 // it: /ui/ goes to the page, everything else to the proxy. ctx ends the
 // page's live event streams, so that they do not hold up shutdown.
-func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (*proxy.Proxy, http.Handler, error) {
-	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout}
+func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, tp trace.TracerProvider) (*proxy.Proxy, http.Handler, error) {
+	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp}
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)

@@ -24,7 +24,7 @@ func TestUISettingMountsThePage(t *testing.T) {
 		cfg.UIEnabled = on
 		cfg.UpstreamURL, _ = url.Parse(up.URL)
 		ctx, cancel := context.WithCancel(context.Background())
-		p, h, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
+		p, h, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
