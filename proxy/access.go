@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/statuswriter"
@@ -37,6 +39,9 @@ type record struct {
 	// parked says the request was parked (see park): its own goroutine
 	// finishes it and calls account, not ServeHTTP.
 	parked bool
+	// span is the request's server span; nil when tracing is off (or for
+	// a probe, which is not traced).
+	span trace.Span
 }
 
 type recordKey struct{}
@@ -62,6 +67,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(sluiceIDHeader, rec.id)
 	sw := statuswriter.Wrap(w)
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
+	if p.tracer != nil {
+		r = p.startServerSpan(r, rec)
+	}
 	if !isCleanPath(r.URL.Path) {
 		// Go's mux would answer a plain-text redirect; a path with empty
 		// or dot segments is nothing the API serves.
@@ -90,6 +98,9 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 		mode = "windowed"
 	}
 	p.metrics.Requests.WithLabelValues(route, strconv.Itoa(status), mode).Inc()
+	if rec.span != nil {
+		endServerSpan(rec, status, mode, end)
+	}
 	if p.obs != nil && route == "messages" {
 		p.observeDone(r, rec, status, end)
 	}

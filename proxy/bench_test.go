@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -38,7 +41,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		}
 		opt := Options{Logger: benchLogger}
 		for _, o := range opts {
-			opt.ParkWhenQueued = o.ParkWhenQueued
+			opt.ParkWhenQueued, opt.TracerProvider = o.ParkWhenQueued, o.TracerProvider
 		}
 		p, err := New(cfg, opt)
 		if err != nil {
@@ -68,6 +71,15 @@ func BenchmarkAddedLatency(b *testing.B) {
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1 }, Options{ParkWhenQueued: -1})
 		}},
 		{"windowed-default", func(b *testing.B) string { return target(b, true, nil) }},
+		// TRACING_ENABLED=1: what making and batching the spans costs,
+		// without the export (the spans are dropped), which runs off the
+		// request path.
+		{"plain-traced", func(b *testing.B) string {
+			return target(b, false, nil, Options{TracerProvider: discardingTracer(b)})
+		}},
+		{"windowed-size1-traced", func(b *testing.B) string {
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1 }, Options{TracerProvider: discardingTracer(b)})
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			url := tc.url(b) + "/v1/messages"
@@ -91,6 +103,19 @@ func BenchmarkAddedLatency(b *testing.B) {
 		})
 	}
 }
+
+// discardingTracer is the SDK's tracer provider, batching as sluice's
+// does, to an exporter that drops the spans.
+func discardingTracer(b *testing.B) *sdktrace.TracerProvider {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return tp
+}
+
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 func mustURL(tb testing.TB, s string) *url.URL {
 	tb.Helper()

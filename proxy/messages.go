@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
@@ -193,6 +196,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
 		ex.observeCache(m.CacheStanding())
+		if ex.p.tracer != nil {
+			ex.p.traceWaits(ctx, ex.rec, m)
+		}
 		if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
 			// Its followers wait for its first token, not its whole answer.
 			if b, err := streamingBody(ex.body.data); err == nil {
@@ -294,7 +300,24 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if ex.streamed != nil {
 		body = ex.streamed
 	}
-	resp, err = p.up.Do(ctx, ex.r, bytes.NewReader(body), int64(len(body)))
+	in := ex.r
+	if p.tracer != nil {
+		// The span covers the call up to the answer's end, or for a
+		// stream relayed as it comes, up to its headers.
+		var span trace.Span
+		ctx, span, in = p.startAttemptSpan(ctx, ex.rec, ex.r, ex.retries)
+		defer func() {
+			status := 0
+			switch {
+			case rep != nil:
+				status = rep.status
+			case resp != nil:
+				status = resp.StatusCode
+			}
+			endAttemptSpan(span, status, cause, err != nil)
+		}()
+	}
+	resp, err = p.up.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
 	stop() // the headers are in, or the call failed
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
@@ -374,7 +397,18 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 	}
 	ex.retries++
 	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
-	if err := m.Requeue(ctx, wait); err != nil {
+	var span trace.Span
+	if ex.p.tracer != nil {
+		span = ex.p.startRetryWaitSpan(ctx, ex.rec, cause, wait)
+	}
+	err := m.Requeue(ctx, wait)
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, "the wait was cut short")
+		}
+		span.End()
+	}
+	if err != nil {
 		return false, err
 	}
 	return true, nil

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -46,6 +48,9 @@ type Proxy struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	obs   Observer // nil: nobody watching
+	// tracer makes the request's spans (see tracing.go); nil when tracing
+	// is off, and then no tracing work is done.
+	tracer trace.Tracer
 
 	// parker parks windowed requests whose connections came through
 	// Listener, once parkWhen requests are waiting; others wait in place.
@@ -98,6 +103,10 @@ type Options struct {
 	// Observer, if set, hears of every wave and every Messages exchange
 	// (see observe.go). If nil, the request path does no observing at all.
 	Observer Observer
+	// TracerProvider, if set, traces every request but the probes and
+	// scrapes (see tracing.go and docs/tracing.md). If nil, the request
+	// path does no tracing at all.
+	TracerProvider trace.TracerProvider
 	// IdleTimeout is how long a parked connection may stay idle after its
 	// answer, awaiting the client's next request; set it to the
 	// http.Server's IdleTimeout. If zero, two minutes.
@@ -147,6 +156,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	if p.log == nil {
 		p.log = slog.Default()
+	}
+	if opt.TracerProvider != nil {
+		p.tracer = opt.TracerProvider.Tracer(instrumentationName)
 	}
 	p.bodies = &bodyBudget{limit: cfg.BodyBudget}
 	p.streamBytes = &bodyBudget{limit: streamBufferBudget}

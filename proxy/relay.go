@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -50,8 +52,20 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		defer func() { recordOf(r).bytesIn = body.read() }()
 	}
 	ctx, stop := withUpstreamTimeout(r.Context(), p.cfg.UpstreamTimeout)
-	resp, err := p.up.Do(ctx, r, in, r.ContentLength)
+	out := r
+	var span trace.Span // the upstream call's, up to its headers; nil when tracing is off
+	if p.tracer != nil {
+		ctx, span, out = p.startAttemptSpan(ctx, recordOf(r), r, 0)
+	}
+	resp, err := p.up.Do(ctx, out, in, r.ContentLength)
 	stop()
+	if span != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		endAttemptSpan(span, status, "", err != nil)
+	}
 	if body != nil {
 		p.pendingConns.give() // the body is in, or it never will be
 		if body.done() {

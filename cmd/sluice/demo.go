@@ -81,11 +81,12 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, err := newHandler(ctx, cfg, log)
+	p, h, flushSpans, err := newHandler(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	defer flushSpans() // after serve's drain: the last requests' spans go too
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "simulated Anthropic API  %s\n", cfg.UpstreamURL)
 	fmt.Fprintf(out, "sluice                   %s  (windowed: %v, window %d or %s, %d slots, deadline %s)\n",

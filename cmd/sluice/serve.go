@@ -38,10 +38,12 @@ func runServe(args []string) error {
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, err := newHandler(ctx, cfg, log)
+	p, h, flushSpans, err := newHandler(ctx, cfg, log)
 	if err != nil {
+		ln.Close()
 		return err
 	}
+	defer flushSpans() // after serve's drain: the last requests' spans go too
 	logListening(log, ln.Addr(), cfg)
 	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
 }
