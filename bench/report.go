@@ -254,61 +254,160 @@ func (r *Report) writeSeries(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// WriteTable prints the modes side by side.
+// A tableRow is one line of the terminal table: a figure read from each
+// mode (vals, several numbers for a cell such as "in/out") and how to show
+// it. A row is there because it says something the others do not; when it
+// could only repeat another row for this run, hide says so and it is left
+// out (the figure stays in report.json).
+type tableRow struct {
+	name string
+	vals func(m *ModeReport) []float64
+	show func(v []float64) string
+	// only, if set, names the modes the figure exists for; the others get
+	// "-" rather than a zero that reads like a measurement.
+	only func(m *ModeReport) bool
+	hide func(r *Report) bool
+}
+
+func one(f func(m *ModeReport) float64) func(m *ModeReport) []float64 {
+	return func(m *ModeReport) []float64 { return []float64{f(m)} }
+}
+
+func showInt(v []float64) string { return fmt.Sprintf("%.0f", v[0]) }
+func showMS(v []float64) string  { return fmt.Sprintf("%.0f ms", v[0]) }
+
+func throughSluice(m *ModeReport) bool { return m.Mode != ModeDirect }
+func windowed(m *ModeReport) bool      { return m.Mode == ModeWindowed }
+
+// tableRows are the table's rows, in order. What each means:
+//
+//   - sent, succeeded, failed, lost: requests the client sent, and how
+//     each ended (lost: no reply at all, e.g. the run was interrupted).
+//   - goodput: successes per second over the span, first arrival to last
+//     end; span says how long the mode took to serve the workload.
+//   - latency p50/p90/p99: arrival to end of the successful requests,
+//     client retries included. The max is shown only when it differs from
+//     the p99 (with fewer than 100 successes the nearest-rank p99 is the
+//     max); the p99 of every request however it ended only when some did
+//     not succeed (otherwise it is the same set).
+//   - stream TTFT p50/p99: arrival to the first content_block_delta of
+//     successful streams; shown when the workload streams.
+//   - peak upstream in-flight: the simulator's own exact peak of requests
+//     in generation, the figure the cap exists to bound. Its 10 ms sampled
+//     peak is only in report.json: it can only equal or undercut this one.
+//   - peak gate slots held: sluice's gate, windowed only; shown when it
+//     differs from the upstream peak (an upstream shared with other
+//     clients, or a call holding its slot after the upstream finished).
+//   - mean upstream in-flight: how busy the upstream was on average.
+//   - peak queued in sluice: windowed requests waiting for a window or a
+//     slot (always 0 on the plain path, which does not queue).
+//   - upstream calls, client retries, upstream 429 / 529: what reached the
+//     upstream, how often the client tried again, and the upstream's
+//     refusals.
+//   - tokens, cache write/read, cost: the simulator's counts and their
+//     price at list rates; cache rows only when a mode used the cache.
+//   - errors: failures by type.
+var tableRows = []tableRow{
+	{name: "sent", vals: one(func(m *ModeReport) float64 { return float64(m.Sent) }), show: showInt},
+	{name: "succeeded", vals: one(func(m *ModeReport) float64 { return float64(m.Succeeded) }), show: showInt},
+	{name: "failed", vals: one(func(m *ModeReport) float64 { return float64(m.Failed) }), show: showInt},
+	{name: "lost", vals: one(func(m *ModeReport) float64 { return float64(m.Lost) }), show: showInt},
+	{name: "goodput", vals: one(func(m *ModeReport) float64 { return m.GoodputRPS }),
+		show: func(v []float64) string { return fmt.Sprintf("%.2f /s", v[0]) }},
+	{name: "span", vals: one(func(m *ModeReport) float64 { return m.SpanS }),
+		show: func(v []float64) string { return fmt.Sprintf("%.1f s", v[0]) }},
+	{name: "latency p50", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P50 }), show: showMS},
+	{name: "latency p90", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P90 }), show: showMS},
+	{name: "latency p99", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P99 }), show: showMS},
+	{name: "latency max", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.Max }), show: showMS,
+		hide: func(r *Report) bool {
+			return r.allModes(func(m *ModeReport) bool { return m.LatencyMS.Max == m.LatencyMS.P99 })
+		}},
+	{name: "all-requests p99", vals: one(func(m *ModeReport) float64 { return m.LatencyAllMS.P99 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.Failed+m.Lost == 0 }) }},
+	{name: "stream TTFT p50", vals: one(func(m *ModeReport) float64 { return m.TTFTMS.P50 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.TTFTMS.N == 0 }) }},
+	{name: "stream TTFT p99", vals: one(func(m *ModeReport) float64 { return m.TTFTMS.P99 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.TTFTMS.N == 0 }) }},
+	{name: "streams writing cache", vals: one(func(m *ModeReport) float64 { return float64(m.TTFTWriteMS.N) }), show: showInt,
+		hide: noCache},
+	{name: "  their TTFT p50 / p99", vals: func(m *ModeReport) []float64 { return []float64{m.TTFTWriteMS.P50, m.TTFTWriteMS.P99} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f ms", v[0], v[1]) }, hide: noCache},
+	{name: "streams reading cache", vals: one(func(m *ModeReport) float64 { return float64(m.TTFTReadMS.N) }), show: showInt,
+		hide: noCache},
+	{name: "  their TTFT p50 / p99", vals: func(m *ModeReport) []float64 { return []float64{m.TTFTReadMS.P50, m.TTFTReadMS.P99} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f ms", v[0], v[1]) }, hide: noCache},
+	{name: "peak upstream in-flight", vals: one(func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }), show: showInt},
+	{name: "peak gate slots held", vals: one(func(m *ModeReport) float64 { return float64(m.PeakGateInflight) }), show: showInt,
+		only: windowed, hide: func(r *Report) bool {
+			return r.allModes(func(m *ModeReport) bool { return !windowed(m) || m.PeakGateInflight == m.PeakUpstreamInflight })
+		}},
+	{name: "mean upstream in-flight", vals: one(func(m *ModeReport) float64 { return m.MeanUpstreamInflight }),
+		show: func(v []float64) string { return fmt.Sprintf("%.1f", v[0]) }},
+	{name: "peak queued in sluice", vals: one(func(m *ModeReport) float64 { return float64(m.PeakQueued) }), show: showInt,
+		only: throughSluice},
+	{name: "upstream calls", vals: one(func(m *ModeReport) float64 { return float64(m.UpstreamCalls) }), show: showInt},
+	{name: "client retries", vals: one(func(m *ModeReport) float64 { return float64(m.Retries) }), show: showInt},
+	{name: "upstream 429 / 529", vals: func(m *ModeReport) []float64 { return []float64{float64(m.Upstream429), float64(m.Upstream529)} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }},
+	{name: "tokens in / out", vals: func(m *ModeReport) []float64 { return []float64{float64(m.Tokens.Input), float64(m.Tokens.Output)} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }},
+	{name: "cache write / read", vals: func(m *ModeReport) []float64 {
+		return []float64{float64(m.Tokens.CacheCreation), float64(m.Tokens.CacheRead)}
+	}, show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }, hide: noCache},
+	// One row: the input part is what the cache-aware releaser changes, and
+	// a second row of dollars read as a second total.
+	{name: "cost (input part)", vals: func(m *ModeReport) []float64 { return []float64{m.CostUSD, m.InputCostUSD} },
+		show: func(v []float64) string { return fmt.Sprintf("$%.4f ($%.4f)", v[0], v[1]) }},
+}
+
+func noCache(r *Report) bool { return !r.anyCache() }
+
+// allModes reports whether f holds for every mode.
+func (r *Report) allModes(f func(m *ModeReport) bool) bool {
+	for i := range r.Modes {
+		if !f(&r.Modes[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteTable prints the modes side by side, then the verdict line.
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "scenario %s: %d arrivals; windowed: window %d or %gms, %d slots, deadline %gs; client timeout %gs, %d retries\n",
 		r.Scenario, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
 		r.Client.TimeoutS, r.Client.MaxRetries)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, f func(m *ModeReport) string) {
-		fmt.Fprint(tw, name+"\t")
+	fmt.Fprint(tw, "\t")
+	for _, m := range r.Modes {
+		fmt.Fprint(tw, m.Mode+"\t")
+	}
+	fmt.Fprintln(tw)
+	for _, row := range tableRows {
+		if row.hide != nil && row.hide(r) {
+			continue
+		}
+		fmt.Fprint(tw, row.name+"\t")
 		for i := range r.Modes {
-			fmt.Fprint(tw, f(&r.Modes[i])+"\t")
+			m := &r.Modes[i]
+			cell := "-"
+			if row.only == nil || row.only(m) {
+				cell = row.show(row.vals(m))
+			}
+			fmt.Fprint(tw, cell+"\t")
 		}
 		fmt.Fprintln(tw)
 	}
-	ms := func(v float64) string { return fmt.Sprintf("%.0f ms", v) }
-	row("", func(m *ModeReport) string { return m.Mode })
-	row("sent", func(m *ModeReport) string { return fmt.Sprint(m.Sent) })
-	row("succeeded", func(m *ModeReport) string { return fmt.Sprint(m.Succeeded) })
-	row("failed", func(m *ModeReport) string { return fmt.Sprint(m.Failed) })
-	row("lost", func(m *ModeReport) string { return fmt.Sprint(m.Lost) })
-	row("goodput", func(m *ModeReport) string { return fmt.Sprintf("%.2f /s", m.GoodputRPS) })
-	row("span", func(m *ModeReport) string { return fmt.Sprintf("%.1f s", m.SpanS) })
-	row("latency p50", func(m *ModeReport) string { return ms(m.LatencyMS.P50) })
-	row("latency p90", func(m *ModeReport) string { return ms(m.LatencyMS.P90) })
-	row("latency p99", func(m *ModeReport) string { return ms(m.LatencyMS.P99) })
-	row("latency max", func(m *ModeReport) string { return ms(m.LatencyMS.Max) })
-	row("all-requests p99", func(m *ModeReport) string { return ms(m.LatencyAllMS.P99) })
-	row("stream TTFT p50", func(m *ModeReport) string { return ms(m.TTFTMS.P50) })
-	row("stream TTFT p99", func(m *ModeReport) string { return ms(m.TTFTMS.P99) })
-	if r.anyCache() {
-		count := func(p Percentiles) string { return fmt.Sprint(p.N) }
-		row("streams writing cache", func(m *ModeReport) string { return count(m.TTFTWriteMS) })
-		row("  their TTFT p50 / p99", func(m *ModeReport) string {
-			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTWriteMS.P50, m.TTFTWriteMS.P99)
-		})
-		row("streams reading cache", func(m *ModeReport) string { return count(m.TTFTReadMS) })
-		row("  their TTFT p50 / p99", func(m *ModeReport) string {
-			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTReadMS.P50, m.TTFTReadMS.P99)
-		})
+	fmt.Fprint(tw, "errors\t")
+	for _, m := range r.Modes {
+		fmt.Fprint(tw, errorList(m.Errors)+"\t")
 	}
-	row("peak upstream in-flight", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamInflight) })
-	row("peak upstream in-flight (10ms samples)", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamSampled) })
-	row("peak gate slots held", func(m *ModeReport) string { return fmt.Sprint(m.PeakGateInflight) })
-	row("mean upstream in-flight", func(m *ModeReport) string { return fmt.Sprintf("%.1f", m.MeanUpstreamInflight) })
-	row("peak queued in sluice", func(m *ModeReport) string { return fmt.Sprint(m.PeakQueued) })
-	row("upstream calls", func(m *ModeReport) string { return fmt.Sprint(m.UpstreamCalls) })
-	row("upstream 429 / 529", func(m *ModeReport) string { return fmt.Sprintf("%d / %d", m.Upstream429, m.Upstream529) })
-	row("client retries", func(m *ModeReport) string { return fmt.Sprint(m.Retries) })
-	row("tokens in/out", func(m *ModeReport) string { return fmt.Sprintf("%d/%d", m.Tokens.Input, m.Tokens.Output) })
-	row("cache write/read", func(m *ModeReport) string {
-		return fmt.Sprintf("%d/%d", m.Tokens.CacheCreation, m.Tokens.CacheRead)
-	})
-	row("cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.CostUSD) })
-	row("input cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.InputCostUSD) })
-	row("errors", func(m *ModeReport) string { return errorList(m.Errors) })
+	fmt.Fprintln(tw)
 	tw.Flush()
+	if v := r.Verdict(); v != "" {
+		fmt.Fprintln(w, v)
+	}
 }
 
 // anyCache reports whether any mode wrote or read the prompt cache.
