@@ -32,6 +32,13 @@ func runBench(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
+	if *out != "" {
+		// Before the run, not after it: a long run should not end in a
+		// refusal to write its results.
+		if err := bench.CheckOutDir(*out); err != nil {
+			return err
+		}
+	}
 	sc, err := bench.LoadScenario(*scenario)
 	if err != nil {
 		return err
@@ -56,7 +63,7 @@ func runBench(args []string) error {
 		if err := rep.WriteFiles(*out); err != nil {
 			return fmt.Errorf("bench: write %s: %w", *out, err)
 		}
-		fmt.Printf("\nwrote %s/{report.json,trace.jsonl,series.json,inflight,latency_cdf,queue}.{png,svg}\n", *out)
+		fmt.Printf("\nwrote %s/ %s\n", *out, strings.Join(bench.OutputFiles(), " "))
 	}
 	return nil
 }
