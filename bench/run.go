@@ -39,8 +39,11 @@ type Options struct {
 	// is reset (POST /sim/reset) before each mode; its spike schedule runs
 	// from its own start, and per-request upstream times are not known.
 	Upstream string
-	// Progress, if set, gets a \r-updated progress line while it runs.
+	// Progress, if set, gets the run's progress: a line updated in place
+	// when it is a terminal, else a plain line every ProgressEvery.
 	Progress io.Writer
+	// ProgressEvery is the plain lines' period. Zero means 5s.
+	ProgressEvery time.Duration
 	// SampleEvery is how often upstream in-flight and queue depth are
 	// sampled. Zero means 10ms.
 	SampleEvery time.Duration
@@ -248,12 +251,12 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		}
 		return s
 	}
+	prog := newProgress(opt.Progress, opt.ProgressEvery, start)
 	stopSampling := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
-		var last time.Time
 		for {
 			select {
 			case <-stopSampling:
@@ -263,11 +266,8 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 			}
 			s := sample()
 			res.Samples = append(res.Samples, s)
-			if opt.Progress != nil && time.Since(last) >= 200*time.Millisecond {
-				last = time.Now()
-				fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d   ",
-					mode, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued)
-			}
+			prog.update(time.Now(), fmt.Sprintf("%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d",
+				mode, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued))
 		}
 	})
 
@@ -308,9 +308,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	reqs.Wait()
 	close(stopSampling)
 	bg.Wait()
-	if opt.Progress != nil {
-		fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d  ok %d%s\n", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load(), strings.Repeat(" ", 40))
-	}
+	prog.done(fmt.Sprintf("%-8s %5.1fs  sent %d  ok %d  done", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load()))
 	st, err := settledStats(stats)
 	if err != nil {
 		return nil, err
