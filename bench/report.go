@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -25,8 +26,43 @@ type Report struct {
 	Arrivals  int           `json:"arrivals"`
 	Modes     []ModeReport  `json:"modes"`
 	StartedAt time.Time     `json:"started_at"`
+	// Repeats, when the modes ran more than once (Options.Repeat), are
+	// every run's figures; the first is also Modes, and the trace, series
+	// and plots are the first run's.
+	Repeats []RunReport `json:"repeats,omitempty"`
 
 	results []*ModeResult
+}
+
+// RunReport is one repeat's figures.
+type RunReport struct {
+	Seed     int64        `json:"seed"`
+	Arrivals int          `json:"arrivals"`
+	Modes    []ModeReport `json:"modes"`
+}
+
+// runs are the figures of every run, one Report each (just the first
+// when the modes ran once).
+func (r *Report) runs() []*Report {
+	if len(r.Repeats) == 0 {
+		return []*Report{r}
+	}
+	out := make([]*Report, len(r.Repeats))
+	for i, rr := range r.Repeats {
+		out[i] = &Report{Scenario: r.Scenario, Seed: rr.Seed, Arrivals: rr.Arrivals, Modes: rr.Modes}
+	}
+	return out
+}
+
+// runsOf is the named mode's figures in every run.
+func (r *Report) runsOf(mode string) []ModeReport {
+	var out []ModeReport
+	for _, run := range r.runs() {
+		if m := run.Mode(mode); m != nil {
+			out = append(out, *m)
+		}
+	}
+	return out
 }
 
 // SluiceSummary is the windowed mode's settings.
@@ -373,11 +409,18 @@ func (r *Report) allModes(f func(m *ModeReport) bool) bool {
 	return true
 }
 
-// WriteTable prints the modes side by side, then the verdict line.
+// WriteTable prints the modes side by side, then the verdict line. After
+// repeated runs each cell is the median of the runs and, when they
+// differ, their range: [min .. max].
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "scenario %s: %d arrivals; windowed: window %d or %gms, %d slots, deadline %gs; client timeout %gs, %d retries\n",
 		r.Scenario, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
 		r.Client.TimeoutS, r.Client.MaxRetries)
+	runs := r.runs()
+	if len(runs) > 1 {
+		fmt.Fprintf(w, "%d runs, seeds %d to %d: each figure is the median [min .. max] of the runs\n",
+			len(runs), runs[0].Seed, runs[len(runs)-1].Seed)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "\t")
 	for _, m := range r.Modes {
@@ -385,15 +428,15 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintln(tw)
 	for _, row := range tableRows {
-		if row.hide != nil && row.hide(r) {
+		// Hidden only if it would repeat another row in every run.
+		if row.hide != nil && allRuns(runs, row.hide) {
 			continue
 		}
 		fmt.Fprint(tw, row.name+"\t")
 		for i := range r.Modes {
-			m := &r.Modes[i]
 			cell := "-"
-			if row.only == nil || row.only(m) {
-				cell = row.show(row.vals(m))
+			if row.only == nil || row.only(&r.Modes[i]) {
+				cell = spreadCell(row, r.runsOf(r.Modes[i].Mode))
 			}
 			fmt.Fprint(tw, cell+"\t")
 		}
@@ -401,13 +444,82 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprint(tw, "errors\t")
 	for _, m := range r.Modes {
-		fmt.Fprint(tw, errorList(m.Errors)+"\t")
+		all := map[string]int{}
+		for _, run := range r.runsOf(m.Mode) {
+			for k, v := range run.Errors {
+				all[k] += v
+			}
+		}
+		fmt.Fprint(tw, errorList(all)+"\t")
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
+	if len(runs) > 1 {
+		fmt.Fprintln(w, "errors are summed over the runs")
+	}
 	if v := r.Verdict(); v != "" {
 		fmt.Fprintln(w, v)
 	}
+}
+
+func allRuns(runs []*Report, f func(r *Report) bool) bool {
+	for _, run := range runs {
+		if !f(run) {
+			return false
+		}
+	}
+	return true
+}
+
+// spreadCell shows a row's figure over the runs of one mode: the value
+// itself after one run, else the median and, unless every run agreed, the
+// range.
+func spreadCell(row tableRow, runs []ModeReport) string {
+	if len(runs) == 0 {
+		return "-"
+	}
+	var per [][]float64 // per[j]: the j-th value of the cell in every run
+	for i := range runs {
+		for j, v := range row.vals(&runs[i]) {
+			if j == len(per) {
+				per = append(per, nil)
+			}
+			per[j] = append(per[j], v)
+		}
+	}
+	med, lo, hi := make([]float64, len(per)), make([]float64, len(per)), make([]float64, len(per))
+	same := true
+	for j, vs := range per {
+		med[j], lo[j], hi[j] = spread(vs)
+		same = same && lo[j] == hi[j]
+	}
+	if same {
+		return row.show(med)
+	}
+	m, l, h := row.show(med), row.show(lo), row.show(hi)
+	// The unit once, after the median: "2329 ms [2309 .. 2331]".
+	if i := strings.LastIndexAny(m, "0123456789"); i >= 0 && strings.HasPrefix(m[i+1:], " ") {
+		unit := m[i+1:]
+		if strings.HasSuffix(l, unit) && strings.HasSuffix(h, unit) {
+			l, h = strings.TrimSuffix(l, unit), strings.TrimSuffix(h, unit)
+		}
+	}
+	return fmt.Sprintf("%s [%s .. %s]", m, l, h)
+}
+
+// spread is the median, min and max of vs (which it sorts); the median of
+// an even count is the mean of the middle two.
+func spread(vs []float64) (med, lo, hi float64) {
+	if len(vs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	med = vs[n/2]
+	if n%2 == 0 {
+		med = (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return med, vs[0], vs[n-1]
 }
 
 // anyCache reports whether any mode wrote or read the prompt cache.

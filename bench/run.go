@@ -43,6 +43,10 @@ type Options struct {
 	// when it is a terminal, else a plain line every ProgressEvery.
 	Progress io.Writer
 	// ProgressEvery is the plain lines' period. Zero means 5s.
+	// Repeat runs every mode this many times, the i-th time (from 0) with
+	// the scenario's seed + i, so that a difference between modes can be
+	// told from the run-to-run noise. Zero or one means once.
+	Repeat        int
 	ProgressEvery time.Duration
 	// SampleEvery is how often upstream in-flight and queue depth are
 	// sampled. Zero means 10ms.
@@ -116,19 +120,38 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain or windowed)", m)
 		}
 	}
-	arrivals, err := sc.Arrivals()
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
-	}
-	var results []*ModeResult
-	for _, m := range modes {
-		r, err := runMode(ctx, sc, m, arrivals, opt)
+	n := max(opt.Repeat, 1)
+	var rep *Report
+	for i := range n {
+		// A copy per seed: the seed drives the arrivals, the simulator's
+		// jitter and the client's retry jitter alike.
+		run := *sc
+		run.Seed = sc.Seed + int64(i)
+		arrivals, err := run.Arrivals()
 		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", m, err)
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 		}
-		results = append(results, r)
+		var results []*ModeResult
+		for _, m := range modes {
+			label := m
+			if n > 1 {
+				label = fmt.Sprintf("%s %d/%d", m, i+1, n)
+			}
+			r, err := runMode(ctx, &run, m, label, arrivals, opt)
+			if err != nil {
+				return nil, fmt.Errorf("mode %s: %w", label, err)
+			}
+			results = append(results, r)
+		}
+		this := newReport(&run, results)
+		if rep == nil {
+			rep = this
+		}
+		if n > 1 {
+			rep.Repeats = append(rep.Repeats, RunReport{Seed: run.Seed, Arrivals: this.Arrivals, Modes: this.Modes})
+		}
 	}
-	return newReport(sc, results), nil
+	return rep, nil
 }
 
 // upstreamLog records each upstream call the in-process simulator serves.
@@ -166,7 +189,7 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 // upstreamStats reads the simulator's counters, in-process or over HTTP.
 type upstreamStats func() (sim.Stats, error)
 
-func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival, opt Options) (*ModeResult, error) {
+func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []Arrival, opt Options) (*ModeResult, error) {
 	res := &ModeResult{Mode: mode}
 	var (
 		upURL string
@@ -267,7 +290,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 			s := sample()
 			res.Samples = append(res.Samples, s)
 			prog.update(time.Now(), fmt.Sprintf("%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d",
-				mode, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued))
+				label, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued))
 		}
 	})
 
@@ -308,7 +331,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	reqs.Wait()
 	close(stopSampling)
 	bg.Wait()
-	prog.done(fmt.Sprintf("%-8s %5.1fs  sent %d  ok %d  done", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load()))
+	prog.done(fmt.Sprintf("%-8s %5.1fs  sent %d  ok %d  done", label, time.Since(start).Seconds(), sent.Load(), okCount.Load()))
 	st, err := settledStats(stats)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -32,43 +33,70 @@ type verdictFigure struct {
 }
 
 // Verdict is one line saying where the windowed path wins, ties or loses
-// against plain in this run and by how much, or "" unless both ran.
+// against plain and by how much, or "" unless both ran. After repeated
+// runs it compares the medians, and a figure whose ranges overlap between
+// the two paths is a tie too: the difference is within the noise.
 func (r *Report) Verdict() string {
-	p, w := r.Mode(ModePlain), r.Mode(ModeWindowed)
-	if p == nil || w == nil {
+	ps, ws := r.runsOf(ModePlain), r.runsOf(ModeWindowed)
+	if len(ps) == 0 || len(ws) == 0 {
 		return ""
 	}
-	return verdict(p, w)
+	return verdict(ps, ws)
 }
 
-func verdict(p, w *ModeReport) string {
+func verdict(ps, ws []ModeReport) string {
 	var figs []verdictFigure
+	// compare gives the medians of a figure and whether windowed's is
+	// better; overlapping ranges tie (with one run each, only equal values
+	// overlap, which the tolerance already ties).
+	compare := func(get func(m *ModeReport) float64, floor float64, higherIsBetter bool) (w, p float64, outcome int) {
+		w, wlo, whi := spreadOf(ws, get)
+		p, plo, phi := spreadOf(ps, get)
+		if wlo <= phi && plo <= whi {
+			return w, p, ties
+		}
+		if higherIsBetter {
+			return w, p, higherBetter(w, p)
+		}
+		return w, p, lowerBetter(w, p, floor)
+	}
 	add := func(aspect, text string, outcome int) {
 		figs = append(figs, verdictFigure{aspect, text, outcome})
 	}
 
-	peak := fmt.Sprintf("peak upstream %d vs %d", w.PeakUpstreamInflight, p.PeakUpstreamInflight)
-	if w.Cap > 0 {
+	wp, pp, o := compare(func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }, 0, false)
+	peak := fmt.Sprintf("peak upstream %s vs %s", count(wp), count(pp))
+	if c := ws[0].Cap; c > 0 {
 		// The gate is what the cap bounds; the simulator's exact counter
 		// may briefly see one more (a reply read before its handler ends).
-		if w.PeakGateInflight <= w.Cap {
-			peak += fmt.Sprintf(", cap %d held", w.Cap)
+		held := true
+		for _, w := range ws {
+			held = held && w.PeakGateInflight <= c
+		}
+		if held {
+			peak += fmt.Sprintf(", cap %d held", c)
 		} else {
-			peak += fmt.Sprintf(", cap %d exceeded", w.Cap)
+			peak += fmt.Sprintf(", cap %d exceeded", c)
 		}
 	}
-	add("upstream protection", peak, lowerBetter(float64(w.PeakUpstreamInflight), float64(p.PeakUpstreamInflight), 0))
+	add("upstream protection", peak, o)
 
-	add("throughput", "goodput "+ratio(w.GoodputRPS, p.GoodputRPS), higherBetter(w.GoodputRPS, p.GoodputRPS))
-	werr, perr := w.Failed+w.Lost, p.Failed+p.Lost
-	add("reliability", fmt.Sprintf("failures %d vs %d", werr, perr), lowerBetter(float64(werr), float64(perr), 0))
-	add("latency", "p50 "+deltaMS(w.LatencyMS.P50-p.LatencyMS.P50), lowerBetter(w.LatencyMS.P50, p.LatencyMS.P50, VerdictFloorMS))
-	add("latency", "p99 "+deltaMS(w.LatencyMS.P99-p.LatencyMS.P99), lowerBetter(w.LatencyMS.P99, p.LatencyMS.P99, VerdictFloorMS))
-	if w.TTFTMS.N > 0 && p.TTFTMS.N > 0 {
-		add("TTFT", "p50 "+deltaMS(w.TTFTMS.P50-p.TTFTMS.P50), lowerBetter(w.TTFTMS.P50, p.TTFTMS.P50, VerdictFloorMS))
-		add("TTFT", "p99 "+deltaMS(w.TTFTMS.P99-p.TTFTMS.P99), lowerBetter(w.TTFTMS.P99, p.TTFTMS.P99, VerdictFloorMS))
+	w, p, o := compare(func(m *ModeReport) float64 { return m.GoodputRPS }, 0, true)
+	add("throughput", "goodput "+ratio(w, p), o)
+	w, p, o = compare(func(m *ModeReport) float64 { return float64(m.Failed + m.Lost) }, 0, false)
+	add("reliability", fmt.Sprintf("failures %s vs %s", count(w), count(p)), o)
+	ms := func(aspect, name string, get func(m *ModeReport) float64) {
+		w, p, o := compare(get, VerdictFloorMS, false)
+		add(aspect, name+" "+deltaMS(w-p), o)
 	}
-	add("cost", ratio(w.CostUSD, p.CostUSD), lowerBetter(w.CostUSD, p.CostUSD, 0))
+	ms("latency", "p50", func(m *ModeReport) float64 { return m.LatencyMS.P50 })
+	ms("latency", "p99", func(m *ModeReport) float64 { return m.LatencyMS.P99 })
+	if streams(ps) && streams(ws) {
+		ms("TTFT", "p50", func(m *ModeReport) float64 { return m.TTFTMS.P50 })
+		ms("TTFT", "p99", func(m *ModeReport) float64 { return m.TTFTMS.P99 })
+	}
+	w, p, o = compare(func(m *ModeReport) float64 { return m.CostUSD }, 0, false)
+	add("cost", ratio(w, p), o)
 
 	var parts []string
 	for _, o := range []struct {
@@ -79,9 +107,35 @@ func verdict(p, w *ModeReport) string {
 			parts = append(parts, o.word+" "+s)
 		}
 	}
-	return fmt.Sprintf("verdict, windowed vs plain (a tie is within %.0f%% or %.0f ms): %s",
-		VerdictTolerance*100, VerdictFloorMS, strings.Join(parts, "; "))
+	of := ""
+	if len(ps) > 1 || len(ws) > 1 {
+		of = fmt.Sprintf(", or ranges that overlap; medians of %d runs", min(len(ps), len(ws)))
+	}
+	return fmt.Sprintf("verdict, windowed vs plain (a tie is within %.0f%% or %.0f ms%s): %s",
+		VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
 }
+
+// spreadOf is the median, min and max of a figure over runs.
+func spreadOf(runs []ModeReport, get func(m *ModeReport) float64) (med, lo, hi float64) {
+	vs := make([]float64, len(runs))
+	for i := range runs {
+		vs[i] = get(&runs[i])
+	}
+	return spread(vs)
+}
+
+// streams reports whether every run had successful streams to time.
+func streams(runs []ModeReport) bool {
+	for _, m := range runs {
+		if m.TTFTMS.N == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// count shows a median of counts: whole unless it fell between two.
+func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // groupFigures lists the figures with the outcome by aspect, in the order
 // the aspects first appear: "latency (p50 +471 ms, p99 +2.8 s), cost (1.00x)".

@@ -52,7 +52,7 @@ func TestVerdict(t *testing.T) {
 		avoid: []string{"wins on", "loses on"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := verdict(&tc.plain, &tc.win)
+			got := verdict([]ModeReport{tc.plain}, []ModeReport{tc.win})
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("verdict\n  %s\nlacks\n  %s", got, w)
@@ -75,7 +75,7 @@ func TestVerdictCapExceededAndNoStreams(t *testing.T) {
 	w := fig(ModeWindowed, 1, 100, 200, 0, 0, 9, 0, 1)
 	w.PeakGateInflight = 9
 	p.TTFTMS, w.TTFTMS = Percentiles{}, Percentiles{}
-	got := verdict(&p, &w)
+	got := verdict([]ModeReport{p}, []ModeReport{w})
 	if !strings.Contains(got, "cap 8 exceeded") {
 		t.Errorf("verdict %q does not say the cap was exceeded", got)
 	}
@@ -133,5 +133,53 @@ func TestTableRowsOnce(t *testing.T) {
 		if !strings.Contains(b.String(), back) {
 			t.Errorf("table lacks %q though it differs:\n%s", back, b.String())
 		}
+	}
+}
+
+// After repeats the verdict compares medians, and overlapping ranges tie
+// however far apart the medians are.
+func TestVerdictRepeats(t *testing.T) {
+	ps := []ModeReport{
+		fig(ModePlain, 10, 1000, 2000, 100, 200, 64, 0, 1),
+		fig(ModePlain, 10, 1100, 2100, 100, 200, 64, 0, 1),
+		fig(ModePlain, 10, 1200, 9000, 100, 200, 64, 0, 1),
+	}
+	ws := []ModeReport{
+		fig(ModeWindowed, 10, 1500, 3000, 100, 200, 8, 0, 1),
+		fig(ModeWindowed, 10, 1600, 3100, 100, 200, 8, 0, 1),
+		fig(ModeWindowed, 10, 1700, 3200, 100, 200, 8, 0, 1),
+	}
+	got := verdict(ps, ws)
+	for _, want := range []string{
+		"or ranges that overlap; medians of 3 runs",
+		"wins on upstream protection (peak upstream 8 vs 64, cap 8 held)",
+		"loses on latency (p50 +500 ms)",
+		// p99: medians 3100 vs 2100, but plain's range (2000..9000) holds windowed's.
+		"latency (p99 +1.0 s)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict\n  %s\nlacks\n  %s", got, want)
+		}
+	}
+	if i, j := strings.Index(got, "ties on"), strings.Index(got, "p99 +1.0 s"); i < 0 || j < i {
+		t.Errorf("p99 should tie on overlapping ranges: %s", got)
+	}
+}
+
+func TestSpreadCell(t *testing.T) {
+	row := tableRows[0] // sent
+	runs := []ModeReport{{Sent: 10}, {Sent: 14}, {Sent: 11}}
+	if got, want := spreadCell(row, runs), "11 [10 .. 14]"; got != want {
+		t.Errorf("spreadCell = %q; want %q", got, want)
+	}
+	ms := tableRows[6] // latency p50
+	if got, want := spreadCell(ms, []ModeReport{{LatencyMS: Percentiles{P50: 2}}, {LatencyMS: Percentiles{P50: 3}}, {LatencyMS: Percentiles{P50: 9}}}), "3 ms [2 .. 9]"; got != want {
+		t.Errorf("spreadCell = %q; want %q", got, want)
+	}
+	if got, want := spreadCell(row, runs[:1]), "10"; got != want {
+		t.Errorf("spreadCell of one run = %q; want %q", got, want)
+	}
+	if got, want := spreadCell(row, []ModeReport{{Sent: 5}, {Sent: 5}}), "5"; got != want {
+		t.Errorf("spreadCell of agreeing runs = %q; want %q", got, want)
 	}
 }

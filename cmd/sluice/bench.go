@@ -19,9 +19,10 @@ func runBench(args []string) error {
 	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed")
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
 	fs.Usage = func() {
 		o := fs.Output()
-		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL]\n\n"+
+		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. Flags:\n")
 		fs.PrintDefaults()
@@ -43,7 +44,10 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	opt := bench.Options{Scenario: sc, Upstream: *up}
+	if *repeat < 1 {
+		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
+	}
+	opt := bench.Options{Scenario: sc, Upstream: *up, Repeat: *repeat}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			opt.Modes = append(opt.Modes, m)
