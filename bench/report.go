@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -18,14 +19,18 @@ import (
 
 // Report is what a run measured, written as report.json.
 type Report struct {
-	Scenario  string        `json:"scenario"`
-	Desc      string        `json:"description"`
-	Seed      int64         `json:"seed"`
-	Sluice    SluiceSummary `json:"sluice"`
-	Client    ClientSummary `json:"client"`
-	Arrivals  int           `json:"arrivals"`
-	Modes     []ModeReport  `json:"modes"`
-	StartedAt time.Time     `json:"started_at"`
+	Scenario string        `json:"scenario"`
+	Desc     string        `json:"description"`
+	Seed     int64         `json:"seed"`
+	Sluice   SluiceSummary `json:"sluice"`
+	Client   ClientSummary `json:"client"`
+	Arrivals int           `json:"arrivals"`
+	// Spikes are the upstream's slow periods, shaded on the time charts.
+	Spikes []SpikeSummary `json:"spikes,omitempty"`
+	// Version is the sluice build that ran, from its build info.
+	Version   string       `json:"sluice_version"`
+	Modes     []ModeReport `json:"modes"`
+	StartedAt time.Time    `json:"started_at"`
 	// Repeats, when the modes ran more than once (Options.Repeat), are
 	// every run's figures; the first is also Modes, and the trace, series
 	// and plots are the first run's.
@@ -71,6 +76,43 @@ type SluiceSummary struct {
 	MaxWaitMS      float64 `json:"max_wait_ms"`
 	MaxConcurrency int     `json:"max_concurrency"`
 	TimeoutS       float64 `json:"timeout_s"`
+}
+
+// SpikeSummary is one period in which the upstream ran Factor times slower.
+type SpikeSummary struct {
+	FromS  float64 `json:"from_s"`
+	ToS    float64 `json:"to_s"`
+	Factor float64 `json:"factor"`
+}
+
+// buildVersion names the build from the info the Go toolchain embeds: the
+// module version, and the VCS revision when built in a checkout.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		v += " " + rev[:min(12, len(rev))]
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v
 }
 
 // ClientSummary is the client's settings.
@@ -130,7 +172,10 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 		Sluice: SluiceSummary{MaxSize: cfg.MaxSize, MaxWaitMS: float64(cfg.MaxWait) / 1e6,
 			MaxConcurrency: cfg.MaxConcurrency, TimeoutS: cfg.Timeout.Seconds()},
 		Client:  ClientSummary{TimeoutS: sc.ClientTimeout().Seconds(), MaxRetries: sc.MaxRetries()},
-		results: results}
+		Version: buildVersion(), results: results}
+	for _, sp := range sc.Sim.Spikes {
+		r.Spikes = append(r.Spikes, SpikeSummary{FromS: sp.From.D().Seconds(), ToS: sp.To.D().Seconds(), Factor: sp.Factor})
+	}
 	for _, res := range results {
 		r.Arrivals = len(res.Records)
 		r.Modes = append(r.Modes, modeReport(res))
