@@ -192,6 +192,9 @@ func ratio(w, p float64) string {
 // deltaMS is a signed difference, in ms below a second and in s above.
 func deltaMS(d float64) string {
 	sign := "+"
+	if math.Abs(d) < 0.5 {
+		return "±0 ms" // not "-0 ms" for a difference that rounds away
+	}
 	if d < 0 {
 		sign, d = "-", -d
 	}

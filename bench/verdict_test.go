@@ -183,3 +183,11 @@ func TestSpreadCell(t *testing.T) {
 		t.Errorf("spreadCell of agreeing runs = %q; want %q", got, want)
 	}
 }
+
+func TestDeltaMS(t *testing.T) {
+	for d, want := range map[float64]string{-0.4: "±0 ms", 0.2: "±0 ms", 13: "+13 ms", -999: "-999 ms", 2712: "+2.7 s", -5000: "-5.0 s"} {
+		if got := deltaMS(d); got != want {
+			t.Errorf("deltaMS(%g) = %q; want %q", d, got, want)
+		}
+	}
+}
