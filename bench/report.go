@@ -35,8 +35,59 @@ type Report struct {
 	// every run's figures; the first is also Modes, and the trace, series
 	// and plots are the first run's.
 	Repeats []RunReport `json:"repeats,omitempty"`
+	// Summary, after repeats, is each mode's main figures over the runs,
+	// by mode then figure: what the table prints, for a script to read.
+	Summary map[string]map[string]Spread `json:"summary,omitempty"`
 
 	results []*ModeResult
+}
+
+// Spread is a figure's median, min and max over repeated runs.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// summaryFigures are the figures Summary spreads, under report.json's
+// names for them.
+var summaryFigures = []struct {
+	name string
+	get  func(m *ModeReport) float64
+}{
+	{"succeeded", func(m *ModeReport) float64 { return float64(m.Succeeded) }},
+	{"failed", func(m *ModeReport) float64 { return float64(m.Failed) }},
+	{"lost", func(m *ModeReport) float64 { return float64(m.Lost) }},
+	{"goodput_rps", func(m *ModeReport) float64 { return m.GoodputRPS }},
+	{"span_s", func(m *ModeReport) float64 { return m.SpanS }},
+	{"latency_p50_ms", func(m *ModeReport) float64 { return m.LatencyMS.P50 }},
+	{"latency_p90_ms", func(m *ModeReport) float64 { return m.LatencyMS.P90 }},
+	{"latency_p99_ms", func(m *ModeReport) float64 { return m.LatencyMS.P99 }},
+	{"ttft_p50_ms", func(m *ModeReport) float64 { return m.TTFTMS.P50 }},
+	{"ttft_p99_ms", func(m *ModeReport) float64 { return m.TTFTMS.P99 }},
+	{"peak_upstream_inflight", func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }},
+	{"mean_upstream_inflight", func(m *ModeReport) float64 { return m.MeanUpstreamInflight }},
+	{"peak_queued", func(m *ModeReport) float64 { return float64(m.PeakQueued) }},
+	{"upstream_calls", func(m *ModeReport) float64 { return float64(m.UpstreamCalls) }},
+	{"retries", func(m *ModeReport) float64 { return float64(m.Retries) }},
+	{"cost_usd", func(m *ModeReport) float64 { return m.CostUSD }},
+}
+
+// summarize fills Summary from Repeats.
+func (r *Report) summarize() {
+	if len(r.Repeats) < 2 {
+		return
+	}
+	r.Summary = map[string]map[string]Spread{}
+	for _, m := range r.Modes {
+		runs := r.runsOf(m.Mode)
+		figs := map[string]Spread{}
+		for _, f := range summaryFigures {
+			med, lo, hi := spreadOf(runs, f.get)
+			figs[f.name] = Spread{Median: med, Min: lo, Max: hi}
+		}
+		r.Summary[m.Mode] = figs
+	}
 }
 
 // RunReport is one repeat's figures.

@@ -151,6 +151,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			rep.Repeats = append(rep.Repeats, RunReport{Seed: run.Seed, Arrivals: this.Arrivals, Modes: this.Modes})
 		}
 	}
+	rep.summarize()
 	return rep, nil
 }
 

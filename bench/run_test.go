@@ -264,6 +264,20 @@ func TestRunRepeat(t *testing.T) {
 	if rep.Repeats[0].Modes[0].Sent != rep.Modes[0].Sent {
 		t.Errorf("the first repeat is not the report's own run")
 	}
+	for _, mode := range []string{ModePlain, ModeWindowed} {
+		g, ok := rep.Summary[mode]["goodput_rps"]
+		var vs []float64
+		for _, rr := range rep.Repeats {
+			for _, m := range rr.Modes {
+				if m.Mode == mode {
+					vs = append(vs, m.GoodputRPS)
+				}
+			}
+		}
+		if med, lo, hi := spread(vs); !ok || g != (Spread{Median: med, Min: lo, Max: hi}) {
+			t.Errorf("%s: summary goodput %+v; want the spread of %v", mode, g, vs)
+		}
+	}
 	var b strings.Builder
 	rep.WriteTable(&b)
 	out := b.String()
