@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,16 +19,106 @@ import (
 
 // Report is what a run measured, written as report.json.
 type Report struct {
-	Scenario  string        `json:"scenario"`
-	Desc      string        `json:"description"`
-	Seed      int64         `json:"seed"`
-	Sluice    SluiceSummary `json:"sluice"`
-	Client    ClientSummary `json:"client"`
-	Arrivals  int           `json:"arrivals"`
-	Modes     []ModeReport  `json:"modes"`
-	StartedAt time.Time     `json:"started_at"`
+	Scenario string        `json:"scenario"`
+	Desc     string        `json:"description"`
+	Seed     int64         `json:"seed"`
+	Sluice   SluiceSummary `json:"sluice"`
+	Client   ClientSummary `json:"client"`
+	Arrivals int           `json:"arrivals"`
+	// Spikes are the upstream's slow periods, shaded on the time charts.
+	Spikes []SpikeSummary `json:"spikes,omitempty"`
+	// Version is the sluice build that ran, from its build info.
+	Version   string       `json:"sluice_version"`
+	Modes     []ModeReport `json:"modes"`
+	StartedAt time.Time    `json:"started_at"`
+	// Repeats, when the modes ran more than once (Options.Repeat), are
+	// every run's figures; the first is also Modes, and the trace, series
+	// and plots are the first run's.
+	Repeats []RunReport `json:"repeats,omitempty"`
+	// Summary, after repeats, is each mode's main figures over the runs,
+	// by mode then figure: what the table prints, for a script to read.
+	Summary map[string]map[string]Spread `json:"summary,omitempty"`
 
 	results []*ModeResult
+}
+
+// Spread is a figure's median, min and max over repeated runs.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// summaryFigures are the figures Summary spreads, under report.json's
+// names for them.
+var summaryFigures = []struct {
+	name string
+	get  func(m *ModeReport) float64
+}{
+	{"succeeded", func(m *ModeReport) float64 { return float64(m.Succeeded) }},
+	{"failed", func(m *ModeReport) float64 { return float64(m.Failed) }},
+	{"lost", func(m *ModeReport) float64 { return float64(m.Lost) }},
+	{"goodput_rps", func(m *ModeReport) float64 { return m.GoodputRPS }},
+	{"span_s", func(m *ModeReport) float64 { return m.SpanS }},
+	{"latency_p50_ms", func(m *ModeReport) float64 { return m.LatencyMS.P50 }},
+	{"latency_p90_ms", func(m *ModeReport) float64 { return m.LatencyMS.P90 }},
+	{"latency_p99_ms", func(m *ModeReport) float64 { return m.LatencyMS.P99 }},
+	{"ttft_p50_ms", func(m *ModeReport) float64 { return m.TTFTMS.P50 }},
+	{"ttft_p99_ms", func(m *ModeReport) float64 { return m.TTFTMS.P99 }},
+	{"peak_upstream_inflight", func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }},
+	{"mean_upstream_inflight", func(m *ModeReport) float64 { return m.MeanUpstreamInflight }},
+	{"peak_queued", func(m *ModeReport) float64 { return float64(m.PeakQueued) }},
+	{"upstream_calls", func(m *ModeReport) float64 { return float64(m.UpstreamCalls) }},
+	{"retries", func(m *ModeReport) float64 { return float64(m.Retries) }},
+	{"cost_usd", func(m *ModeReport) float64 { return m.CostUSD }},
+}
+
+// summarize fills Summary from Repeats.
+func (r *Report) summarize() {
+	if len(r.Repeats) < 2 {
+		return
+	}
+	r.Summary = map[string]map[string]Spread{}
+	for _, m := range r.Modes {
+		runs := r.runsOf(m.Mode)
+		figs := map[string]Spread{}
+		for _, f := range summaryFigures {
+			med, lo, hi := spreadOf(runs, f.get)
+			figs[f.name] = Spread{Median: med, Min: lo, Max: hi}
+		}
+		r.Summary[m.Mode] = figs
+	}
+}
+
+// RunReport is one repeat's figures.
+type RunReport struct {
+	Seed     int64        `json:"seed"`
+	Arrivals int          `json:"arrivals"`
+	Modes    []ModeReport `json:"modes"`
+}
+
+// runs are the figures of every run, one Report each (just the first
+// when the modes ran once).
+func (r *Report) runs() []*Report {
+	if len(r.Repeats) == 0 {
+		return []*Report{r}
+	}
+	out := make([]*Report, len(r.Repeats))
+	for i, rr := range r.Repeats {
+		out[i] = &Report{Scenario: r.Scenario, Seed: rr.Seed, Arrivals: rr.Arrivals, Modes: rr.Modes}
+	}
+	return out
+}
+
+// runsOf is the named mode's figures in every run.
+func (r *Report) runsOf(mode string) []ModeReport {
+	var out []ModeReport
+	for _, run := range r.runs() {
+		if m := run.Mode(mode); m != nil {
+			out = append(out, *m)
+		}
+	}
+	return out
 }
 
 // SluiceSummary is the windowed mode's settings.
@@ -35,6 +127,43 @@ type SluiceSummary struct {
 	MaxWaitMS      float64 `json:"max_wait_ms"`
 	MaxConcurrency int     `json:"max_concurrency"`
 	TimeoutS       float64 `json:"timeout_s"`
+}
+
+// SpikeSummary is one period in which the upstream ran Factor times slower.
+type SpikeSummary struct {
+	FromS  float64 `json:"from_s"`
+	ToS    float64 `json:"to_s"`
+	Factor float64 `json:"factor"`
+}
+
+// buildVersion names the build from the info the Go toolchain embeds: the
+// module version, and the VCS revision when built in a checkout.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		v += " " + rev[:min(12, len(rev))]
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v
 }
 
 // ClientSummary is the client's settings.
@@ -94,7 +223,10 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 		Sluice: SluiceSummary{MaxSize: cfg.MaxSize, MaxWaitMS: float64(cfg.MaxWait) / 1e6,
 			MaxConcurrency: cfg.MaxConcurrency, TimeoutS: cfg.Timeout.Seconds()},
 		Client:  ClientSummary{TimeoutS: sc.ClientTimeout().Seconds(), MaxRetries: sc.MaxRetries()},
-		results: results}
+		Version: buildVersion(), results: results}
+	for _, sp := range sc.Sim.Spikes {
+		r.Spikes = append(r.Spikes, SpikeSummary{FromS: sp.From.D().Seconds(), ToS: sp.To.D().Seconds(), Factor: sp.Factor})
+	}
 	for _, res := range results {
 		r.Arrivals = len(res.Records)
 		r.Modes = append(r.Modes, modeReport(res))
@@ -254,61 +386,236 @@ func (r *Report) writeSeries(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// WriteTable prints the modes side by side.
+// A tableRow is one line of the terminal table: a figure read from each
+// mode (vals, several numbers for a cell such as "in/out") and how to show
+// it. A row is there because it says something the others do not; when it
+// could only repeat another row for this run, hide says so and it is left
+// out (the figure stays in report.json).
+type tableRow struct {
+	name string
+	vals func(m *ModeReport) []float64
+	show func(v []float64) string
+	// only, if set, names the modes the figure exists for; the others get
+	// "-" rather than a zero that reads like a measurement.
+	only func(m *ModeReport) bool
+	hide func(r *Report) bool
+}
+
+func one(f func(m *ModeReport) float64) func(m *ModeReport) []float64 {
+	return func(m *ModeReport) []float64 { return []float64{f(m)} }
+}
+
+func showInt(v []float64) string { return fmt.Sprintf("%.0f", v[0]) }
+func showMS(v []float64) string  { return fmt.Sprintf("%.0f ms", v[0]) }
+
+func throughSluice(m *ModeReport) bool { return m.Mode != ModeDirect }
+func windowed(m *ModeReport) bool      { return m.Mode == ModeWindowed }
+
+// tableRows are the table's rows, in order. What each means:
+//
+//   - sent, succeeded, failed, lost: requests the client sent, and how
+//     each ended (lost: no reply at all, e.g. the run was interrupted).
+//   - goodput: successes per second over the span, first arrival to last
+//     end; span says how long the mode took to serve the workload.
+//   - latency p50/p90/p99: arrival to end of the successful requests,
+//     client retries included. The max is shown only when it differs from
+//     the p99 (with fewer than 100 successes the nearest-rank p99 is the
+//     max); the p99 of every request however it ended only when some did
+//     not succeed (otherwise it is the same set).
+//   - stream TTFT p50/p99: arrival to the first content_block_delta of
+//     successful streams; shown when the workload streams.
+//   - peak upstream in-flight: the simulator's own exact peak of requests
+//     in generation, the figure the cap exists to bound. Its 10 ms sampled
+//     peak is only in report.json: it can only equal or undercut this one.
+//   - peak gate slots held: sluice's gate, windowed only; shown when it
+//     differs from the upstream peak (an upstream shared with other
+//     clients, or a call holding its slot after the upstream finished).
+//   - mean upstream in-flight: how busy the upstream was on average.
+//   - peak queued in sluice: windowed requests waiting for a window or a
+//     slot (always 0 on the plain path, which does not queue).
+//   - upstream calls, client retries, upstream 429 / 529: what reached the
+//     upstream, how often the client tried again, and the upstream's
+//     refusals.
+//   - tokens, cache write/read, cost: the simulator's counts and their
+//     price at list rates; cache rows only when a mode used the cache.
+//   - errors: failures by type.
+var tableRows = []tableRow{
+	{name: "sent", vals: one(func(m *ModeReport) float64 { return float64(m.Sent) }), show: showInt},
+	{name: "succeeded", vals: one(func(m *ModeReport) float64 { return float64(m.Succeeded) }), show: showInt},
+	{name: "failed", vals: one(func(m *ModeReport) float64 { return float64(m.Failed) }), show: showInt},
+	{name: "lost", vals: one(func(m *ModeReport) float64 { return float64(m.Lost) }), show: showInt},
+	{name: "goodput", vals: one(func(m *ModeReport) float64 { return m.GoodputRPS }),
+		show: func(v []float64) string { return fmt.Sprintf("%.2f /s", v[0]) }},
+	{name: "span", vals: one(func(m *ModeReport) float64 { return m.SpanS }),
+		show: func(v []float64) string { return fmt.Sprintf("%.1f s", v[0]) }},
+	{name: "latency p50", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P50 }), show: showMS},
+	{name: "latency p90", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P90 }), show: showMS},
+	{name: "latency p99", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.P99 }), show: showMS},
+	{name: "latency max", vals: one(func(m *ModeReport) float64 { return m.LatencyMS.Max }), show: showMS,
+		hide: func(r *Report) bool {
+			return r.allModes(func(m *ModeReport) bool { return m.LatencyMS.Max == m.LatencyMS.P99 })
+		}},
+	{name: "all-requests p99", vals: one(func(m *ModeReport) float64 { return m.LatencyAllMS.P99 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.Failed+m.Lost == 0 }) }},
+	{name: "stream TTFT p50", vals: one(func(m *ModeReport) float64 { return m.TTFTMS.P50 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.TTFTMS.N == 0 }) }},
+	{name: "stream TTFT p99", vals: one(func(m *ModeReport) float64 { return m.TTFTMS.P99 }), show: showMS,
+		hide: func(r *Report) bool { return r.allModes(func(m *ModeReport) bool { return m.TTFTMS.N == 0 }) }},
+	{name: "streams writing cache", vals: one(func(m *ModeReport) float64 { return float64(m.TTFTWriteMS.N) }), show: showInt,
+		hide: noCache},
+	{name: "  their TTFT p50 / p99", vals: func(m *ModeReport) []float64 { return []float64{m.TTFTWriteMS.P50, m.TTFTWriteMS.P99} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f ms", v[0], v[1]) }, hide: noCache},
+	{name: "streams reading cache", vals: one(func(m *ModeReport) float64 { return float64(m.TTFTReadMS.N) }), show: showInt,
+		hide: noCache},
+	{name: "  their TTFT p50 / p99", vals: func(m *ModeReport) []float64 { return []float64{m.TTFTReadMS.P50, m.TTFTReadMS.P99} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f ms", v[0], v[1]) }, hide: noCache},
+	{name: "peak upstream in-flight", vals: one(func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }), show: showInt},
+	{name: "peak gate slots held", vals: one(func(m *ModeReport) float64 { return float64(m.PeakGateInflight) }), show: showInt,
+		only: windowed, hide: func(r *Report) bool {
+			return r.allModes(func(m *ModeReport) bool { return !windowed(m) || m.PeakGateInflight == m.PeakUpstreamInflight })
+		}},
+	{name: "mean upstream in-flight", vals: one(func(m *ModeReport) float64 { return m.MeanUpstreamInflight }),
+		show: func(v []float64) string { return fmt.Sprintf("%.1f", v[0]) }},
+	{name: "peak queued in sluice", vals: one(func(m *ModeReport) float64 { return float64(m.PeakQueued) }), show: showInt,
+		only: throughSluice},
+	{name: "upstream calls", vals: one(func(m *ModeReport) float64 { return float64(m.UpstreamCalls) }), show: showInt},
+	{name: "client retries", vals: one(func(m *ModeReport) float64 { return float64(m.Retries) }), show: showInt},
+	{name: "upstream 429 / 529", vals: func(m *ModeReport) []float64 { return []float64{float64(m.Upstream429), float64(m.Upstream529)} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }},
+	{name: "tokens in / out", vals: func(m *ModeReport) []float64 { return []float64{float64(m.Tokens.Input), float64(m.Tokens.Output)} },
+		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }},
+	{name: "cache write / read", vals: func(m *ModeReport) []float64 {
+		return []float64{float64(m.Tokens.CacheCreation), float64(m.Tokens.CacheRead)}
+	}, show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }, hide: noCache},
+	// One row: the input part is what the cache-aware releaser changes, and
+	// a second row of dollars read as a second total.
+	{name: "cost (input part)", vals: func(m *ModeReport) []float64 { return []float64{m.CostUSD, m.InputCostUSD} },
+		show: func(v []float64) string { return fmt.Sprintf("$%.4f ($%.4f)", v[0], v[1]) }},
+}
+
+func noCache(r *Report) bool { return !r.anyCache() }
+
+// allModes reports whether f holds for every mode.
+func (r *Report) allModes(f func(m *ModeReport) bool) bool {
+	for i := range r.Modes {
+		if !f(&r.Modes[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteTable prints the modes side by side, then the verdict line. After
+// repeated runs each cell is the median of the runs and, when they
+// differ, their range: [min .. max].
 func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "scenario %s: %d arrivals; windowed: window %d or %gms, %d slots, deadline %gs; client timeout %gs, %d retries\n",
 		r.Scenario, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
 		r.Client.TimeoutS, r.Client.MaxRetries)
+	runs := r.runs()
+	if len(runs) > 1 {
+		fmt.Fprintf(w, "%d runs, seeds %d to %d: each figure is the median [min .. max] of the runs\n",
+			len(runs), runs[0].Seed, runs[len(runs)-1].Seed)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, f func(m *ModeReport) string) {
-		fmt.Fprint(tw, name+"\t")
+	fmt.Fprint(tw, "\t")
+	for _, m := range r.Modes {
+		fmt.Fprint(tw, m.Mode+"\t")
+	}
+	fmt.Fprintln(tw)
+	for _, row := range tableRows {
+		// Hidden only if it would repeat another row in every run.
+		if row.hide != nil && allRuns(runs, row.hide) {
+			continue
+		}
+		fmt.Fprint(tw, row.name+"\t")
 		for i := range r.Modes {
-			fmt.Fprint(tw, f(&r.Modes[i])+"\t")
+			cell := "-"
+			if row.only == nil || row.only(&r.Modes[i]) {
+				cell = spreadCell(row, r.runsOf(r.Modes[i].Mode))
+			}
+			fmt.Fprint(tw, cell+"\t")
 		}
 		fmt.Fprintln(tw)
 	}
-	ms := func(v float64) string { return fmt.Sprintf("%.0f ms", v) }
-	row("", func(m *ModeReport) string { return m.Mode })
-	row("sent", func(m *ModeReport) string { return fmt.Sprint(m.Sent) })
-	row("succeeded", func(m *ModeReport) string { return fmt.Sprint(m.Succeeded) })
-	row("failed", func(m *ModeReport) string { return fmt.Sprint(m.Failed) })
-	row("lost", func(m *ModeReport) string { return fmt.Sprint(m.Lost) })
-	row("goodput", func(m *ModeReport) string { return fmt.Sprintf("%.2f /s", m.GoodputRPS) })
-	row("span", func(m *ModeReport) string { return fmt.Sprintf("%.1f s", m.SpanS) })
-	row("latency p50", func(m *ModeReport) string { return ms(m.LatencyMS.P50) })
-	row("latency p90", func(m *ModeReport) string { return ms(m.LatencyMS.P90) })
-	row("latency p99", func(m *ModeReport) string { return ms(m.LatencyMS.P99) })
-	row("latency max", func(m *ModeReport) string { return ms(m.LatencyMS.Max) })
-	row("all-requests p99", func(m *ModeReport) string { return ms(m.LatencyAllMS.P99) })
-	row("stream TTFT p50", func(m *ModeReport) string { return ms(m.TTFTMS.P50) })
-	row("stream TTFT p99", func(m *ModeReport) string { return ms(m.TTFTMS.P99) })
-	if r.anyCache() {
-		count := func(p Percentiles) string { return fmt.Sprint(p.N) }
-		row("streams writing cache", func(m *ModeReport) string { return count(m.TTFTWriteMS) })
-		row("  their TTFT p50 / p99", func(m *ModeReport) string {
-			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTWriteMS.P50, m.TTFTWriteMS.P99)
-		})
-		row("streams reading cache", func(m *ModeReport) string { return count(m.TTFTReadMS) })
-		row("  their TTFT p50 / p99", func(m *ModeReport) string {
-			return fmt.Sprintf("%.0f / %.0f ms", m.TTFTReadMS.P50, m.TTFTReadMS.P99)
-		})
+	fmt.Fprint(tw, "errors\t")
+	for _, m := range r.Modes {
+		all := map[string]int{}
+		for _, run := range r.runsOf(m.Mode) {
+			for k, v := range run.Errors {
+				all[k] += v
+			}
+		}
+		fmt.Fprint(tw, errorList(all)+"\t")
 	}
-	row("peak upstream in-flight", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamInflight) })
-	row("peak upstream in-flight (10ms samples)", func(m *ModeReport) string { return fmt.Sprint(m.PeakUpstreamSampled) })
-	row("peak gate slots held", func(m *ModeReport) string { return fmt.Sprint(m.PeakGateInflight) })
-	row("mean upstream in-flight", func(m *ModeReport) string { return fmt.Sprintf("%.1f", m.MeanUpstreamInflight) })
-	row("peak queued in sluice", func(m *ModeReport) string { return fmt.Sprint(m.PeakQueued) })
-	row("upstream calls", func(m *ModeReport) string { return fmt.Sprint(m.UpstreamCalls) })
-	row("upstream 429 / 529", func(m *ModeReport) string { return fmt.Sprintf("%d / %d", m.Upstream429, m.Upstream529) })
-	row("client retries", func(m *ModeReport) string { return fmt.Sprint(m.Retries) })
-	row("tokens in/out", func(m *ModeReport) string { return fmt.Sprintf("%d/%d", m.Tokens.Input, m.Tokens.Output) })
-	row("cache write/read", func(m *ModeReport) string {
-		return fmt.Sprintf("%d/%d", m.Tokens.CacheCreation, m.Tokens.CacheRead)
-	})
-	row("cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.CostUSD) })
-	row("input cost", func(m *ModeReport) string { return fmt.Sprintf("$%.4f", m.InputCostUSD) })
-	row("errors", func(m *ModeReport) string { return errorList(m.Errors) })
+	fmt.Fprintln(tw)
 	tw.Flush()
+	if len(runs) > 1 {
+		fmt.Fprintln(w, "errors are summed over the runs")
+	}
+	if v := r.Verdict(); v != "" {
+		fmt.Fprintln(w, v)
+	}
+}
+
+func allRuns(runs []*Report, f func(r *Report) bool) bool {
+	for _, run := range runs {
+		if !f(run) {
+			return false
+		}
+	}
+	return true
+}
+
+// spreadCell shows a row's figure over the runs of one mode: the value
+// itself after one run, else the median and, unless every run agreed, the
+// range.
+func spreadCell(row tableRow, runs []ModeReport) string {
+	if len(runs) == 0 {
+		return "-"
+	}
+	var per [][]float64 // per[j]: the j-th value of the cell in every run
+	for i := range runs {
+		for j, v := range row.vals(&runs[i]) {
+			if j == len(per) {
+				per = append(per, nil)
+			}
+			per[j] = append(per[j], v)
+		}
+	}
+	med, lo, hi := make([]float64, len(per)), make([]float64, len(per)), make([]float64, len(per))
+	same := true
+	for j, vs := range per {
+		med[j], lo[j], hi[j] = spread(vs)
+		same = same && lo[j] == hi[j]
+	}
+	if same {
+		return row.show(med)
+	}
+	m, l, h := row.show(med), row.show(lo), row.show(hi)
+	// The unit once, after the median: "2329 ms [2309 .. 2331]".
+	if i := strings.LastIndexAny(m, "0123456789"); i >= 0 && strings.HasPrefix(m[i+1:], " ") {
+		unit := m[i+1:]
+		if strings.HasSuffix(l, unit) && strings.HasSuffix(h, unit) {
+			l, h = strings.TrimSuffix(l, unit), strings.TrimSuffix(h, unit)
+		}
+	}
+	return fmt.Sprintf("%s [%s .. %s]", m, l, h)
+}
+
+// spread is the median, min and max of vs (which it sorts); the median of
+// an even count is the mean of the middle two.
+func spread(vs []float64) (med, lo, hi float64) {
+	if len(vs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	med = vs[n/2]
+	if n%2 == 0 {
+		med = (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return med, vs[0], vs[n-1]
 }
 
 // anyCache reports whether any mode wrote or read the prompt cache.

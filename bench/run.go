@@ -39,8 +39,15 @@ type Options struct {
 	// is reset (POST /sim/reset) before each mode; its spike schedule runs
 	// from its own start, and per-request upstream times are not known.
 	Upstream string
-	// Progress, if set, gets a \r-updated progress line while it runs.
+	// Progress, if set, gets the run's progress: a line updated in place
+	// when it is a terminal, else a plain line every ProgressEvery.
 	Progress io.Writer
+	// ProgressEvery is the plain lines' period. Zero means 5s.
+	// Repeat runs every mode this many times, the i-th time (from 0) with
+	// the scenario's seed + i, so that a difference between modes can be
+	// told from the run-to-run noise. Zero or one means once.
+	Repeat        int
+	ProgressEvery time.Duration
 	// SampleEvery is how often upstream in-flight and queue depth are
 	// sampled. Zero means 10ms.
 	SampleEvery time.Duration
@@ -113,19 +120,39 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain or windowed)", m)
 		}
 	}
-	arrivals, err := sc.Arrivals()
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
-	}
-	var results []*ModeResult
-	for _, m := range modes {
-		r, err := runMode(ctx, sc, m, arrivals, opt)
+	n := max(opt.Repeat, 1)
+	var rep *Report
+	for i := range n {
+		// A copy per seed: the seed drives the arrivals, the simulator's
+		// jitter and the client's retry jitter alike.
+		run := *sc
+		run.Seed = sc.Seed + int64(i)
+		arrivals, err := run.Arrivals()
 		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", m, err)
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 		}
-		results = append(results, r)
+		var results []*ModeResult
+		for _, m := range modes {
+			label := m
+			if n > 1 {
+				label = fmt.Sprintf("%s %d/%d", m, i+1, n)
+			}
+			r, err := runMode(ctx, &run, m, label, arrivals, opt)
+			if err != nil {
+				return nil, fmt.Errorf("mode %s: %w", label, err)
+			}
+			results = append(results, r)
+		}
+		this := newReport(&run, results)
+		if rep == nil {
+			rep = this
+		}
+		if n > 1 {
+			rep.Repeats = append(rep.Repeats, RunReport{Seed: run.Seed, Arrivals: this.Arrivals, Modes: this.Modes})
+		}
 	}
-	return newReport(sc, results), nil
+	rep.summarize()
+	return rep, nil
 }
 
 // upstreamLog records each upstream call the in-process simulator serves.
@@ -163,7 +190,7 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 // upstreamStats reads the simulator's counters, in-process or over HTTP.
 type upstreamStats func() (sim.Stats, error)
 
-func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival, opt Options) (*ModeResult, error) {
+func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []Arrival, opt Options) (*ModeResult, error) {
 	res := &ModeResult{Mode: mode}
 	var (
 		upURL string
@@ -248,12 +275,12 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 		}
 		return s
 	}
+	prog := newProgress(opt.Progress, opt.ProgressEvery, start)
 	stopSampling := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
-		var last time.Time
 		for {
 			select {
 			case <-stopSampling:
@@ -263,11 +290,8 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 			}
 			s := sample()
 			res.Samples = append(res.Samples, s)
-			if opt.Progress != nil && time.Since(last) >= 200*time.Millisecond {
-				last = time.Now()
-				fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d   ",
-					mode, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued)
-			}
+			prog.update(time.Now(), fmt.Sprintf("%-8s %5.1fs  sent %d/%d  done %d  ok %d  upstream in-flight %d  queued %d",
+				label, s.T.Seconds(), sent.Load(), len(arrivals), done.Load(), okCount.Load(), s.UpstreamInflight, s.Queued))
 		}
 	})
 
@@ -308,9 +332,7 @@ func runMode(ctx context.Context, sc *Scenario, mode string, arrivals []Arrival,
 	reqs.Wait()
 	close(stopSampling)
 	bg.Wait()
-	if opt.Progress != nil {
-		fmt.Fprintf(opt.Progress, "\r%-8s %5.1fs  sent %d  ok %d%s\n", mode, time.Since(start).Seconds(), sent.Load(), okCount.Load(), strings.Repeat(" ", 40))
-	}
+	prog.done(fmt.Sprintf("%-8s %5.1fs  sent %d  ok %d  done", label, time.Since(start).Seconds(), sent.Load(), okCount.Load()))
 	st, err := settledStats(stats)
 	if err != nil {
 		return nil, err

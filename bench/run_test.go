@@ -241,3 +241,50 @@ func TestSessionsRun(t *testing.T) {
 		}
 	}
 }
+
+// With Repeat, every mode runs once per seed, each run's figures are in
+// the report, and the table gives medians and ranges.
+func TestRunRepeat(t *testing.T) {
+	sc := mustParse(t, `{"name":"rep","seed":7,
+		"sim":{"ttft":"20ms","per_token":"1ms","jitter":0.3,"capacity":4},
+		"sluice":{"max_concurrency":2,"max_wait":"5ms","max_size":4},
+		"workload":{"kind":"poisson","rate":200,"duration":"60ms","prompt_tokens":[10,50],"output_tokens":[4,12]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Repeat: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Repeats) != 3 {
+		t.Fatalf("%d repeats; want 3", len(rep.Repeats))
+	}
+	for i, rr := range rep.Repeats {
+		if rr.Seed != 7+int64(i) || len(rr.Modes) != 2 {
+			t.Errorf("repeat %d: seed %d, %d modes; want seed %d, 2 modes", i, rr.Seed, len(rr.Modes), 7+i)
+		}
+	}
+	if rep.Repeats[0].Modes[0].Sent != rep.Modes[0].Sent {
+		t.Errorf("the first repeat is not the report's own run")
+	}
+	for _, mode := range []string{ModePlain, ModeWindowed} {
+		g, ok := rep.Summary[mode]["goodput_rps"]
+		var vs []float64
+		for _, rr := range rep.Repeats {
+			for _, m := range rr.Modes {
+				if m.Mode == mode {
+					vs = append(vs, m.GoodputRPS)
+				}
+			}
+		}
+		if med, lo, hi := spread(vs); !ok || g != (Spread{Median: med, Min: lo, Max: hi}) {
+			t.Errorf("%s: summary goodput %+v; want the spread of %v", mode, g, vs)
+		}
+	}
+	var b strings.Builder
+	rep.WriteTable(&b)
+	out := b.String()
+	if !strings.Contains(out, "3 runs, seeds 7 to 9") || !strings.Contains(out, "medians of 3 runs") {
+		t.Errorf("table does not say it shows medians of 3 runs:\n%s", out)
+	}
+	if !strings.Contains(out, " .. ") {
+		t.Errorf("no range in the table of 3 seeds' runs:\n%s", out)
+	}
+}

@@ -19,9 +19,10 @@ func runBench(args []string) error {
 	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed")
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
 	fs.Usage = func() {
 		o := fs.Output()
-		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL]\n\n"+
+		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. Flags:\n")
 		fs.PrintDefaults()
@@ -32,11 +33,21 @@ func runBench(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
 	}
+	if *out != "" {
+		// Before the run, not after it: a long run should not end in a
+		// refusal to write its results.
+		if err := bench.CheckOutDir(*out); err != nil {
+			return err
+		}
+	}
 	sc, err := bench.LoadScenario(*scenario)
 	if err != nil {
 		return err
 	}
-	opt := bench.Options{Scenario: sc, Upstream: *up}
+	if *repeat < 1 {
+		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
+	}
+	opt := bench.Options{Scenario: sc, Upstream: *up, Repeat: *repeat}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			opt.Modes = append(opt.Modes, m)
@@ -56,7 +67,7 @@ func runBench(args []string) error {
 		if err := rep.WriteFiles(*out); err != nil {
 			return fmt.Errorf("bench: write %s: %w", *out, err)
 		}
-		fmt.Printf("\nwrote %s/{report.json,trace.jsonl,series.json,inflight,latency_cdf,queue}.{png,svg}\n", *out)
+		fmt.Printf("\nwrote %s/ %s\n", *out, strings.Join(bench.OutputFiles(), " "))
 	}
 	return nil
 }

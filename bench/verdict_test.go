@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fig builds a mode's figures for the verdict tests.
+func fig(mode string, goodput, p50, p99, ttft50, ttft99 float64, peak, failed int, cost float64) ModeReport {
+	m := ModeReport{Mode: mode, GoodputRPS: goodput, PeakUpstreamInflight: peak, PeakGateInflight: peak,
+		Failed: failed, CostUSD: cost,
+		LatencyMS: Percentiles{N: 64, P50: p50, P99: p99}, TTFTMS: Percentiles{N: 32, P50: ttft50, P99: ttft99}}
+	if mode == ModeWindowed {
+		m.Cap = 8
+	}
+	return m
+}
+
+func TestVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		plain, win  ModeReport
+		want, avoid []string
+	}{{
+		name:  "burst: protects the upstream, pays in latency",
+		plain: fig(ModePlain, 24.85, 2337, 2576, 1235, 1408, 64, 0, 0.2769),
+		win:   fig(ModeWindowed, 11.95, 2808, 5356, 2551, 4886, 8, 0, 0.2769),
+		want: []string{
+			"wins on upstream protection (peak upstream 8 vs 64, cap 8 held)",
+			"loses on throughput (goodput 0.48x), latency (p50 +471 ms, p99 +2.8 s), TTFT (p50 +1.3 s, p99 +3.5 s)",
+			"ties on reliability (failures 0 vs 0), cost (1.00x)",
+			"within 5% or 20 ms",
+		},
+	}, {
+		name:  "overload: fewer failures and better p99",
+		plain: fig(ModePlain, 10, 900, 9000, 400, 5000, 120, 30, 1.0),
+		win:   fig(ModeWindowed, 12, 1500, 4000, 600, 2000, 8, 2, 0.9),
+		want: []string{
+			"wins on upstream protection (peak upstream 8 vs 120, cap 8 held), throughput (goodput 1.20x), reliability (failures 2 vs 30), latency (p99 -5.0 s), TTFT (p99 -3.0 s), cost (0.90x)",
+			"loses on latency (p50 +600 ms), TTFT (p50 +200 ms)",
+		},
+		avoid: []string{"ties on"},
+	}, {
+		name: "light load: everything within the tolerance ties",
+		// 4% slower and 15 ms on a small figure: both within a tie.
+		plain: fig(ModePlain, 5, 100, 1000, 10, 500, 4, 0, 0.10),
+		win:   fig(ModeWindowed, 4.9, 115, 1040, 25, 510, 4, 0, 0.102),
+		want: []string{
+			"ties on upstream protection (peak upstream 4 vs 4, cap 8 held), throughput (goodput 0.98x), reliability (failures 0 vs 0), latency (p50 +15 ms, p99 +40 ms), TTFT (p50 +15 ms, p99 +10 ms), cost (1.02x)",
+		},
+		avoid: []string{"wins on", "loses on"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := verdict([]ModeReport{tc.plain}, []ModeReport{tc.win})
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("verdict\n  %s\nlacks\n  %s", got, w)
+				}
+			}
+			for _, a := range tc.avoid {
+				if strings.Contains(got, a) {
+					t.Errorf("verdict\n  %s\nhas %q", got, a)
+				}
+			}
+			if strings.Contains(got, "\n") {
+				t.Errorf("verdict is more than one line: %q", got)
+			}
+		})
+	}
+}
+
+func TestVerdictCapExceededAndNoStreams(t *testing.T) {
+	p := fig(ModePlain, 1, 100, 200, 0, 0, 20, 0, 1)
+	w := fig(ModeWindowed, 1, 100, 200, 0, 0, 9, 0, 1)
+	w.PeakGateInflight = 9
+	p.TTFTMS, w.TTFTMS = Percentiles{}, Percentiles{}
+	got := verdict([]ModeReport{p}, []ModeReport{w})
+	if !strings.Contains(got, "cap 8 exceeded") {
+		t.Errorf("verdict %q does not say the cap was exceeded", got)
+	}
+	if strings.Contains(got, "TTFT") {
+		t.Errorf("verdict %q compares TTFT of a run without streams", got)
+	}
+}
+
+func TestVerdictNeedsBothModes(t *testing.T) {
+	r := &Report{Modes: []ModeReport{{Mode: ModeDirect}, {Mode: ModePlain}}}
+	if v := r.Verdict(); v != "" {
+		t.Errorf("verdict without a windowed mode: %q", v)
+	}
+}
+
+// TestTableRowsOnce checks that the table leaves out rows that would only
+// repeat another for this run, keeps them when they differ, and ends with
+// the verdict line.
+func TestTableRowsOnce(t *testing.T) {
+	p := fig(ModePlain, 24.85, 2337, 2576, 1235, 1408, 64, 0, 0.2769)
+	w := fig(ModeWindowed, 11.95, 2808, 5356, 2551, 4886, 8, 0, 0.2769)
+	p.LatencyMS.Max, w.LatencyMS.Max = p.LatencyMS.P99, w.LatencyMS.P99
+	r := &Report{Scenario: "t", Modes: []ModeReport{{Mode: ModeDirect}, p, w}}
+	var b strings.Builder
+	r.WriteTable(&b)
+	out := b.String()
+	for _, gone := range []string{"latency max", "all-requests p99", "10ms samples", "peak gate slots held", "cache write", "input cost"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("table has %q, which only repeats another row here:\n%s", gone, out)
+		}
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		name := strings.TrimSpace(strings.SplitN(strings.TrimSpace(line), "  ", 2)[0])
+		if name != "" && seen[name] {
+			t.Errorf("row %q twice:\n%s", name, out)
+		}
+		seen[name] = true
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "verdict, windowed vs plain") {
+		t.Errorf("last line %q; want the verdict", last)
+	}
+	if !regexp.MustCompile(`peak queued in sluice +- `).MatchString(out) {
+		t.Errorf("direct mode's queue should be -, not 0:\n%s", out)
+	}
+
+	// When they differ, they are shown.
+	r.Modes[2].LatencyMS.Max = 6000
+	r.Modes[2].Failed = 1
+	r.Modes[2].PeakGateInflight = 7
+	b.Reset()
+	r.WriteTable(&b)
+	for _, back := range []string{"latency max", "all-requests p99", "peak gate slots held"} {
+		if !strings.Contains(b.String(), back) {
+			t.Errorf("table lacks %q though it differs:\n%s", back, b.String())
+		}
+	}
+}
+
+// After repeats the verdict compares medians, and overlapping ranges tie
+// however far apart the medians are.
+func TestVerdictRepeats(t *testing.T) {
+	ps := []ModeReport{
+		fig(ModePlain, 10, 1000, 2000, 100, 200, 64, 0, 1),
+		fig(ModePlain, 10, 1100, 2100, 100, 200, 64, 0, 1),
+		fig(ModePlain, 10, 1200, 9000, 100, 200, 64, 0, 1),
+	}
+	ws := []ModeReport{
+		fig(ModeWindowed, 10, 1500, 3000, 100, 200, 8, 0, 1),
+		fig(ModeWindowed, 10, 1600, 3100, 100, 200, 8, 0, 1),
+		fig(ModeWindowed, 10, 1700, 3200, 100, 200, 8, 0, 1),
+	}
+	got := verdict(ps, ws)
+	for _, want := range []string{
+		"or ranges that overlap; medians of 3 runs",
+		"wins on upstream protection (peak upstream 8 vs 64, cap 8 held)",
+		"loses on latency (p50 +500 ms)",
+		// p99: medians 3100 vs 2100, but plain's range (2000..9000) holds windowed's.
+		"latency (p99 +1.0 s)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict\n  %s\nlacks\n  %s", got, want)
+		}
+	}
+	if i, j := strings.Index(got, "ties on"), strings.Index(got, "p99 +1.0 s"); i < 0 || j < i {
+		t.Errorf("p99 should tie on overlapping ranges: %s", got)
+	}
+}
+
+func TestSpreadCell(t *testing.T) {
+	row := tableRows[0] // sent
+	runs := []ModeReport{{Sent: 10}, {Sent: 14}, {Sent: 11}}
+	if got, want := spreadCell(row, runs), "11 [10 .. 14]"; got != want {
+		t.Errorf("spreadCell = %q; want %q", got, want)
+	}
+	ms := tableRows[6] // latency p50
+	if got, want := spreadCell(ms, []ModeReport{{LatencyMS: Percentiles{P50: 2}}, {LatencyMS: Percentiles{P50: 3}}, {LatencyMS: Percentiles{P50: 9}}}), "3 ms [2 .. 9]"; got != want {
+		t.Errorf("spreadCell = %q; want %q", got, want)
+	}
+	if got, want := spreadCell(row, runs[:1]), "10"; got != want {
+		t.Errorf("spreadCell of one run = %q; want %q", got, want)
+	}
+	if got, want := spreadCell(row, []ModeReport{{Sent: 5}, {Sent: 5}}), "5"; got != want {
+		t.Errorf("spreadCell of agreeing runs = %q; want %q", got, want)
+	}
+}
+
+func TestDeltaMS(t *testing.T) {
+	for d, want := range map[float64]string{-0.4: "±0 ms", 0.2: "±0 ms", 13: "+13 ms", -999: "-999 ms", 2712: "+2.7 s", -5000: "-5.0 s"} {
+		if got := deltaMS(d); got != want {
+			t.Errorf("deltaMS(%g) = %q; want %q", d, got, want)
+		}
+	}
+}
