@@ -339,20 +339,8 @@ func TestResultsURLIgnoresTheHostHeader(t *testing.T) {
 // through again once the idle ones are gone.
 func TestPendingConnectionsAreBounded(t *testing.T) {
 	up := startUpstream(t, apiHandler)
-	cfg := testConfig(t, up.URL, false, func(c *config.Config) { c.MaxPendingConns = 3 })
-	p, err := New(cfg, Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- (&Server{Proxy: p, Log: quietLog}).Serve(ctx, ln) }()
-	defer func() { stop(); <-served }()
-	addr := ln.Addr().String()
+	p, px := startProxyWith(t, testConfig(t, up.URL, false, func(c *config.Config) { c.MaxPendingConns = 3 }), Options{})
+	addr := px.Listener.Addr().String()
 
 	var idle []net.Conn
 	for range 3 {
@@ -438,18 +426,8 @@ func TestRelayedPathTimesOutAHangingUpstream(t *testing.T) {
 // Anthropic-shaped with their status.
 func TestGoServerErrorsAreAnthropicShaped(t *testing.T) {
 	up := startUpstream(t, apiHandler)
-	p, err := New(testConfig(t, up.URL, true), Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- (&Server{Proxy: p, Log: quietLog}).Serve(ctx, ln) }()
-	defer func() { stop(); <-served }()
+	_, px := startProxyWith(t, testConfig(t, up.URL, true), Options{})
+	ln := px.Listener
 	for _, tc := range []struct {
 		name, head string
 		status     int
