@@ -63,7 +63,7 @@ func New(st State) *Metrics {
 		Help: "Requests answered, by route (messages, relay, healthz, readyz, root, metrics), status code and mode (windowed, plain)."},
 		[]string{"route", "status", "mode"})
 	m.Flushes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_window_flushes_total",
-		Help: "Windows closed, by reason (size, age, flush)."}, []string{"reason"})
+		Help: "Windows closed, by reason (size, age, flush, idle)."}, []string{"reason"})
 	m.WaveSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_wave_size_requests",
 		Help: "Requests per closed window.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
 	m.SlotWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_slot_wait_seconds",

@@ -15,7 +15,7 @@ import (
 // block (drop what cannot be recorded at once).
 type Observer interface {
 	// WaveFlushed is called once per wave as its window closes; reason is
-	// "size", "age" or "flush".
+	// "size", "age", "flush" or "idle".
 	WaveFlushed(id uint64, size int, reason string)
 	// RequestDone is called once per Messages exchange, as it ends.
 	RequestDone(ex Exchange)

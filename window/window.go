@@ -17,6 +17,7 @@ const (
 	ReasonSize  Reason = iota + 1 // it reached MaxSize items
 	ReasonAge                     // MaxWait passed since its first item
 	ReasonFlush                   // Flush or Close was called (shutdown)
+	ReasonIdle                    // FlushEarly: its owner saw nothing to wait for
 )
 
 func (r Reason) String() string {
@@ -27,6 +28,8 @@ func (r Reason) String() string {
 		return "age"
 	case ReasonFlush:
 		return "flush"
+	case ReasonIdle:
+		return "idle"
 	}
 	return "unknown"
 }
@@ -154,6 +157,22 @@ func (w *Window[T]) Flush() {
 		return
 	}
 	w.closeLocked(ReasonFlush)
+}
+
+// FlushEarly closes the open window now, with ReasonIdle, if it is still
+// wave, and reports whether it did: MaxWait is then a maximum wait, not a
+// fixed one. Its owner calls it on the wave an Add returned once it knows
+// that waiting longer would gain nothing; a wave that has closed meanwhile
+// (on size, on age, or by another FlushEarly) is left alone, and so is a
+// newer window opened since.
+func (w *Window[T]) FlushEarly(wave *Wave[T]) bool {
+	w.mu.Lock()
+	if w.open == nil || w.open != wave {
+		w.mu.Unlock()
+		return false
+	}
+	w.closeLocked(ReasonIdle)
+	return true
 }
 
 // Drain flushes the open window now and makes every later Add close its

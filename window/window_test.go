@@ -341,6 +341,37 @@ func TestFlush(t *testing.T) {
 	})
 }
 
+// FlushEarly closes only the wave it is given, and only while it is open.
+func TestFlushEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, r := newWindow(t, 2, time.Second)
+		first := add(t, w, 1)
+		time.Sleep(5 * time.Millisecond)
+		if !w.FlushEarly(first) {
+			t.Fatal("FlushEarly(open wave) = false; want true")
+		}
+		if !isDone(first) {
+			t.Error("FlushEarly returned before the wave was done")
+		}
+		if w.FlushEarly(first) {
+			t.Error("FlushEarly(closed wave) = true; want false")
+		}
+		second := add(t, w, 2)
+		if w.FlushEarly(first) {
+			t.Error("FlushEarly(an older wave) closed the newer window")
+		}
+		add(t, w, 3) // second closes on size
+		if w.FlushEarly(second) {
+			t.Error("FlushEarly(a wave closed on size) = true; want false")
+		}
+		time.Sleep(2 * time.Second) // the early-closed window's timer must not fire
+		synctest.Wait()
+		wantWaves(t, r,
+			flushed{id: 1, items: []int{1}, reason: ReasonIdle, age: 5 * time.Millisecond},
+			flushed{id: 2, items: []int{2, 3}, reason: ReasonSize})
+	})
+}
+
 func TestClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, r := newWindow(t, 5, time.Second)
@@ -390,7 +421,7 @@ func TestMaxSizeOne(t *testing.T) {
 }
 
 func TestReasonString(t *testing.T) {
-	for r, want := range map[Reason]string{ReasonSize: "size", ReasonAge: "age", ReasonFlush: "flush", 0: "unknown"} {
+	for r, want := range map[Reason]string{ReasonSize: "size", ReasonAge: "age", ReasonFlush: "flush", ReasonIdle: "idle", 0: "unknown"} {
 		if got := r.String(); got != want {
 			t.Errorf("Reason(%d).String() = %q; want %q", r, got, want)
 		}
