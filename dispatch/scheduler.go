@@ -30,6 +30,11 @@ type Config struct {
 	// Releaser puts the members of each closed wave in line. If nil,
 	// InOrder: all at once, in arrival order.
 	Releaser Releaser
+	// IdleRelease (BATCH_IDLE_RELEASE) closes a window at once when its
+	// members would all find free slots with nobody ahead of them and the
+	// admission holds none back: MaxWait is then a maximum wait (see
+	// idle.go). Off, every window waits out MaxWait or fills.
+	IdleRelease bool
 }
 
 // ErrClosed is returned after Close.
@@ -49,14 +54,15 @@ type Hooks struct {
 
 // Scheduler owns one window and shares one gate among all its waves.
 type Scheduler struct {
-	win       *window.Window[*Member]
-	gate      gate.Gate
-	timeout   time.Duration
-	admission Admission
-	releaser  Releaser
-	hooks     Hooks
-	queued    atomic.Int64 // members in an open window, a released wave or the gate's line
-	service   serviceTime
+	win         *window.Window[*Member]
+	gate        gate.Gate
+	timeout     time.Duration
+	admission   Admission
+	releaser    Releaser
+	hooks       Hooks
+	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
+	idleRelease bool
+	service     serviceTime
 }
 
 // New returns a scheduler that releases its waves through g.
@@ -67,7 +73,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, hooks: hooks}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, hooks: hooks, idleRelease: cfg.IdleRelease}
 	if s.admission == nil {
 		s.admission = Open{}
 	}

@@ -77,10 +77,12 @@ func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ct
 	}
 	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller}
 	m.ticket.OnGrant(m.grant)
-	if _, err := s.win.Add(m); err != nil {
+	wave, err := s.win.Add(m)
+	if err != nil {
 		s.queued.Add(-1)
 		return nil, ErrClosed
 	}
+	s.releaseIfIdle(m, wave)
 	if caller == nil {
 		// Watch for departure only now that m is in a window, so that the
 		// watch always finds it there or past it. (Add may even have
