@@ -64,6 +64,8 @@ type Sluice struct {
 	MaxWait        Duration `json:"max_wait"`
 	MaxConcurrency int      `json:"max_concurrency"`
 	Timeout        Duration `json:"timeout"`
+	// IdleRelease overrides BATCH_IDLE_RELEASE (default on); nil keeps it.
+	IdleRelease *bool `json:"idle_release"`
 }
 
 // Client is how the load generator behaves, modelled on the official SDKs.
@@ -329,6 +331,9 @@ func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
 	}
 	if v := sc.Sluice.Timeout; v > 0 {
 		c.Timeout = v.D()
+	}
+	if v := sc.Sluice.IdleRelease; v != nil {
+		c.IdleRelease = *v
 	}
 	return c
 }

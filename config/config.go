@@ -22,6 +22,7 @@ type Config struct {
 	Enabled              bool          // BATCH_ENABLED
 	MaxSize              int           // BATCH_MAX_SIZE
 	MaxWait              time.Duration // BATCH_MAX_WAIT_MS
+	IdleRelease          bool          // BATCH_IDLE_RELEASE
 	MaxConcurrency       int           // BATCH_MAX_CONCURRENCY
 	Timeout              time.Duration // BATCH_TIMEOUT_S
 	ListenAddr           string        // LISTEN_ADDR
@@ -67,6 +68,9 @@ var Settings = []Setting{
 	{Env: "BATCH_MAX_WAIT_MS", Flag: "batch-max-wait-ms", Default: "20", Accepts: "whole milliseconds >= 0",
 		Meaning: "Max wait for a window to fill, counted from its first request, before flushing.",
 		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.MaxWait })},
+	{Env: "BATCH_IDLE_RELEASE", Flag: "batch-idle-release", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Close a window at once, without waiting out BATCH_MAX_WAIT_MS, when its requests would all find free slots with nobody ahead of them and no rate-limit hold: under light load the window then costs nothing. Off: every window waits out BATCH_MAX_WAIT_MS or fills.",
+		apply:   func(c *Config, v string) (err error) { c.IdleRelease, err = parseBool(v); return }},
 	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
 		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
 		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},

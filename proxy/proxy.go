@@ -224,7 +224,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

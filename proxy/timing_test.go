@@ -71,6 +71,30 @@ func TestDeadlineAnswers504AndCancelsUpstream(t *testing.T) {
 	})
 }
 
+// With idle release (the default), a lone windowed request with every slot
+// free waits for no window: it is answered at its deadline, BATCH_TIMEOUT_S
+// after it arrived, and its wave closed as idle.
+func TestIdleReleaseSkipsTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			<-r.Context().Done() // a hung upstream
+		}, func(c *config.Config) { c.Timeout = 5 * time.Second; c.MaxWait = 20 * time.Millisecond; c.IdleRelease = true })
+		start := time.Now()
+		resp, err := rig.post(t, context.Background(), requestJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if elapsed := time.Since(start); elapsed != 5*time.Second {
+			t.Errorf("answered after %v; want BATCH_TIMEOUT_S 5s, with no window wait", elapsed)
+		}
+		if resp.StatusCode != http.StatusGatewayTimeout {
+			t.Fatalf("status = %d; want 504", resp.StatusCode)
+		}
+	})
+}
+
 func TestDeadlineCoversSlotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
