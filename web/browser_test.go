@@ -139,6 +139,9 @@ func newStack(t *testing.T, slots int) *stack {
 	simSrv := httptest.NewServer(s)
 	cfg := config.Default()
 	cfg.Enabled, cfg.MaxConcurrency, cfg.MaxSize = true, slots, 4
+	// The live view's test looks for a wave of 4: keep the fixed window,
+	// which idle release would close at once while slots are free.
+	cfg.IdleRelease = false
 	cfg.UpstreamURL, _ = url.Parse(simSrv.URL)
 	live := NewLive(nil)
 	p, err := proxy.New(cfg, proxy.Options{Observer: live, Logger: slog.New(slog.DiscardHandler)})
