@@ -79,7 +79,11 @@ func TestIdleReleaseSkipsTheWindow(t *testing.T) {
 		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			<-r.Context().Done() // a hung upstream
-		}, func(c *config.Config) { c.Timeout = 5 * time.Second; c.MaxWait = 20 * time.Millisecond; c.IdleRelease = true })
+		}, func(c *config.Config) {
+			c.Timeout = 5 * time.Second
+			c.MaxWait = 20 * time.Millisecond
+			c.IdleRelease = true
+		})
 		start := time.Now()
 		resp, err := rig.post(t, context.Background(), requestJSON)
 		if err != nil {
