@@ -269,9 +269,9 @@ func TestPageRerunMovesTheCap(t *testing.T) {
 	console.check(t)
 }
 
-func TestPageShowsLiveWaves(t *testing.T) {
-	st := newStack(t, 2)
-	ctx, console := browser(t, 390, 844)
+// openLive opens the page in ctx and waits until its live feed is watched.
+func openLive(t *testing.T, ctx context.Context, st *stack) {
+	t.Helper()
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(st.url+"/ui/"),
 		chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="open"]`)),
@@ -281,23 +281,34 @@ func TestPageShowsLiveWaves(t *testing.T) {
 	for st.live.watchers.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// postMessage sends one Messages body to the stack and reads the answer,
+// which must be a 200.
+func postMessage(t *testing.T, base, body string) {
+	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("x-api-key", "sk-test")
+	req.Header.Set("content-type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d for %.60s", resp.StatusCode, body)
+	}
+}
+
+func TestPageShowsLiveWaves(t *testing.T) {
+	st := newStack(t, 2)
+	ctx, console := browser(t, 390, 844)
+	openLive(t, ctx, st)
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"live %d"}]}`, i)
-			req, _ := http.NewRequest("POST", st.url+"/v1/messages", strings.NewReader(body))
-			req.Header.Set("x-api-key", "sk-test")
-			req.Header.Set("content-type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Errorf("request %d: status %d", i, resp.StatusCode)
-			}
+			postMessage(t, st.url, fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"live %d"}]}`, i))
 		})
 	}
 	wg.Wait()
@@ -331,32 +342,14 @@ func TestPageShowsLiveWaves(t *testing.T) {
 func TestPageShowsLiveCacheGroup(t *testing.T) {
 	st := newStack(t, 4)
 	ctx, console := browser(t, 1280, 800)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(st.url+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS(`#live-status[data-state="open"]`)),
-	); err != nil {
-		t.Fatal(err)
-	}
-	for st.live.watchers.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	openLive(t, ctx, st)
 	system := strings.Repeat("You are a careful agent; read each file before you edit it. ", 160) // ~2,500 tokens
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
-			body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,`+
+			postMessage(t, st.url, fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,`+
 				`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
-				`"messages":[{"role":"user","content":"live %d"}]}`, system, i)
-			req, _ := http.NewRequest("POST", st.url+"/v1/messages", strings.NewReader(body))
-			req.Header.Set("x-api-key", "sk-test")
-			req.Header.Set("content-type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+				`"messages":[{"role":"user","content":"live %d"}]}`, system, i))
 		})
 	}
 	wg.Wait()
