@@ -77,10 +77,13 @@ var errResponseTooLarge = errors.New("upstream response too large")
 func readUpstreamBody(resp *http.Response, idle time.Duration) ([]byte, error) {
 	watchdog := time.AfterFunc(idle, func() { resp.Body.Close() })
 	defer watchdog.Stop()
-	buf := make([]byte, 0, 4<<10)
+	// One buffer: of the declared length when there is one (+1 for the
+	// read that finds EOF), else a few KB that grow.
+	size := int64(4 << 10)
 	if resp.ContentLength > 0 && resp.ContentLength <= maxResponseBody {
-		buf = make([]byte, 0, resp.ContentLength+1) // +1: the read that finds EOF
+		size = resp.ContentLength + 1
 	}
+	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
