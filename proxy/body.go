@@ -18,17 +18,18 @@ const (
 	batchBodyReadTimeout = 5 * time.Minute
 )
 
-// bodyBudget bounds the bytes of Messages request bodies that sluice holds
-// at once. A waiting request keeps its body (its retries resend it), so
-// without a bound the memory for bodies is BATCH_MAX_QUEUE times the 32 MB
-// body limit; one client could get the process killed.
-type bodyBudget struct {
+// byteBudget bounds the bytes of one kind that sluice holds at once: the
+// bodies of Messages requests (BODY_BUDGET_MB: a waiting request keeps its
+// body, which its retries resend, so without a bound the memory for bodies
+// is BATCH_MAX_QUEUE times the 32 MB body limit), and the stream events
+// held for slow readers (streamBufferBudget).
+type byteBudget struct {
 	limit int64
 	held  atomic.Int64
 }
 
 // reserve takes n bytes of the budget, or reports false and takes nothing.
-func (b *bodyBudget) reserve(n int64) bool {
+func (b *byteBudget) reserve(n int64) bool {
 	if n <= 0 {
 		return true
 	}
@@ -44,14 +45,14 @@ func (b *bodyBudget) reserve(n int64) bool {
 }
 
 // release gives n bytes back.
-func (b *bodyBudget) release(n int64) {
+func (b *byteBudget) release(n int64) {
 	if n > 0 {
 		b.held.Add(-n)
 	}
 }
 
 // Held reports the bytes of request bodies held now.
-func (b *bodyBudget) Held() int64 { return b.held.Load() }
+func (b *byteBudget) Held() int64 { return b.held.Load() }
 
 // errBudget answers a request whose body would not fit in BODY_BUDGET_MB.
 func errBudget(limit int64) *apiError {
@@ -86,7 +87,7 @@ const bodyChunk = 64 << 10
 // arrive, never for what a header promises: otherwise eight clients that
 // declare 32 MB and send one byte would hold the whole budget for the
 // body timeout, and refuse everyone else.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *bodyBudget) (heldBody, *apiError) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *byteBudget) (heldBody, *apiError) {
 	if r.ContentLength > limit {
 		return heldBody{}, closing(w, errTooLarge(limit))
 	}
@@ -115,7 +116,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 var errBudgetSpent = errors.New("body budget spent")
 
 // bodyReadError maps a failed body read to its answer.
-func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *bodyBudget) *apiError {
+func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *byteBudget) *apiError {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -151,7 +152,7 @@ func closing(w http.ResponseWriter, e *apiError) *apiError {
 // what it took). A body of declared length is read into a buffer grown as
 // bytes arrive up to exactly that length; a body of unknown length is read
 // in chunks and copied once into its exact buffer at the end.
-func readAllOf(rd io.Reader, declared int64, budget *bodyBudget, reserved *int64) ([]byte, error) {
+func readAllOf(rd io.Reader, declared int64, budget *byteBudget, reserved *int64) ([]byte, error) {
 	grow := func(n int64) error {
 		if !budget.reserve(n) {
 			return errBudgetSpent

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -90,7 +89,3 @@ func errBadJSON(detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
 		Message: "the request body must be a JSON object with model, max_tokens and messages: " + detail}
 }
-
-// errBodyRead is returned by readBody when the client's body could not be
-// read; the client has usually gone, and there is nobody to answer.
-var errBodyRead = errors.New("read request body")

@@ -115,7 +115,7 @@ var errEventTooLarge = errors.New("upstream event too large")
 // most max bytes between them.
 type streamPipe struct {
 	max    int
-	shared *bodyBudget   // the budget of all streams' events (streamBufferBudget)
+	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
 	wake   chan struct{} // the writer has something new to do; capacity 1
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
@@ -126,7 +126,7 @@ type streamPipe struct {
 	err    error  // the writer failed: the client is gone or stopped reading
 }
 
-func newStreamPipe(max int, shared *bodyBudget) *streamPipe {
+func newStreamPipe(max int, shared *byteBudget) *streamPipe {
 	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 }
 

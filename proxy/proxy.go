@@ -65,8 +65,8 @@ type Proxy struct {
 	lastRateLimited atomic.Int64
 	rand            func() float64 // backoff jitter; tests fix it
 
-	bodies      *bodyBudget // BODY_BUDGET_MB, over the bodies of Messages requests
-	streamBytes *bodyBudget // streamBufferBudget, over the events held for slow stream readers
+	bodies      *byteBudget // BODY_BUDGET_MB, over the bodies of Messages requests
+	streamBytes *byteBudget // streamBufferBudget, over the events held for slow stream readers
 	// bodyTimeout and batchBodyTimeout bound how long a request body may
 	// take to arrive.
 	bodyTimeout, batchBodyTimeout time.Duration
@@ -160,8 +160,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if opt.TracerProvider != nil {
 		p.tracer = opt.TracerProvider.Tracer(instrumentationName)
 	}
-	p.bodies = &bodyBudget{limit: cfg.BodyBudget}
-	p.streamBytes = &bodyBudget{limit: streamBufferBudget}
+	p.bodies = &byteBudget{limit: cfg.BodyBudget}
+	p.streamBytes = &byteBudget{limit: streamBufferBudget}
 	p.pendingConns = &pendingCount{}
 	p.bodyTimeout, p.batchBodyTimeout = bodyReadTimeout, batchBodyReadTimeout
 	if opt.BodyReadTimeout > 0 {
