@@ -45,7 +45,8 @@ const maxModel = 128
 // Fields are matched by their exact names, as the API matches them; when a
 // name appears twice, the last one counts.
 func Parse(body []byte, h http.Header) (Descriptor, error) {
-	d := Descriptor{Tenant: Tenant(h), Patience: Patience(h)}
+	cred := Tenant(h)
+	d := Descriptor{Tenant: cred, Key: cred, Patience: Patience(h)}
 	i := skipSpace(body, 0)
 	if i == len(body) {
 		return d, ErrEmpty
@@ -79,7 +80,7 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 		return end
 	})
 	if end < 0 || skipSpace(body, end) != len(body) {
-		return Descriptor{Tenant: d.Tenant, Patience: d.Patience}, ErrInvalidJSON
+		return Descriptor{Tenant: d.Tenant, Key: d.Key, Patience: d.Patience}, ErrInvalidJSON
 	}
 	// Different models never share a prefix: the key starts with the
 	// model as the body spells it.

@@ -14,6 +14,14 @@ type Descriptor struct {
 	// credential it carries (never the credential), or "" when it carries
 	// none.
 	Tenant string
+	// Key is a short hash of the upstream credential the request will be
+	// forwarded with (the one it brings, or, with inbound keys, the one
+	// sluice holds): whose rate-limit buckets it spends. Never the
+	// credential; "" when there is none.
+	Key string
+	// Inbound is what sluice knows of the holder of the inbound sluice key
+	// the request presented; nil when inbound keys are off.
+	Inbound *Inbound
 	// Model is the body's model, cut to 128 bytes.
 	Model string
 	// Stream is the body's stream flag.
@@ -30,6 +38,19 @@ type Descriptor struct {
 	// Patience is how long the client waits for an attempt, from the
 	// official SDKs' x-stainless-timeout header; zero when unknown.
 	Patience time.Duration
+}
+
+// Inbound describes the holder of one inbound sluice key: who it is in
+// the fair order and the per-tenant limits, and what it may call. Zero
+// values mean the defaults.
+type Inbound struct {
+	Name          string   // the key's name in the keys file
+	Tenant        string   // the tenant it belongs to; "" means Name
+	Weight        float64  // its share in the fair order; 0 means 1
+	Class         string   // its priority class; "" means interactive
+	MaxConcurrent int      // upstream calls at once for its tenant; 0: no limit
+	MaxWaiting    int      // requests waiting for its tenant; 0: no limit
+	Models        []string // models it may call; nil means all
 }
 
 // Prefix is one cacheable prefix of a prompt: everything up to and

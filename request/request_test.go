@@ -275,6 +275,9 @@ func TestTenant(t *testing.T) {
 	if len(d.Tenant) != 16 {
 		t.Errorf("tenant %q; want 16 hex digits", d.Tenant)
 	}
+	if d.Key != d.Tenant {
+		t.Errorf("key %q; want the credential's hash %q, the default tenant", d.Key, d.Tenant)
+	}
 	if got := Tenant(byBearer); got != d.Tenant {
 		t.Errorf("the same key as a bearer token is tenant %q; as x-api-key %q", got, d.Tenant)
 	}
