@@ -23,6 +23,7 @@ type Config struct {
 	MaxSize              int           // BATCH_MAX_SIZE
 	MaxWait              time.Duration // BATCH_MAX_WAIT_MS
 	IdleRelease          bool          // BATCH_IDLE_RELEASE
+	RateLimitPacing      string        // RATE_LIMIT_PACING: buckets, reset or off
 	MaxConcurrency       int           // BATCH_MAX_CONCURRENCY
 	Timeout              time.Duration // BATCH_TIMEOUT_S
 	ListenAddr           string        // LISTEN_ADDR
@@ -71,6 +72,16 @@ var Settings = []Setting{
 	{Env: "BATCH_IDLE_RELEASE", Flag: "batch-idle-release", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Close a window at once, without waiting out BATCH_MAX_WAIT_MS, when its requests would all find free slots with nobody ahead of them and no rate-limit hold: under light load the window then costs nothing. Off: every window waits out BATCH_MAX_WAIT_MS or fills.",
 		apply:   func(c *Config, v string) (err error) { c.IdleRelease, err = parseBool(v); return }},
+	{Env: "RATE_LIMIT_PACING", Flag: "rate-limit-pacing", Default: "buckets", Accepts: "buckets, reset or off",
+		Meaning: "On the windowed path, how sluice keeps within the upstream's rate limits. buckets: a model of each upstream key's token buckets, learned from the anthropic-ratelimit-* headers and debited by each request's estimated cost, holds a key's requests outside the gate until their cost fits, so other keys are never held and an exhausted bucket holds only as long as it takes to refill by one request. reset: the old global hold, every granted request waits until an exhausted limit's reset. off: no pacing; 429s reach the retries.",
+		apply: func(c *Config, v string) error {
+			switch v {
+			case "buckets", "reset", "off":
+				c.RateLimitPacing = v
+				return nil
+			}
+			return errors.New("want buckets, reset or off")
+		}},
 	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
 		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
 		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},

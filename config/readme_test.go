@@ -13,8 +13,30 @@ func TestREADMEShowsTheSettingsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv("SLUICE_WRITE_README_TABLE") == "1" {
+		// Regenerate it in place: the table runs from its header line to
+		// the first line that is not a table row.
+		head := "| Variable | Flag | Default | Meaning |\n"
+		start := strings.Index(string(readme), head)
+		if start < 0 {
+			t.Fatal("README.md has no settings table to rewrite")
+		}
+		end := start
+		for end < len(readme) && readme[end] == '|' {
+			nl := strings.IndexByte(string(readme[end:]), '\n')
+			if nl < 0 {
+				end = len(readme)
+				break
+			}
+			end += nl + 1
+		}
+		readme = []byte(string(readme[:start]) + MarkdownTable() + string(readme[end:]))
+		if err := os.WriteFile("../README.md", readme, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !strings.Contains(string(readme), MarkdownTable()) {
-		t.Fatalf("README.md's settings table differs from config.Settings; paste this:\n%s", MarkdownTable())
+		t.Fatalf("README.md's settings table differs from config.Settings; paste this (or run it with SLUICE_WRITE_README_TABLE=1):\n%s", MarkdownTable())
 	}
 }
 

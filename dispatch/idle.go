@@ -52,5 +52,8 @@ func (s *Scheduler) idle(m *Member) bool {
 	if until := s.admission.HoldUntil(m.req); !until.IsZero() && time.Until(until) > 0 {
 		return false // a spent rate limit: the window's wait costs nothing
 	}
+	if s.pacing != nil && s.pacing.Holds(m.req) {
+		return false // its key's rate limit would hold it anyway
+	}
 	return true
 }

@@ -37,6 +37,7 @@ type Member struct {
 
 	sig   signals
 	cache cachePlace // set by CacheAware before it joins the member
+	spend spend      // its debit of its key's rate limits (Config.Pacing)
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap
@@ -124,6 +125,9 @@ func (m *Member) LiftDeadline() bool {
 func (m *Member) Settle(status int, h http.Header) {
 	m.status = status
 	m.s.admission.Settle(m.req, status, h)
+	if m.s.pacing != nil {
+		m.s.pacing.Settle(m, status, h)
+	}
 }
 
 // MarkBegun says that the member's response has begun: the first byte of

@@ -41,10 +41,20 @@ func (s *Scheduler) flush(w *window.Wave[*Member]) {
 			go m.leave(m.ctx.Err())
 		}
 	}
-	s.releaser.Release(w, s.join)
+	s.releaser.Release(w, s.enter)
 	// Members read d.timer only after the wave is done, that is after flush
 	// returns.
 	d.arm(w.ClosedAt)
+}
+
+// enter is where the releaser sends each member: through the pacing, if
+// there is one, to the gate's line.
+func (s *Scheduler) enter(m *Member) {
+	if s.pacing == nil {
+		s.join(m)
+		return
+	}
+	s.pacing.Pace(m, s.join, func() bool { return m.at(flushed) })
 }
 
 // join puts m's ticket in the gate's line, unless m has left already or

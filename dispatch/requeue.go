@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/gate"
@@ -33,6 +34,20 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	s.queued.Add(1) // waiting again, but already admitted: never shed here
+	if s.pacing != nil {
+		// The retry spends its key's limits anew: it waits for them, as
+		// a first attempt does.
+		paced := make(chan struct{})
+		var gone atomic.Bool
+		s.pacing.Pace(m, func(*Member) { close(paced) }, func() bool { return !gone.Load() })
+		select {
+		case <-paced:
+		case <-ctx.Done():
+			gone.Store(true)
+			s.queued.Add(-1)
+			return ctx.Err()
+		}
+	}
 	s.gate.Join(&m.ticket)
 	select {
 	case <-m.ticket.Ready():

@@ -35,6 +35,10 @@ type Config struct {
 	// admission holds none back: MaxWait is then a maximum wait (see
 	// idle.go). Off, every window waits out MaxWait or fills.
 	IdleRelease bool
+	// Pacing, if set, holds released members outside the gate until their
+	// upstream key's rate limits can take them (KeyBuckets), and learns
+	// from each answer.
+	Pacing Pacing
 }
 
 // ErrClosed is returned after Close.
@@ -59,6 +63,7 @@ type Scheduler struct {
 	timeout     time.Duration
 	admission   Admission
 	releaser    Releaser
+	pacing      Pacing
 	hooks       Hooks
 	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
 	idleRelease bool
@@ -73,7 +78,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, hooks: hooks, idleRelease: cfg.IdleRelease}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease}
 	if s.admission == nil {
 		s.admission = Open{}
 	}

@@ -153,6 +153,9 @@ func (m *Member) leave(err error) {
 
 // end reports err to m's caller, once, and drops the departure watch.
 func (m *Member) end(err error) {
+	if m.s.pacing != nil {
+		m.s.pacing.End(m)
+	}
 	m.sig.end()
 	if m.caller != nil {
 		m.caller <- err

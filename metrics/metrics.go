@@ -28,6 +28,17 @@ type State struct {
 	// the settings in its expression.
 	QueueCapacity func() int
 	BodyBudget    func() int
+	// Buckets is the estimated rate-limit buckets of each upstream key
+	// (RATE_LIMIT_PACING=buckets); nil when there are none.
+	Buckets func() []Bucket
+}
+
+// Bucket is one upstream key's estimated rate-limit bucket.
+type Bucket struct {
+	Key   string // the key's short hash, never the key
+	Limit string // requests, input-tokens, output-tokens or tokens
+	Size  float64
+	Level float64
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.
@@ -51,6 +62,7 @@ type Metrics struct {
 	CacheRequests    *prometheus.CounterVec   // role: leader, follower, warm
 	CacheHold        *prometheus.HistogramVec // released; seconds a follower was held
 	CacheSavings     prometheus.Counter       // USD at list prices
+	BucketWait       prometheus.Histogram     // seconds a request was held for its key's rate limits
 }
 
 // New registers sluice's metrics on a fresh registry, with the gauges read
@@ -97,6 +109,13 @@ func New(st State) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 11)}, []string{"released"})
 	m.CacheSavings = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_cache_savings_usd_total",
 		Help: "Estimated USD saved at list prices by CACHE_AWARE: each follower's cache read tokens, priced as the write it would have made without its hold less the read it made."})
+	m.BucketWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_ratelimit_wait_seconds",
+		Help:    "Time a held request waited outside the gate for its upstream key's rate-limit buckets to hold its cost (RATE_LIMIT_PACING=buckets).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 13)})
+	f(m.BucketWait)
+	if st.Buckets != nil {
+		f(bucketCollector(st.Buckets))
+	}
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
 		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens,
 		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings} {
@@ -126,4 +145,28 @@ func New(st State) *Metrics {
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+var (
+	bucketLevelDesc = prometheus.NewDesc("sluice_ratelimit_bucket_level",
+		"Estimated contents of an upstream key's rate-limit bucket now, by key (a short hash of it) and limit (requests, input-tokens, output-tokens, tokens); at most 256 keys.",
+		[]string{"key", "limit"}, nil)
+	bucketSizeDesc = prometheus.NewDesc("sluice_ratelimit_bucket_size",
+		"Size of an upstream key's rate-limit bucket, as its anthropic-ratelimit-*-limit header says, by key and limit.",
+		[]string{"key", "limit"}, nil)
+)
+
+// bucketCollector reports the buckets read from f on each scrape.
+type bucketCollector func() []Bucket
+
+func (bucketCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- bucketLevelDesc
+	ch <- bucketSizeDesc
+}
+
+func (f bucketCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range f() {
+		ch <- prometheus.MustNewConstMetric(bucketLevelDesc, prometheus.GaugeValue, b.Level, b.Key, b.Limit)
+		ch <- prometheus.MustNewConstMetric(bucketSizeDesc, prometheus.GaugeValue, b.Size, b.Key, b.Limit)
+	}
 }

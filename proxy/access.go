@@ -33,6 +33,7 @@ type record struct {
 	retries      int
 	bytesIn      int64                  // request body bytes read from the client
 	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
+	bucketWait   time.Duration          // how long RATE_LIMIT_PACING=buckets held it for its key's limits
 	// member is the request's place in its wave, once it got a slot; set
 	// only when an Observer is (for its timeline).
 	member *dispatch.Member
@@ -119,6 +120,7 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
 		slog.Uint64("wave", rec.wave), slog.Int("retries", rec.retries),
 		slog.String("cache", rec.cache.Role.String()), slog.Float64("cache_hold_ms", millis(rec.cache.Held)),
+		slog.Float64("bucket_wait_ms", millis(rec.bucketWait)),
 		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
 
@@ -185,6 +187,9 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // prefix's TTL, instead of reading it at a tenth of the input price.
 func (ex *exchange) countTokens(model string, u usage) {
 	ex.p.countTokens(model, u)
+	if ex.member != nil {
+		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
+	}
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return
 	}

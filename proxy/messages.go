@@ -169,6 +169,9 @@ type exchange struct {
 	// of sluice's own for a wait the upstream caused.
 	last *reply
 	desc request.Descriptor // what the policies know of the request
+	// member is its place in its wave, on the windowed path once it got a
+	// slot: its answer's usage corrects its key's rate-limit debit.
+	member *dispatch.Member
 	// streamed is the body sent upstream instead of body's when a
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
@@ -193,6 +196,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	defer cancel()
 	if m != nil {
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
+		ex.member, ex.rec.bucketWait = m, m.BucketWait()
 		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
 		ex.observeCache(m.CacheStanding())
@@ -433,6 +437,12 @@ func (ex *exchange) complete(ctx context.Context, err error) {
 		writeError(ex.w, errShutdownCut)
 	case ctx.Err() != nil:
 		// the client left: nobody to answer
+	case errors.Is(err, dispatch.ErrDeadline) && ex.p.buckets != nil && ex.p.buckets.Holds(&ex.desc):
+		// Its wait ran out in its key's line: the upstream's rate limit,
+		// as sluice models it, could not take it in time.
+		retry := max(1, int(math.Ceil(time.Until(ex.p.buckets.HeldUntil(&ex.desc)).Seconds())))
+		writeError(ex.w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retry,
+			Message: fmt.Sprintf("this request's API key is at its upstream rate limit and sluice could not fit the request within BATCH_TIMEOUT_S=%s; retry after the retry-after delay, or lower the rate of requests on this key", ex.p.cfg.Timeout)})
 	default:
 		writeError(ex.w, ex.p.mapError(err))
 	}

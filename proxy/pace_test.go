@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
+// RATE_LIMIT_PACING=reset: an exhausted limit holds every granted request,
+// in its slot, until the limit's reset.
 func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -35,7 +38,7 @@ func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 				w.Header().Set("Anthropic-Ratelimit-Requests-Reset", reset.UTC().Format(time.RFC3339))
 			}
 			writeMessage(w)
-		}, func(c *config.Config) { c.MaxConcurrency = 2; c.MaxSize = 1 })
+		}, func(c *config.Config) { c.MaxConcurrency = 2; c.MaxSize = 1; c.RateLimitPacing = "reset" })
 		send := func(name string) <-chan int {
 			done := make(chan int, 1)
 			go func() {
@@ -90,6 +93,109 @@ func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 		}
 		if st := rig.proxy.GateStats(); st.InFlight != 0 || st.Waiting != 0 {
 			t.Fatalf("gate = %+v; want empty", st)
+		}
+	})
+}
+
+// RATE_LIMIT_PACING=buckets (the default): a key whose input-token bucket
+// is spent has its requests held outside the gate, each until its cost has
+// refilled, not until the bucket is full; another key's requests go at
+// once; and the upstream sees no 429.
+func TestSpentBucketHoldsItsKeyOutsideTheGateAndOnlyUntilItsCostRefills(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		type call struct {
+			key string
+			at  time.Duration
+		}
+		var calls []call
+		start := time.Now()
+		level := 6000.0 // key a's bucket: 60,000 a minute, 1,000 a second
+		last := start
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			key := r.Header.Get("X-Api-Key")
+			mu.Lock()
+			calls = append(calls, call{key, time.Since(start)})
+			if key == "key-a" {
+				now := time.Now()
+				level = min(60000, level+1000*now.Sub(last).Seconds())
+				last = now
+				if level < 5000 {
+					mu.Unlock()
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+					io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"over the limit"}}`)
+					return
+				}
+				level -= 5000
+				w.Header().Set("Anthropic-Ratelimit-Input-Tokens-Limit", "60000")
+				w.Header().Set("Anthropic-Ratelimit-Input-Tokens-Remaining", strconv.Itoa(int(level/1000+0.5)*1000))
+				w.Header().Set("Anthropic-Ratelimit-Input-Tokens-Reset", time.Now().Add(time.Minute).UTC().Format(time.RFC3339))
+			}
+			mu.Unlock()
+			// Its usage agrees with what the bucket was debited.
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5000,"output_tokens":1}}`)
+		}, func(c *config.Config) { c.MaxConcurrency = 4; c.MaxSize = 1 })
+		// About 5,000 tokens each (request.CharsPerToken characters a token).
+		prompt := strings.Repeat("x", 5000*4-200)
+		send := func(key string) <-chan int {
+			done := make(chan int, 1)
+			go func() {
+				req, _ := http.NewRequest("POST", rig.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"`+prompt+`"}]}`))
+				req.Header.Set("X-Api-Key", key)
+				resp, err := rig.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					done <- 0
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				done <- resp.StatusCode
+			}()
+			return done
+		}
+		if s := <-send("key-a"); s != 200 {
+			t.Fatalf("first status %d", s)
+		}
+		// 1,000 left on key a: three more of 5,000 each need 4, 9 and
+		// 14 s of refill; key b's request goes at once.
+		var waits []<-chan int
+		for range 3 {
+			waits = append(waits, send("key-a"))
+			synctest.Wait()
+		}
+		b := send("key-b")
+		if s := <-b; s != 200 {
+			t.Fatalf("key b: status %d", s)
+		}
+		synctest.Wait()
+		if st := rig.proxy.GateStats(); st.InFlight != 0 || st.Waiting != 0 {
+			t.Errorf("gate while key a is held: %+v; want nobody in it", st)
+		}
+		for _, w := range waits {
+			if s := <-w; s != 200 {
+				t.Errorf("key a: status %d", s)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 5 {
+			t.Fatalf("upstream calls %v; want 5, none of them refused", calls)
+		}
+		if calls[1].key != "key-b" {
+			t.Errorf("calls %v; want key b's second, before key a's held ones", calls)
+		}
+		for i, c := range calls[2:] {
+			// The estimate (5,000 tokens less the 500 of rounding slack)
+			// may let each go up to half a second early; the bucket's true
+			// level, 1,000 plus the refill, takes it all the same.
+			want := time.Duration(4+5*i) * time.Second
+			if c.at < want-time.Second || c.at > want+time.Second {
+				t.Errorf("key a's held call %d at %v; want about %v, not the bucket's reset a minute on", i, c.at, want)
+			}
 		}
 	})
 }

@@ -60,6 +60,9 @@ type Proxy struct {
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
 	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
+	// buckets paces each upstream key by its rate-limit buckets
+	// (RATE_LIMIT_PACING=buckets); nil otherwise.
+	buckets *dispatch.KeyBuckets
 	// lastRateLimited is when the upstream last answered 429, in Unix
 	// nanoseconds.
 	lastRateLimited atomic.Int64
@@ -192,6 +195,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Parked:    func() int { return p.parker.Parked() },
 		BodyBytes: func() int { return int(p.bodies.Held()) },
 		Pending:   func() int { return int(p.pendingConns.n.Load()) },
+		Buckets:   p.bucketLevels,
 		// The setting, not the admission chain: an injected Admission may
 		// bound the queue differently, but today's default is QueueBound.
 		QueueCapacity: func() int {
@@ -217,14 +221,23 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			if cfg.AdmitByClientTimeout {
 				chain = append(chain, dispatch.ClientTimeout{})
 			}
-			admission = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue}, dispatch.RateLimitHold{Pacer: p.pacer})
+			chain = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue})
+			if cfg.RateLimitPacing == "reset" {
+				chain = append(chain, dispatch.RateLimitHold{Pacer: p.pacer})
+			}
+			admission = chain
+		}
+		var pacing dispatch.Pacing
+		if cfg.RateLimitPacing == "buckets" {
+			p.buckets = &dispatch.KeyBuckets{Buckets: &pace.Buckets{}, Held: func(d time.Duration) { p.metrics.BucketWait.Observe(d.Seconds()) }}
+			pacing = p.buckets
 		}
 		releaser := opt.Releaser
 		if releaser == nil && cfg.CacheAware {
 			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Pacing: pacing}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -372,4 +385,18 @@ func publicBase(cfg config.Config) string {
 		host = "127.0.0.1"
 	}
 	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
+}
+
+// bucketLevels is every upstream key's estimated rate-limit buckets, for
+// the metrics and the live view; nil unless RATE_LIMIT_PACING=buckets.
+func (p *Proxy) bucketLevels() []metrics.Bucket {
+	if p.buckets == nil {
+		return nil
+	}
+	levels := p.buckets.Buckets.Levels(time.Now())
+	out := make([]metrics.Bucket, len(levels))
+	for i, l := range levels {
+		out[i] = metrics.Bucket{Key: l.Key, Limit: l.Kind.String(), Size: l.Limit, Level: l.Level}
+	}
+	return out
 }

@@ -1,0 +1,273 @@
+package dispatch
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/request"
+)
+
+// Pacing holds members back, outside the gate, until what they will spend
+// of their upstream key's rate limits is there, and learns from each
+// answer what was spent. A member it holds takes no slot, so one key's
+// spent limit never holds another key's requests. Config.Pacing sets it;
+// its methods are called on the request path and must not block.
+type Pacing interface {
+	// Pace calls join(m) once m may go, now or later, unless live reports
+	// that m no longer waits by then.
+	Pace(m *Member, join func(*Member), live func() bool)
+	// Settle learns from an upstream answer to m: its status and headers.
+	Settle(m *Member, status int, h http.Header)
+	// Used corrects m's estimate with the usage its answer reported.
+	Used(m *Member, u Usage)
+	// End is m's passage ending: a debit no answer settled is given back.
+	End(m *Member)
+	// Holds reports whether a request like r would be held now.
+	Holds(r *request.Descriptor) bool
+}
+
+// Usage is what an answer says it spent of the limits.
+type Usage struct {
+	Input      int // uncached input tokens
+	CacheWrite int // tokens written to the cache: they count as input
+	Output     int
+}
+
+// spend is a member's debit of its key's buckets.
+type spend struct {
+	debit   pace.Debit
+	settled bool          // an answer came: End gives nothing back
+	held    time.Duration // how long Pace held it, in all
+}
+
+// BucketWait is how long the member was held for its key's rate limits.
+// Read it from the member's function.
+func (m *Member) BucketWait() time.Duration { return m.spend.held }
+
+// Used reports the usage of the member's answer, to correct its debit of
+// its key's rate limits; the proxy calls it once it has read the usage,
+// which for a whole JSON answer may be after the member has ended.
+func (m *Member) Used(u Usage) {
+	if m.s.pacing != nil {
+		m.s.pacing.Used(m, u)
+	}
+}
+
+// KeyBuckets is the Pacing by token buckets per upstream key (package
+// pace): a member's cost (one request; its estimated uncached input
+// tokens, since cache reads do not count toward the input limit; and its
+// output estimate) is debited from its key's buckets as it goes to the
+// gate. The head of a key's line goes as soon as its cost fits, so an
+// exhausted bucket holds its key for the time it takes to refill by one
+// request's cost, not until the bucket is full again; within a key nobody
+// overtakes. A 429 that still comes holds its key alone, for its
+// retry-after.
+//
+// The output limit is debited up front with an estimate (max_tokens, or
+// the share of it the key's replies have used, see
+// pace.Buckets.OutputEstimate) and corrected to the reply's usage when it
+// has ended: a long stream spends its output over its life, but the
+// upstream's bucket, like this estimate, is settled by the answer's end.
+// Each answer's headers keep the estimate within what they allow.
+//
+// A held member costs a record in its key's line, and a key with held
+// members one timer: no goroutine.
+type KeyBuckets struct {
+	Buckets *pace.Buckets
+	// Held, if set, is called with how long a member was held each time
+	// a held member goes. It must be quick.
+	Held func(d time.Duration)
+
+	mu    sync.Mutex
+	lines map[string]*keyLine
+}
+
+var _ Pacing = (*KeyBuckets)(nil)
+
+// keyLine is one key's held members, in arrival order.
+type keyLine struct {
+	key     string
+	waiting []pacedMember
+	timer   *time.Timer
+	due     time.Time
+}
+
+type pacedMember struct {
+	m     *Member
+	join  func(*Member)
+	live  func() bool
+	since time.Time
+}
+
+// cost is what m is estimated to spend.
+func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
+	return pace.Cost{
+		Input:  float64(max(r.Cost.InputTokens-cached, 1)),
+		Output: k.Buckets.OutputEstimate(r.Key, r.Cost.MaxTokens),
+	}
+}
+
+// cachedTokens is how much of m's prompt is expected to be read from the
+// cache: the longest cacheable prefix of a follower or of a warm prefix.
+func cachedTokens(m *Member) int {
+	if m.cache.Role != CacheWarm && (m.cache.Role != CacheFollower || m.cache.Released != ReleasedBegun) {
+		return 0
+	}
+	n := 0
+	for _, p := range cacheable(m.req) {
+		n = max(n, p.Tokens)
+	}
+	return n
+}
+
+// Pace debits m and joins it now if its key's line is empty and its cost
+// fits, and otherwise holds it at the back of its key's line.
+func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
+	now := time.Now()
+	key := m.req.Key
+	c := k.cost(m.req, cachedTokens(m))
+	k.mu.Lock()
+	l := k.lines[key]
+	if l != nil {
+		l.prune()
+	}
+	if l == nil || len(l.waiting) == 0 {
+		d, ok, at := k.Buckets.Take(key, c, now)
+		if ok {
+			m.spend = spend{debit: d, held: m.spend.held}
+			k.mu.Unlock()
+			join(m)
+			return
+		}
+		if l == nil {
+			if k.lines == nil {
+				k.lines = map[string]*keyLine{}
+			}
+			l = &keyLine{key: key}
+			k.lines[key] = l
+		}
+		l.waiting = append(l.waiting, pacedMember{m, join, live, now})
+		k.arm(l, at)
+		k.mu.Unlock()
+		return
+	}
+	l.waiting = append(l.waiting, pacedMember{m, join, live, now})
+	k.mu.Unlock()
+}
+
+// prune drops members at the head of l that no longer wait. k.mu is held.
+func (l *keyLine) prune() {
+	i := 0
+	for i < len(l.waiting) && !l.waiting[i].live() {
+		i++
+	}
+	if i > 0 {
+		clear(l.waiting[:i])
+		l.waiting = l.waiting[i:]
+	}
+}
+
+// arm makes l's timer fire at t. k.mu is held.
+func (k *KeyBuckets) arm(l *keyLine, t time.Time) {
+	if !l.due.IsZero() && !t.Before(l.due) {
+		return
+	}
+	l.due = t
+	if l.timer == nil {
+		l.timer = time.AfterFunc(time.Until(t), func() { k.wake(l) })
+	} else {
+		l.timer.Reset(time.Until(t))
+	}
+}
+
+// wake lets go the members at the head of l whose cost fits now, in order,
+// and arms l's timer for the next.
+func (k *KeyBuckets) wake(l *keyLine) {
+	now := time.Now()
+	var out []pacedMember
+	k.mu.Lock()
+	l.due = time.Time{}
+	for {
+		l.prune()
+		if len(l.waiting) == 0 {
+			delete(k.lines, l.key) // a later member makes a new line
+			break
+		}
+		p := l.waiting[0]
+		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.req, cachedTokens(p.m)), now)
+		if !ok {
+			k.arm(l, at)
+			break
+		}
+		p.m.spend = spend{debit: d, held: p.m.spend.held + now.Sub(p.since)}
+		l.waiting[0] = pacedMember{}
+		l.waiting = l.waiting[1:]
+		out = append(out, p)
+	}
+	k.mu.Unlock()
+	for _, p := range out {
+		if k.Held != nil {
+			k.Held(now.Sub(p.since))
+		}
+		p.join(p.m)
+	}
+}
+
+// Settle learns the key's limits from the answer's headers. A refusal
+// gives the member's tokens back, and a 429 its request too, since the
+// upstream counted neither; a 429's retry-after holds the key (its line's
+// timer finds the hold when it next fires).
+func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
+	now := time.Now()
+	k.Buckets.Observe(m.req.Key, m.spend.debit, status, h, now)
+	if m.spend.settled {
+		return
+	}
+	m.spend.settled = true
+	switch {
+	case status == http.StatusTooManyRequests:
+		k.Buckets.Refund(m.spend.debit, now)
+	case status >= 300:
+		k.Buckets.Correct(m.spend.debit, pace.Cost{}, now)
+	}
+}
+
+// Used corrects m's debit to its answer's usage.
+func (k *KeyBuckets) Used(m *Member, u Usage) {
+	now := time.Now()
+	k.Buckets.Correct(m.spend.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
+	k.Buckets.LearnOutput(m.req.Key, m.req.Cost.MaxTokens, u.Output)
+}
+
+// End gives back a debit that no answer settled: the call never reached
+// the upstream, or got no answer.
+func (k *KeyBuckets) End(m *Member) {
+	// Under k.mu: a requeued member that left while its key's line let it
+	// go (Member.Requeue) may have been debited by wake just now.
+	k.mu.Lock()
+	sp := m.spend
+	m.spend.settled = true
+	k.mu.Unlock()
+	if !sp.settled {
+		k.Buckets.Refund(sp.debit, time.Now())
+	}
+}
+
+// Holds reports whether a request like r would be held now: its key has
+// members held, or its cost does not fit.
+func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
+	k.mu.Lock()
+	l := k.lines[r.Key]
+	held := l != nil && len(l.waiting) > 0
+	k.mu.Unlock()
+	now := time.Now()
+	return held || k.Buckets.FitsAt(r.Key, k.cost(r, 0), now).After(now)
+}
+
+// HeldUntil is when a request like r would fit in its key's buckets, as
+// far as is known now.
+func (k *KeyBuckets) HeldUntil(r *request.Descriptor) time.Time {
+	return k.Buckets.FitsAt(r.Key, k.cost(r, 0), time.Now())
+}

@@ -1,0 +1,407 @@
+package pace
+
+import (
+	"container/list"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The API's rate limits are token buckets, one per organisation and limit:
+// each holds up to its limit and is refilled continuously at the limit per
+// minute, so a request fits as soon as the bucket holds its cost, long
+// before the *-reset time (when the bucket will be full). Buckets keeps an
+// estimate of each upstream key's buckets: learned from the
+// anthropic-ratelimit-* headers of every answer, debited by each request
+// when it is let go, and corrected from the answer's usage. Its estimate is
+// finer than the headers alone, which round token counts to thousands (a
+// small limit reads 0 while it still holds hundreds).
+
+// Kind is one of the API's limits.
+type Kind int
+
+const (
+	Requests     Kind = iota // anthropic-ratelimit-requests-*
+	InputTokens              // anthropic-ratelimit-input-tokens-*: uncached input and cache writes
+	OutputTokens             // anthropic-ratelimit-output-tokens-*
+	Tokens                   // anthropic-ratelimit-tokens-*: the tighter of the two; used only when neither is reported
+	numKinds
+)
+
+var kindNames = [numKinds]string{"requests", "input-tokens", "output-tokens", "tokens"}
+
+// String is the limit's name as the headers spell it.
+func (k Kind) String() string { return kindNames[k] }
+
+// Cost is what one request is estimated to spend of each limit.
+type Cost struct {
+	Input  float64 // uncached input tokens and cache writes: cache reads do not count
+	Output float64 // output tokens
+}
+
+// of is c's amount of kind k (one request of Requests).
+func (c Cost) of(k Kind) float64 {
+	switch k {
+	case Requests:
+		return 1
+	case InputTokens:
+		return c.Input
+	case OutputTokens:
+		return c.Output
+	}
+	return c.Input + c.Output
+}
+
+// Debit is what Take took from one key's buckets, to be given back or
+// corrected later.
+type Debit struct {
+	Key  string
+	Cost Cost
+	// spent is the key's running total of debits, by kind, when this one
+	// was taken: what was debited after it is what its answer's headers
+	// cannot have seen yet.
+	spent [numKinds]float64
+	taken bool
+}
+
+// Taken reports whether d holds a debit.
+func (d Debit) Taken() bool { return d.taken }
+
+// tokenSlack is how far a token count in the headers may be from the
+// bucket's level: the API rounds them to thousands (to the nearest, which
+// is what the simulator does; were it to round down, the upper bound below
+// would err on the safe side and the lower one would still hold).
+const tokenSlack = 500
+
+// DefaultMaxKeys bounds the keys Buckets tracks: an upstream key past it
+// pushes out the least recently used one, which starts again unknown.
+const DefaultMaxKeys = 256
+
+// Buckets estimates the rate-limit buckets of each upstream key. The zero
+// value is ready to use and safe for concurrent use.
+type Buckets struct {
+	// MaxKeys bounds the keys tracked; zero means DefaultMaxKeys.
+	MaxKeys int
+	// MaxHold caps a hold after a 429's retry-after, so that a far-off
+	// value cannot stall a key for long; zero means 60 s.
+	MaxHold time.Duration
+
+	mu   sync.Mutex
+	keys map[string]*list.Element // of *keyBuckets
+	lru  list.List
+}
+
+// keyBuckets is one key's buckets.
+type keyBuckets struct {
+	key     string
+	b       [numKinds]bucket
+	spent   [numKinds]float64 // running total of debits
+	blocked time.Time         // a 429's retry-after: nothing goes before it
+	rate    float64           // learned share of max_tokens a reply uses (0: none yet)
+}
+
+// bucket is one limit's estimated state; unknown until a header names it.
+type bucket struct {
+	known bool
+	limit float64
+	level float64
+	at    time.Time
+}
+
+func (b *bucket) refill(now time.Time) {
+	if dt := now.Sub(b.at); dt > 0 {
+		b.level = math.Min(b.limit, b.level+b.limit*dt.Minutes())
+		b.at = now
+	}
+}
+
+// need is what a request of amount n needs in b: a request larger than the
+// whole bucket needs a full bucket, not forever.
+func (b *bucket) need(n float64) float64 { return math.Min(n, b.limit) }
+
+// wait is how long until b holds n.
+func (b *bucket) wait(n float64) time.Duration {
+	if b.level >= n {
+		return 0
+	}
+	return time.Duration(math.Ceil((n - b.level) / b.limit * float64(time.Minute)))
+}
+
+// fitsAt is when c fits in k's buckets, as far as is known at now.
+func (k *keyBuckets) fitsAt(c Cost, now time.Time) time.Time {
+	at := now
+	if k.blocked.After(at) {
+		at = k.blocked
+	}
+	for kind := range numKinds {
+		if !k.uses(kind) {
+			continue
+		}
+		b := &k.b[kind]
+		b.refill(now)
+		if t := now.Add(b.wait(b.need(c.of(kind)))); t.After(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// uses reports which kinds count for k: Tokens only when neither input
+// nor output tokens are reported.
+func (k *keyBuckets) uses(kind Kind) bool {
+	if !k.b[kind].known {
+		return false
+	}
+	return kind != Tokens || (!k.b[InputTokens].known && !k.b[OutputTokens].known)
+}
+
+// Take debits c from key's buckets if it fits in every one now, and
+// reports true; otherwise it takes nothing and says when it would fit (as
+// far as is known now). A key none of whose limits is known yet takes
+// anything.
+func (bs *Buckets) Take(key string, c Cost, now time.Time) (Debit, bool, time.Time) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.get(key)
+	at := k.fitsAt(c, now)
+	if at.After(now) {
+		return Debit{}, false, at
+	}
+	d := Debit{Key: key, Cost: c, spent: k.spent, taken: true}
+	for kind := range numKinds {
+		n := c.of(kind)
+		k.spent[kind] += n
+		if k.uses(kind) {
+			k.b[kind].level -= k.b[kind].need(n)
+		}
+	}
+	return d, true, now
+}
+
+// FitsAt is when c would fit in key's buckets, as far as is known at now
+// (now, or earlier, if it fits now); it takes nothing.
+func (bs *Buckets) FitsAt(key string, c Cost, now time.Time) time.Time {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.lookup(key)
+	if k == nil {
+		return now
+	}
+	return k.fitsAt(c, now)
+}
+
+// Refund gives d back in full: its call never reached the upstream, or was
+// refused before it was counted.
+func (bs *Buckets) Refund(d Debit, now time.Time) { bs.correct(d, Cost{}, true, now) }
+
+// Correct replaces d's estimate by what the answer says was spent.
+func (bs *Buckets) Correct(d Debit, spent Cost, now time.Time) { bs.correct(d, spent, false, now) }
+
+func (bs *Buckets) correct(d Debit, spent Cost, refund bool, now time.Time) {
+	if !d.taken {
+		return
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.lookup(d.Key)
+	if k == nil {
+		return
+	}
+	for kind := range numKinds {
+		diff := d.Cost.of(kind) - spent.of(kind)
+		if kind == Requests && refund {
+			diff = 1
+		}
+		if diff != 0 {
+			k.give(kind, diff, now)
+		}
+	}
+}
+
+// give adds n (negative: takes) to kind's bucket.
+func (k *keyBuckets) give(kind Kind, n float64, now time.Time) {
+	k.spent[kind] -= n
+	if b := &k.b[kind]; k.uses(kind) {
+		b.refill(now)
+		b.level = math.Min(b.limit, b.level+n)
+	}
+}
+
+// LearnOutput feeds the share of max_tokens one reply used, for
+// OutputEstimate.
+func (bs *Buckets) LearnOutput(key string, maxTokens, used int) {
+	if maxTokens <= 0 {
+		return
+	}
+	r := math.Min(1, float64(used)/float64(maxTokens))
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.lookup(key)
+	if k == nil {
+		return
+	}
+	if k.rate == 0 {
+		k.rate = r
+	} else {
+		k.rate += (r - k.rate) / 8 // a moving average over about eight replies
+	}
+}
+
+// OutputEstimate is what a request with maxTokens is estimated to spend of
+// key's output-token limit: maxTokens until replies have been seen, then
+// the learned share of it, with a margin (the correction from each reply's
+// usage makes good an estimate too low or too high).
+func (bs *Buckets) OutputEstimate(key string, maxTokens int) float64 {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.lookup(key)
+	if k == nil || k.rate == 0 {
+		return float64(maxTokens)
+	}
+	return math.Ceil(float64(maxTokens) * math.Min(1, k.rate*1.25))
+}
+
+// Observe learns from one answer to a request that took d: the limits and
+// what remains of them, and a 429's retry-after, which holds key alone.
+// The local estimate is kept within what the headers allow: never above
+// what remains (other clients of the organisation spend it too), never
+// below what remains less what was debited since d (the headers cannot
+// have seen those yet).
+func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now time.Time) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	k := bs.get(key)
+	for kind := range numKinds {
+		prefix := "Anthropic-Ratelimit-" + kindNames[kind]
+		limit, lok := headerInt(h, prefix+"-Limit")
+		rem, rok := headerInt(h, prefix+"-Remaining")
+		if !rok {
+			continue
+		}
+		if !lok || limit <= 0 {
+			// A partial set, without the limit: no bucket to model, but
+			// one that reads empty holds the key until its reset, as
+			// nothing better is known.
+			if reset, err := time.Parse(time.RFC3339, h.Get(prefix+"-Reset")); err == nil && rem == 0 {
+				bs.block(k, reset, now)
+			}
+			continue
+		}
+		b := &k.b[kind]
+		slack := 0.0
+		if kind != Requests && int64(rem)%1000 == 0 {
+			slack = tokenSlack
+		}
+		hi := math.Min(limit, rem+slack)
+		if !b.known {
+			// First seen: the rounded count is the best guess (the true
+			// one is as likely above it as below); from here on the local
+			// estimate is only kept within the bounds.
+			*b = bucket{known: true, limit: limit, level: math.Min(limit, rem), at: now}
+			continue
+		}
+		b.limit = limit
+		b.refill(now)
+		lo := rem - slack
+		if d.taken && d.Key == key {
+			lo -= k.spent[kind] - d.spent[kind] - d.Cost.of(kind)
+		} else {
+			lo = math.Inf(-1) // no debit to reckon from: only the upper bound
+		}
+		b.level = math.Max(math.Min(b.level, hi), math.Min(lo, hi))
+	}
+	if status == http.StatusTooManyRequests {
+		wait := time.Second
+		if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
+			wait = time.Duration(s * float64(time.Second))
+		}
+		bs.block(k, now.Add(wait), now)
+	}
+}
+
+// block holds k until until, or MaxHold from now if that is sooner.
+// bs.mu is held.
+func (bs *Buckets) block(k *keyBuckets, until, now time.Time) {
+	maxHold := bs.MaxHold
+	if maxHold <= 0 {
+		maxHold = time.Minute
+	}
+	if limit := now.Add(maxHold); until.After(limit) {
+		until = limit
+	}
+	if until.After(k.blocked) {
+		k.blocked = until
+	}
+}
+
+func headerInt(h http.Header, name string) (float64, bool) {
+	v := h.Get(name)
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return float64(n), true
+}
+
+// Level is one known bucket of one key, as of now.
+type Level struct {
+	Key   string
+	Kind  Kind
+	Limit float64
+	Level float64
+}
+
+// Levels is every known bucket, for metrics and the live view.
+func (bs *Buckets) Levels(now time.Time) []Level {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var out []Level
+	for el := bs.lru.Front(); el != nil; el = el.Next() {
+		k := el.Value.(*keyBuckets)
+		for kind := range numKinds {
+			if !k.uses(kind) {
+				continue
+			}
+			b := &k.b[kind]
+			b.refill(now)
+			out = append(out, Level{Key: k.key, Kind: kind, Limit: b.limit, Level: b.level})
+		}
+	}
+	return out
+}
+
+// get is key's buckets, made if need be. bs.mu is held.
+func (bs *Buckets) get(key string) *keyBuckets {
+	if k := bs.lookup(key); k != nil {
+		return k
+	}
+	if bs.keys == nil {
+		bs.keys = map[string]*list.Element{}
+	}
+	limit := bs.MaxKeys
+	if limit <= 0 {
+		limit = DefaultMaxKeys
+	}
+	for bs.lru.Len() >= limit {
+		old := bs.lru.Remove(bs.lru.Back()).(*keyBuckets)
+		delete(bs.keys, old.key)
+	}
+	k := &keyBuckets{key: key}
+	bs.keys[key] = bs.lru.PushFront(k)
+	return k
+}
+
+// lookup is key's buckets, nil if unknown. bs.mu is held.
+func (bs *Buckets) lookup(key string) *keyBuckets {
+	el := bs.keys[key]
+	if el == nil {
+		return nil
+	}
+	bs.lru.MoveToFront(el)
+	return el.Value.(*keyBuckets)
+}
