@@ -97,6 +97,7 @@ type exchange struct {
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
+	lim := s.limits.of(r)
 	body, aerr := readBody(w, r, maxMessagesBody)
 	if aerr == nil && len(bytes.TrimSpace(body)) == 0 {
 		aerr = errInvalid("request body is empty; send a JSON Messages request")
@@ -107,7 +108,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		req, p, aerr = decodeMessages(body, true)
 	}
 	if aerr != nil {
-		s.limits.writeHeaders(w.Header(), now)
+		lim.writeHeaders(w.Header(), now)
 		writeError(w, aerr)
 		return
 	}
@@ -115,7 +116,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	fault, key := s.pickFault(r, p.hash)
 	switch fault {
 	case "429", "500", "529":
-		s.limits.writeHeaders(w.Header(), now)
+		lim.writeHeaders(w.Header(), now)
 		s.writeFault(w, r, fault, key)
 		return
 	}
@@ -136,20 +137,20 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	x.usage.ServiceTier = "standard"
 
 	if !s.capacity.enter(s.cfg.OverloadAt) {
-		s.limits.writeHeaders(w.Header(), now)
+		lim.writeHeaders(w.Header(), now)
 		writeError(w, &apiError{529, "overloaded_error", "Overloaded: the simulator has " + strconv.Itoa(s.cfg.OverloadAt) + " requests in flight; retry with backoff"})
 		return
 	}
 	defer s.capacity.leave()
 
 	in := x.usage.InputTokens + x.usage.CacheCreationInputTokens
-	if wait, ok := s.limits.admit(now, in, x.rep.outputTokens); !ok {
-		s.limits.writeHeaders(w.Header(), now)
+	if wait, ok := lim.admit(now, in, x.rep.outputTokens); !ok {
+		lim.writeHeaders(w.Header(), now)
 		w.Header().Set("retry-after", strconv.FormatInt(ceilSeconds(wait), 10))
 		writeError(w, &apiError{429, "rate_limit_error", "This request would exceed your rate limit; retry after the time in the retry-after header"})
 		return
 	}
-	s.limits.writeHeaders(w.Header(), now)
+	lim.writeHeaders(w.Header(), now)
 
 	if fault == "hang" {
 		s.hang(w, r)

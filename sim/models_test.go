@@ -140,6 +140,28 @@ func TestRateLimits(t *testing.T) {
 	})
 }
 
+// Each API key has buckets of its own: one key's spent limit refuses none
+// of another key's requests.
+func TestRateLimitsArePerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{RequestsPerMinute: 1})
+		defer s.Close()
+		if w := call(s, "POST", "/v1/messages", helloBody); w.Code != 200 {
+			t.Fatalf("first: %d", w.Code)
+		}
+		if w := call(s, "POST", "/v1/messages", helloBody); w.Code != 429 {
+			t.Errorf("second on the same key: %d; want 429", w.Code)
+		}
+		if w := call(s, "POST", "/v1/messages", helloBody, "x-api-key", "sk-other"); w.Code != 200 {
+			t.Errorf("first on another key: %d; want 200", w.Code)
+		}
+		s.Reset()
+		if w := call(s, "POST", "/v1/messages", helloBody); w.Code != 200 {
+			t.Errorf("after a reset: %d; want 200", w.Code)
+		}
+	})
+}
+
 // cachedBody has a system prompt of about 1500 tokens with a breakpoint.
 func cachedBody(ttl, question string) string {
 	cc := `{"type":"ephemeral"}`

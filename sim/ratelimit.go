@@ -42,6 +42,52 @@ func (b *bucket) waitFor(n float64) time.Duration {
 
 func (b *bucket) untilFull() time.Duration { return b.waitFor(b.limit) }
 
+// orgLimits is the rate limits of every credential: each API key stands
+// for an organisation of its own, with its own buckets, as keys of
+// different organisations have on the API (keys of one organisation share
+// them there; the simulator has no organisations).
+type orgLimits struct {
+	cfg  Config
+	mu   sync.Mutex
+	keys map[string]*rateLimits
+}
+
+// maxOrgs bounds the credentials the simulator keeps buckets for; past
+// it, every new credential shares one set.
+const maxOrgs = 1024
+
+func newOrgLimits(c Config) *orgLimits { return &orgLimits{cfg: c, keys: map[string]*rateLimits{}} }
+
+// of is the buckets of the credential r carries (x-api-key, or a bearer
+// token).
+func (o *orgLimits) of(r *http.Request) *rateLimits {
+	key := r.Header.Get("X-Api-Key")
+	if key == "" {
+		key = r.Header.Get("Authorization")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.keys[key]
+	if l == nil {
+		if len(o.keys) >= maxOrgs {
+			key = "\x00overflow"
+			if l = o.keys[key]; l != nil {
+				return l
+			}
+		}
+		l = newRateLimits(o.cfg)
+		o.keys[key] = l
+	}
+	return l
+}
+
+// reset refills every bucket (POST /sim/reset).
+func (o *orgLimits) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.keys)
+}
+
 // rateLimits holds the requests, input-token and output-token buckets; a
 // nil bucket is a limit that is off.
 type rateLimits struct {

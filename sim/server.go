@@ -34,7 +34,7 @@ type Server struct {
 
 	mux      *http.ServeMux
 	capacity *capacity
-	limits   *rateLimits
+	limits   *orgLimits
 	cache    *promptCache
 	batches  *batchStore
 	stats    *statsRecorder
@@ -51,7 +51,7 @@ func New(cfg Config) *Server {
 		ctx:      ctx,
 		cancel:   cancel,
 		capacity: &capacity{slots: cfg.Capacity},
-		limits:   newRateLimits(cfg),
+		limits:   newOrgLimits(cfg),
 		cache:    newPromptCache(),
 		batches:  newBatchStore(),
 		stats:    &statsRecorder{byStatus: map[int]int64{}},

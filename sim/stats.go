@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice/request"
 )
@@ -105,7 +104,7 @@ func (s *Server) Reset() {
 	r.mu.Unlock()
 	s.capacity.resetPeak()
 	s.cache.reset()
-	s.limits.reset(time.Now())
+	s.limits.reset()
 	s.faults.reset()
 }
 
