@@ -66,6 +66,9 @@ type Sluice struct {
 	Timeout        Duration `json:"timeout"`
 	// IdleRelease overrides BATCH_IDLE_RELEASE (default on); nil keeps it.
 	IdleRelease *bool `json:"idle_release"`
+	// RateLimitPacing overrides RATE_LIMIT_PACING (buckets, reset or
+	// off); empty keeps the default.
+	RateLimitPacing string `json:"rate_limit_pacing"`
 }
 
 // Client is how the load generator behaves, modelled on the official SDKs.
@@ -234,6 +237,11 @@ func (sc *Scenario) validate() error {
 			return fmt.Errorf("sim.spikes[%d].to: must be after from", i)
 		}
 	}
+	switch sc.Sluice.RateLimitPacing {
+	case "", "buckets", "reset", "off":
+	default:
+		return fmt.Errorf("sluice.rate_limit_pacing: want buckets, reset or off, not %q", sc.Sluice.RateLimitPacing)
+	}
 	if sc.Sluice.MaxSize < 0 || sc.Sluice.MaxConcurrency < 0 || sc.Sluice.MaxWait < 0 || sc.Sluice.Timeout < 0 {
 		return errors.New("sluice: max_size, max_wait, max_concurrency and timeout must not be negative")
 	}
@@ -334,6 +342,9 @@ func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
 	}
 	if v := sc.Sluice.IdleRelease; v != nil {
 		c.IdleRelease = *v
+	}
+	if v := sc.Sluice.RateLimitPacing; v != "" {
+		c.RateLimitPacing = v
 	}
 	return c
 }

@@ -1,7 +1,8 @@
-// Package pace reads the upstream's rate-limit headers and says until when
-// new upstream calls should be held back: when a limit is exhausted
-// (remaining 0) there is no point sending requests that will come back 429
-// before it resets.
+// Package pace models the upstream's rate limits from its
+// anthropic-ratelimit-* headers. Buckets estimates each upstream key's
+// token buckets, so that a request is sent once its cost fits (see
+// buckets.go); Pacer is the older, coarser model, which says until when
+// every call should be held once a limit reads exhausted.
 package pace
 
 import (
