@@ -27,9 +27,11 @@ func TestBuiltinScenariosParse(t *testing.T) {
 		if err != nil || len(as) == 0 {
 			t.Fatalf("%s: %d arrivals, %v", n, len(as), err)
 		}
-		// Short enough for CI: the last arrival within 20 s.
-		if last := as[len(as)-1].At; last > 20*time.Second {
-			t.Errorf("%s: last arrival at %s; keep built-ins under 20 s", n, last)
+		// Short enough to run by hand: the last arrival within 30 s (the
+		// ratelimited scenario needs its 30 s, for the bucket to refill
+		// several times over).
+		if last := as[len(as)-1].At; last > 30*time.Second {
+			t.Errorf("%s: last arrival at %s; keep built-ins under 30 s", n, last)
 		}
 	}
 }
