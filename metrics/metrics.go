@@ -35,10 +35,10 @@ type State struct {
 
 // Bucket is one upstream key's estimated rate-limit bucket.
 type Bucket struct {
-	Key   string // the key's short hash, never the key
-	Limit string // requests, input-tokens, output-tokens or tokens
-	Size  float64
-	Level float64
+	Key   string  `json:"key"`   // the key's short hash, never the key
+	Limit string  `json:"limit"` // requests, input-tokens, output-tokens or tokens
+	Size  float64 `json:"size"`
+	Level float64 `json:"level"`
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.

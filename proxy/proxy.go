@@ -195,7 +195,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		Parked:    func() int { return p.parker.Parked() },
 		BodyBytes: func() int { return int(p.bodies.Held()) },
 		Pending:   func() int { return int(p.pendingConns.n.Load()) },
-		Buckets:   p.bucketLevels,
+		Buckets:   p.RateLimitBuckets,
 		// The setting, not the admission chain: an injected Admission may
 		// bound the queue differently, but today's default is QueueBound.
 		QueueCapacity: func() int {
@@ -387,9 +387,10 @@ func publicBase(cfg config.Config) string {
 	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
 }
 
-// bucketLevels is every upstream key's estimated rate-limit buckets, for
-// the metrics and the live view; nil unless RATE_LIMIT_PACING=buckets.
-func (p *Proxy) bucketLevels() []metrics.Bucket {
+// RateLimitBuckets is every upstream key's estimated rate-limit buckets,
+// for the metrics and the live view; nil unless RATE_LIMIT_PACING=buckets
+// (on the windowed path).
+func (p *Proxy) RateLimitBuckets() []metrics.Bucket {
 	if p.buckets == nil {
 		return nil
 	}

@@ -135,7 +135,9 @@ type stack struct {
 
 func newStack(t *testing.T, slots int) *stack {
 	t.Helper()
-	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1})
+	// An input-token limit far above what the tests send: its headers
+	// give the live view a bucket to show.
+	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1, InputTokensPerMinute: 1_000_000})
 	simSrv := httptest.NewServer(s)
 	cfg := config.Default()
 	cfg.Enabled, cfg.MaxConcurrency, cfg.MaxSize = true, slots, 4
@@ -148,9 +150,7 @@ func newStack(t *testing.T, slots int) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live.SetGauges(func() Gauges {
-		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
-	})
+	live.SetGauges(GaugesOf(p, cfg))
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -332,6 +332,11 @@ func TestPageShowsLiveWaves(t *testing.T) {
 		if w != wave {
 			t.Errorf("a recent request shows wave %s; want %s, the wave of all four", w, wave)
 		}
+	}
+	// The sim's input-token limit came back in the answers' headers:
+	// the live view shows the key's bucket.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-buckets li[data-limit="input-tokens"][data-key]`))); err != nil {
+		t.Fatalf("the live view shows no input-token bucket: %v", err)
 	}
 	shot(t, ctx, "page-390x844.png")
 	console.check(t)

@@ -3,11 +3,15 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -37,6 +41,29 @@ type Gauges struct {
 	Slots     int  `json:"slots"`       // BATCH_MAX_CONCURRENCY
 	InFlight  int  `json:"in_flight"`   // gate slots held
 	Queued    int  `json:"queued"`      // waiting in a window or for a slot
+	// Buckets is sluice's estimate of each upstream key's rate-limit
+	// buckets (RATE_LIMIT_PACING=buckets), keys by their short hash.
+	Buckets []metrics.Bucket `json:"buckets"`
+}
+
+// GaugesOf reads the gauges of p, which runs with cfg.
+func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
+	return func() Gauges {
+		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
+			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets()}
+		for i := range g.Buckets {
+			// Whole tokens: a bucket refilling by fractions of a token
+			// between two looks is no news to a watcher.
+			g.Buckets[i].Level = math.Round(g.Buckets[i].Level)
+		}
+		return g
+	}
+}
+
+// equal reports whether g and o show the same.
+func (g Gauges) equal(o Gauges) bool {
+	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
+		g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets)
 }
 
 // LiveWave is one flushed window.
@@ -157,7 +184,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	)
 	for {
 		u, v := l.snapshot()
-		if v != lastV || u.Gauges != lastG || time.Since(lastSent) >= time.Second {
+		if v != lastV || !u.Gauges.equal(lastG) || time.Since(lastSent) >= time.Second {
 			buf.Reset()
 			buf.WriteString("event: live\ndata: ")
 			json.NewEncoder(&buf).Encode(u) // ends with "\n"

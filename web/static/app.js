@@ -367,6 +367,16 @@ function live() {
     $("live-settings").textContent = gz.windowed
       ? "Window closes at " + gz.max_size + " requests or " + gz.max_wait_ms + " ms. Seen since you opened this page: " + u.waves_seen + " waves, " + u.requests_seen + " requests."
       : "Seen since you opened this page: " + u.requests_seen + " requests.";
+    const bl = $("live-buckets");
+    const buckets = gz.buckets || [];
+    bl.replaceChildren(...buckets.map((b) => {
+      const li = document.createElement("li");
+      li.dataset.key = b.key; li.dataset.limit = b.limit; li.dataset.level = Math.round(b.level);
+      const pct = b.size ? Math.max(0, Math.min(100, (100 * b.level) / b.size)) : 0;
+      li.textContent = "key " + b.key.slice(0, 8) + " · " + b.limit + ": " + Math.round(Math.max(0, b.level)).toLocaleString("en") + " of " + b.size.toLocaleString("en") + " (" + pct.toFixed(0) + "%)";
+      return li;
+    }));
+    if (!buckets.length) { const li = document.createElement("li"); li.textContent = "none known yet (RATE_LIMIT_PACING=buckets learns them from the upstream's answers)"; bl.append(li); }
     const ul = $("live-waves");
     ul.replaceChildren(...u.waves.map((w) => {
       const li = document.createElement("li");
