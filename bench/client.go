@@ -82,7 +82,8 @@ type client struct {
 	http    *http.Client
 	base    string
 	model   string
-	prefix  string // the shared system prompt; "" for none
+	prefix  string           // the shared system prompt; "" for none
+	tools   []map[string]any // the shared tool definitions; nil for none
 	timeout time.Duration
 	policy  retryPolicy
 	// onAttempt, if set, is told of each attempt before it is sent, with
@@ -115,10 +116,28 @@ func sharedPrefix(n int) string {
 	return filler("You are one of many agents working on the same code base. ", n)
 }
 
+// toolTokens is the size of each shared tool definition.
+const toolTokens = 400
+
+// sharedTools are n tool definitions of about toolTokens tokens each, the
+// same in every request of a scenario with shared_tools.
+func sharedTools(n int) []map[string]any {
+	var tools []map[string]any
+	for i := range n {
+		tools = append(tools, map[string]any{
+			"name":        fmt.Sprintf("tool_%02d", i),
+			"description": filler(fmt.Sprintf("Tool %d of the agent's kit. ", i), toolTokens-40),
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{
+				"path": map[string]any{"type": "string", "description": "the file to act on"}}, "required": []string{"path"}},
+		})
+	}
+	return tools
+}
+
 // requestBody is a Messages request of about a.PromptTokens input tokens
 // of its own, after the shared system prompt prefix if there is one, and,
 // for a turn of a session, after the session's earlier turns.
-func requestBody(model, prefix string, id int, a Arrival) []byte {
+func requestBody(model, prefix string, tools []map[string]any, id int, a Arrival) []byte {
 	req := map[string]any{
 		"model":      model,
 		"max_tokens": max(1024, a.OutputTokens),
@@ -136,6 +155,9 @@ func requestBody(model, prefix string, id int, a Arrival) []byte {
 			"cache_control": map[string]string{"type": "ephemeral"}}
 		req["messages"] = append(msgs, map[string]any{"role": "user", "content": []map[string]any{last}})
 	}
+	if tools != nil {
+		req["tools"] = tools // before the system prompt in the cached prefix: its breakpoint covers them
+	}
 	if prefix != "" {
 		req["system"] = []map[string]any{{"type": "text", "text": prefix, "cache_control": map[string]string{"type": "ephemeral"}}}
 	}
@@ -146,7 +168,7 @@ func requestBody(model, prefix string, id int, a Arrival) []byte {
 // do sends request id until it succeeds, fails for good, or runs out of
 // retries. ctx ending (the run aborted) ends it as lost.
 func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
-	body := requestBody(c.model, c.prefix, id, a)
+	body := requestBody(c.model, c.prefix, c.tools, id, a)
 	var out Outcome
 	for attempt := 0; ; attempt++ {
 		h, retry := c.attempt(ctx, id, attempt, a, body, &out)

@@ -247,7 +247,8 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 	defer tr.CloseIdleConnections()
 	c := &client{
 		http: &http.Client{Transport: tr}, base: base, model: sc.Workload.Model, timeout: sc.ClientTimeout(),
-		prefix: sharedPrefix(sc.Workload.SharedPrefixTokens),
+		prefix: sharedPrefix(sc.Workload.SharedPrefixTokens - sc.Workload.SharedTools*toolTokens),
+		tools:  sharedTools(sc.Workload.SharedTools),
 		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
 	}
 	if c.model == "" {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 func mustParse(t *testing.T, js string) *Scenario {
@@ -234,7 +236,7 @@ func TestSessionsRun(t *testing.T) {
 	if m := rep.Modes[0]; m.TTFTReadMS.N != 8 {
 		t.Errorf("%d streams read the cache; want 8", m.TTFTReadMS.N)
 	}
-	body := string(requestBody("m", "", 0, as[2]))
+	body := string(requestBody("m", "", nil, 0, as[2]))
 	for _, want := range []string{`session 0 turn 0`, `Done with turn 1.`, `session 0 turn 2`, `"cache_control":{"type":"ephemeral"}`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("turn 2's body lacks %s: %s", want, body)
@@ -286,5 +288,50 @@ func TestRunRepeat(t *testing.T) {
 	}
 	if !strings.Contains(out, " .. ") {
 		t.Errorf("no range in the table of 3 seeds' runs:\n%s", out)
+	}
+}
+
+// The agent fleet's shared prefix is a dozen tools and a system prompt,
+// cached by the system prompt's breakpoint: one prefix of about the
+// scenario's shared_prefix_tokens, the tools in it.
+func TestAgentFleetPrefixCarriesToolsAndSystem(t *testing.T) {
+	sc, err := LoadScenario("agent-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sc.Workload
+	if w.SharedTools == 0 {
+		t.Fatal("agent-fleet has no shared tools")
+	}
+	as, err := sc.Arrivals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := requestBody("claude-sonnet-4-5", sharedPrefix(w.SharedPrefixTokens-w.SharedTools*toolTokens), sharedTools(w.SharedTools), 0, as[0])
+	d, err := request.Parse(body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Prefixes) == 0 {
+		t.Fatal("no cacheable prefix")
+	}
+	got := d.Prefixes[0].Tokens
+	if got < w.SharedPrefixTokens*9/10 || got > w.SharedPrefixTokens*11/10 {
+		t.Errorf("shared prefix of %d tokens; want about %d", got, w.SharedPrefixTokens)
+	}
+	var v struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || len(v.Tools) != w.SharedTools {
+		t.Errorf("%d tools in the body (%v); want %d", len(v.Tools), err, w.SharedTools)
+	}
+	// A changed tool is another prefix.
+	other := sharedTools(w.SharedTools)
+	other[3]["description"] = "changed"
+	d2, _ := request.Parse(requestBody("claude-sonnet-4-5", sharedPrefix(w.SharedPrefixTokens-w.SharedTools*toolTokens), other, 0, as[0]), nil)
+	if d2.Prefixes[0].Key == d.Prefixes[0].Key {
+		t.Error("a changed tool definition kept the prefix's key")
 	}
 }

@@ -112,6 +112,11 @@ type Workload struct {
 	// (cache_control ephemeral), before its own message of PromptTokens:
 	// the shape of agents started together on one large prompt.
 	SharedPrefixTokens int `json:"shared_prefix_tokens"`
+	// SharedTools, with SharedPrefixTokens, makes that many of the shared
+	// prefix's tokens tool definitions (400 tokens each, sent before the
+	// system prompt, as tools come first in the cached prefix), the shape
+	// of coding agents: a dozen tools and a large system prompt.
+	SharedTools int `json:"shared_tools"`
 	// Turns, when above 1, makes each arrival a session of this many
 	// requests, each sent once the one before has ended: every turn
 	// repeats the session's earlier messages (with a stand-in reply for
@@ -288,6 +293,9 @@ func (sc *Scenario) validate() error {
 		return errors.New("workload.kind: missing; want burst, poisson, steps, ramp or trace")
 	default:
 		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace", w.Kind)
+	}
+	if w.SharedTools < 0 || w.SharedTools > 0 && w.SharedTools*toolTokens >= w.SharedPrefixTokens {
+		return fmt.Errorf("workload.shared_tools: must be >= 0, and its %d tokens a tool must leave some of shared_prefix_tokens for the system prompt", toolTokens)
 	}
 	if w.SharedPrefixTokens < 0 {
 		return errors.New("workload.shared_prefix_tokens: must not be negative")
