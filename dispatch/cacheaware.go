@@ -452,3 +452,20 @@ func cacheable(r *request.Descriptor) []request.Prefix {
 	}
 	return nil
 }
+
+// Held is how many followers are held now, for a gauge: it walks the
+// registry (bounded by MaxPrefixes), so call it on a scrape, not per
+// request.
+func (c *CacheAware) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		for _, f := range el.Value.(*prefixEntry).held {
+			if f.at(flushed) { // one that left is dropped on the next pass
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -134,8 +134,14 @@ func TestCacheFollowersWaitForLeader(t *testing.T) {
 		if q := r.s.Queued(); q != 3 {
 			t.Errorf("queued = %d; want the 3 held followers", q)
 		}
+		if n := r.c.Held(); n != 3 {
+			t.Errorf("Held() = %d; want the 3 followers", n)
+		}
 		for _, o := range outs {
 			<-o
+		}
+		if n := r.c.Held(); n != 0 {
+			t.Errorf("Held() = %d once all are served; want 0", n)
 		}
 		r.send(t.Context(), "warm", shared(7), sleepFor(time.Second))
 		r.s.Flush()

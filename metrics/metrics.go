@@ -31,6 +31,8 @@ type State struct {
 	// Buckets is the estimated rate-limit buckets of each upstream key
 	// (RATE_LIMIT_PACING=buckets); nil when there are none.
 	Buckets func() []Bucket
+	// CacheHeld is the followers CACHE_AWARE holds now for their leaders.
+	CacheHeld func() int
 }
 
 // Bucket is one upstream key's estimated rate-limit bucket.
@@ -134,6 +136,7 @@ func New(st State) *Metrics {
 	gauge("sluice_body_budget_held_bytes", "Bytes of Messages request bodies held now, against BODY_BUDGET_MB.", st.BodyBytes)
 	gauge("sluice_body_budget_capacity_bytes", "Bytes of Messages request bodies that may be held at once (BODY_BUDGET_MB).", st.BodyBudget)
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
+	gauge("sluice_cache_followers_held", "Requests CACHE_AWARE holds now outside the gate, waiting for the response of the request writing their prompt prefix to begin.", st.CacheHeld)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
 	// The runtime's and the process's own: memory, goroutines, file
 	// descriptors, which are what overload costs.

@@ -63,6 +63,8 @@ type Proxy struct {
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
 	buckets *dispatch.KeyBuckets
+	// cache is the cache-aware releaser (CACHE_AWARE); nil otherwise.
+	cache *dispatch.CacheAware
 	// lastRateLimited is when the upstream last answered 429, in Unix
 	// nanoseconds.
 	lastRateLimited atomic.Int64
@@ -196,6 +198,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		BodyBytes: func() int { return int(p.bodies.Held()) },
 		Pending:   func() int { return int(p.pendingConns.n.Load()) },
 		Buckets:   p.RateLimitBuckets,
+		CacheHeld: func() int {
+			if p.cache == nil {
+				return 0
+			}
+			return p.cache.Held()
+		},
 		// The setting, not the admission chain: an injected Admission may
 		// bound the queue differently, but today's default is QueueBound.
 		QueueCapacity: func() int {
@@ -234,7 +242,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		}
 		releaser := opt.Releaser
 		if releaser == nil && cfg.CacheAware {
-			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
+			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
+			releaser = p.cache
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
 			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Pacing: pacing}, g, p.dispatchHooks(p.obs))
