@@ -65,12 +65,12 @@ func (m *Member) Used(u Usage) {
 // overtakes. A 429 that still comes holds its key alone, for its
 // retry-after.
 //
-// The output limit is debited up front with an estimate (max_tokens, or
-// the share of it the key's replies have used, see
-// pace.Buckets.OutputEstimate) and corrected to the reply's usage when it
-// has ended: a long stream spends its output over its life, but the
-// upstream's bucket, like this estimate, is settled by the answer's end.
-// Each answer's headers keep the estimate within what they allow.
+// The output limit is debited max_tokens up front and corrected to the
+// reply's usage once it has ended, which is how the API's documentation
+// says it counts that limit: a long stream holds its whole max_tokens of
+// the output bucket for its life, here as upstream, and gives back what it
+// did not use at its end. Each answer's headers keep the estimate within
+// what they allow.
 //
 // A held member costs a record in its key's line, and a key with held
 // members one timer: no goroutine.
@@ -105,7 +105,7 @@ type pacedMember struct {
 func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 	return pace.Cost{
 		Input:  float64(max(r.Cost.InputTokens-cached, 1)),
-		Output: k.Buckets.OutputEstimate(r.Key, r.Cost.MaxTokens),
+		Output: float64(r.Cost.MaxTokens),
 	}
 }
 
@@ -238,7 +238,6 @@ func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 func (k *KeyBuckets) Used(m *Member, u Usage) {
 	now := time.Now()
 	k.Buckets.Correct(m.spend.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
-	k.Buckets.LearnOutput(m.req.Key, m.req.Cost.MaxTokens, u.Output)
 }
 
 // End gives back a debit that no answer settled: the call never reached

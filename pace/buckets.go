@@ -37,8 +37,12 @@ func (k Kind) String() string { return kindNames[k] }
 
 // Cost is what one request is estimated to spend of each limit.
 type Cost struct {
-	Input  float64 // uncached input tokens and cache writes: cache reads do not count
-	Output float64 // output tokens
+	Input float64 // uncached input tokens and cache writes: cache reads do not count
+	// Output is max_tokens until the answer has ended, as the API counts
+	// it: its rate-limits documentation says the output-token limit is
+	// estimated from max_tokens at the start of each request and adjusted
+	// to the tokens used at its end.
+	Output float64
 }
 
 // of is c's amount of kind k (one request of Requests).
@@ -99,7 +103,6 @@ type keyBuckets struct {
 	b       [numKinds]bucket
 	spent   [numKinds]float64 // running total of debits
 	blocked time.Time         // a 429's retry-after: nothing goes before it
-	rate    float64           // learned share of max_tokens a reply uses (0: none yet)
 }
 
 // bucket is one limit's estimated state; unknown until a header names it.
@@ -227,40 +230,6 @@ func (k *keyBuckets) give(kind Kind, n float64, now time.Time) {
 		b.refill(now)
 		b.level = math.Min(b.limit, b.level+n)
 	}
-}
-
-// LearnOutput feeds the share of max_tokens one reply used, for
-// OutputEstimate.
-func (bs *Buckets) LearnOutput(key string, maxTokens, used int) {
-	if maxTokens <= 0 {
-		return
-	}
-	r := math.Min(1, float64(used)/float64(maxTokens))
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	k := bs.lookup(key)
-	if k == nil {
-		return
-	}
-	if k.rate == 0 {
-		k.rate = r
-	} else {
-		k.rate += (r - k.rate) / 8 // a moving average over about eight replies
-	}
-}
-
-// OutputEstimate is what a request with maxTokens is estimated to spend of
-// key's output-token limit: maxTokens until replies have been seen, then
-// the learned share of it, with a margin (the correction from each reply's
-// usage makes good an estimate too low or too high).
-func (bs *Buckets) OutputEstimate(key string, maxTokens int) float64 {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	k := bs.lookup(key)
-	if k == nil || k.rate == 0 {
-		return float64(maxTokens)
-	}
-	return math.Ceil(float64(maxTokens) * math.Min(1, k.rate*1.25))
 }
 
 // Observe learns from one answer to a request that took d: the limits and

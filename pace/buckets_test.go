@@ -190,20 +190,6 @@ func TestTheTokensLimitCountsOnlyWhenNeitherInputNorOutputIsReported(t *testing.
 	}
 }
 
-func TestOutputIsEstimatedFromMaxTokensThenFromReplies(t *testing.T) {
-	var bs Buckets
-	if got := bs.OutputEstimate("k", 1000); got != 1000 {
-		t.Errorf("before any reply %v; want max_tokens", got)
-	}
-	bs.Take("k", Cost{}, t0)
-	for range 50 {
-		bs.LearnOutput("k", 1000, 200)
-	}
-	if got := bs.OutputEstimate("k", 1000); got != 250 {
-		t.Errorf("after replies using a fifth %v; want 250 (a fifth, with a quarter's margin)", got)
-	}
-}
-
 func TestKeysAreBounded(t *testing.T) {
 	bs := Buckets{MaxKeys: 2}
 	for _, k := range []string{"a", "b", "c"} {

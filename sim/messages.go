@@ -144,13 +144,16 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	defer s.capacity.leave()
 
 	in := x.usage.InputTokens + x.usage.CacheCreationInputTokens
-	if wait, ok := lim.admit(now, in, x.rep.outputTokens); !ok {
+	// The output-token limit is counted as the API documents it: max_tokens
+	// at the start, adjusted to the tokens used once the answer has ended.
+	if wait, ok := lim.admit(now, in, *req.MaxTokens); !ok {
 		lim.writeHeaders(w.Header(), now)
 		w.Header().Set("retry-after", strconv.FormatInt(ceilSeconds(wait), 10))
 		writeError(w, &apiError{429, "rate_limit_error", "This request would exceed your rate limit; retry after the time in the retry-after header"})
 		return
 	}
 	lim.writeHeaders(w.Header(), now)
+	defer lim.giveOutput(*req.MaxTokens - x.rep.outputTokens)
 
 	if fault == "hang" {
 		s.hang(w, r)

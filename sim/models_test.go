@@ -140,6 +140,28 @@ func TestRateLimits(t *testing.T) {
 	})
 }
 
+// The output-token limit is debited max_tokens at the start and given
+// back what was not used at the end, as the API documents it: two answers
+// of 10 tokens with max_tokens 800 fit one after the other in a limit of
+// 1,000, though both would not fit side by side.
+func TestOutputLimitCountsMaxTokensUntilTheEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{OutputTokensPerMinute: 1000})
+		defer s.Close()
+		body := `{"model":"m","max_tokens":800,"messages":[{"role":"user","content":"hi"}]}`
+		w := call(s, "POST", "/v1/messages", body, "x-sim-output-tokens", "10")
+		if w.Code != 200 {
+			t.Fatalf("first: %d", w.Code)
+		}
+		if got := w.Header().Get("anthropic-ratelimit-output-tokens-remaining"); got != "0" {
+			t.Errorf("output remaining during the first answer %q; want 0 (200 left, rounded): max_tokens is held", got)
+		}
+		if w := call(s, "POST", "/v1/messages", body, "x-sim-output-tokens", "10"); w.Code != 200 {
+			t.Errorf("second, after the first ended: %d; want 200 (790 given back)", w.Code)
+		}
+	})
+}
+
 // Each API key has buckets of its own: one key's spent limit refuses none
 // of another key's requests.
 func TestRateLimitsArePerKey(t *testing.T) {

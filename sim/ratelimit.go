@@ -137,6 +137,20 @@ func (l *rateLimits) admit(now time.Time, in, out int) (time.Duration, bool) {
 	return 0, true
 }
 
+// giveOutput returns n output tokens to the output bucket: what an answer
+// that has ended did not use of the max_tokens it was debited.
+func (l *rateLimits) giveOutput(n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.out; b != nil {
+		b.refill(time.Now())
+		b.level = math.Min(b.limit, b.level+float64(n))
+	}
+}
+
 // writeHeaders sets the anthropic-ratelimit-* headers from the buckets'
 // state at now. The tokens-* family reports the tighter of input and output.
 func (l *rateLimits) writeHeaders(h http.Header, now time.Time) {
