@@ -24,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
@@ -35,8 +36,10 @@ type Options struct {
 	URL string
 	// Timeout bounds every Redis call a request waits on. If zero, 100 ms.
 	Timeout time.Duration
-	// LeaseTTL is how long a replica's slots outlive its last heartbeat. If
-	// zero, 5 s. Heartbeats go every LeaseTTL/4.
+	// LeaseTTL bounds how long a dead replica's slots stay taken: each
+	// heartbeat (every LeaseTTL/4) renews its leases for 0.7 × LeaseTTL,
+	// and the next heartbeat or script of any other replica, at most
+	// LeaseTTL/4 after they end, reaps them. If zero, 5 s.
 	LeaseTTL time.Duration
 	// Replicas, if positive, is the fleet's size for the fallback cap;
 	// if zero, the replicas alive in Redis when it was last reached.
@@ -56,7 +59,8 @@ type Client struct {
 	secret   string // the URL's password, scrubbed from every error text
 	log      *slog.Logger
 	addr     string // the URL, redacted, for logs
-	interval time.Duration
+	interval time.Duration // between heartbeats: LeaseTTL/4
+	lease    time.Duration // how long each renewal lasts: 0.7 × LeaseTTL
 
 	mu    sync.Mutex
 	gates map[string]*Gate // by grant channel
@@ -66,8 +70,9 @@ type Client struct {
 	fallback atomic.Int32 // gates now on their local fallback cap
 	replicas atomic.Int32 // replicas last seen alive in Redis
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop  chan struct{}
+	done  sync.WaitGroup
+	close sync.Once
 }
 
 // Open connects to opt.URL. It fails only on a bad URL: a Redis that does
@@ -105,10 +110,12 @@ func Open(opt Options) (*Client, error) {
 	if ro.PoolSize < 64 {
 		ro.PoolSize = 64
 	}
+	// go-redis logs every failed dial; the gate logs an outage once.
+	redis.SetLogger(&logging.VoidLogger{})
 	id := make([]byte, 6)
 	rand.Read(id)
 	c := &Client{opt: opt, rdb: redis.NewClient(ro), replica: hex.EncodeToString(id), secret: password(u),
-		log: opt.Logger, addr: u.Redacted(), interval: opt.LeaseTTL / 4, gates: map[string]*Gate{}, stop: make(chan struct{})}
+		log: opt.Logger, addr: u.Redacted(), interval: opt.LeaseTTL / 4, lease: opt.LeaseTTL * 7 / 10, gates: map[string]*Gate{}, stop: make(chan struct{})}
 	c.ps = c.rdb.Subscribe(context.Background())
 	msgs := c.ps.Channel(redis.WithChannelSize(1024))
 	c.done.Add(2)
@@ -224,7 +231,7 @@ func (c *Client) beat() {
 // the timeout, and parses its reply.
 func (c *Client) run(s *redis.Script, g *Gate, epoch uint64, extra ...any) (reply, error) {
 	args := make([]any, 0, 5+len(extra))
-	args = append(args, c.replica, epoch, g.capacity, c.opt.LeaseTTL.Milliseconds(), g.channel)
+	args = append(args, c.replica, epoch, g.capacity, c.lease.Milliseconds(), g.channel)
 	args = append(args, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
 	defer cancel()
@@ -262,10 +269,27 @@ func (c *Client) Collectors() []prometheus.Collector {
 	}
 }
 
+// crash stops the client as a killed process would: no goodbye, its
+// leases left in Redis to expire. For tests.
+func (c *Client) crash() {
+	c.close.Do(func() {
+		close(c.stop)
+		c.ps.Close()
+		c.done.Wait()
+		c.rdb.Close()
+	})
+}
+
 // Close stops the heartbeat, takes this replica's leases and tickets out
 // of Redis (its slots pass to the others at once, not after the TTL), and
 // closes the connections. Call it once every ticket is done.
 func (c *Client) Close() error {
+	err := errors.New("redisgate: closed twice")
+	c.close.Do(func() { err = c.shut() })
+	return err
+}
+
+func (c *Client) shut() error {
 	close(c.stop)
 	c.mu.Lock()
 	gates := make([]*Gate, 0, len(c.gates))

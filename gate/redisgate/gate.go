@@ -399,6 +399,7 @@ func (g *Gate) resume() {
 		g.c.log.Info("redis reachable again: the shared gate resumes", "gate", g.name, "redis", g.c.addr,
 			"held_here", len(holders), "waiting_here", len(waiting))
 	}
+	g.snap = reply{} // a Redis that lost its data counts versions anew
 	g.observe(r)
 	drops := g.grantAll(r.granted, nil)
 	g.mu.Unlock()

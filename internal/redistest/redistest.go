@@ -10,8 +10,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,7 +62,10 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
-	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	if f, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		s.cmd.Stdout, s.cmd.Stderr = f, f // the os/exec copy ends with the process; f is closed with it
+		defer f.Close()
+	}
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
@@ -117,3 +122,10 @@ func (s *Server) Reply(args ...string) (string, error) {
 	}
 	return line, nil
 }
+
+// Pause freezes the server (SIGSTOP): connections stay open and nothing
+// answers, as with a Redis that hangs or a network that drops packets.
+func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume thaws a paused server (SIGCONT).
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
