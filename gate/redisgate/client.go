@@ -115,13 +115,23 @@ func Open(opt Options) (*Client, error) {
 	id := make([]byte, 6)
 	rand.Read(id)
 	c := &Client{opt: opt, rdb: redis.NewClient(ro), replica: hex.EncodeToString(id), secret: password(u),
-		log: opt.Logger, addr: u.Redacted(), interval: opt.LeaseTTL / 4, lease: opt.LeaseTTL * 7 / 10, gates: map[string]*Gate{}, stop: make(chan struct{})}
+		log: opt.Logger, addr: Redacted(opt.URL), interval: opt.LeaseTTL / 4, lease: opt.LeaseTTL * 7 / 10, gates: map[string]*Gate{}, stop: make(chan struct{})}
 	c.ps = c.rdb.Subscribe(context.Background())
 	msgs := c.ps.Channel(redis.WithChannelSize(1024))
 	c.done.Add(2)
 	go c.receive(msgs)
 	go c.beat()
 	return c, nil
+}
+
+// Redacted is rawURL with its password hidden, for a log; text that is no
+// URL is not shown at all.
+func Redacted(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(not shown)"
+	}
+	return u.Redacted()
 }
 
 // password is u's password, or "".
