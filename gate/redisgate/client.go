@@ -58,7 +58,7 @@ type Client struct {
 	replica  string // this replica's id in Redis
 	secret   string // the URL's password, scrubbed from every error text
 	log      *slog.Logger
-	addr     string // the URL, redacted, for logs
+	addr     string        // the URL, redacted, for logs
 	interval time.Duration // between heartbeats: LeaseTTL/4
 	lease    time.Duration // how long each renewal lasts: 0.7 × LeaseTTL
 

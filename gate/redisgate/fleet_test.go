@@ -147,7 +147,7 @@ func TestFallbackAndResume(t *testing.T) {
 	if a.fallback.Load() != 1 {
 		t.Error("sluice_gate_fallback is not 1 on the fallback")
 	}
-	srv.Stop() // killed while hung
+	srv.Stop()    // killed while hung
 	srv.Restart() // empty: every lease and place in line is gone
 	// A replica that did not notice the outage finds its epoch gone at its
 	// next heartbeat and resyncs too: wait until both stay shared for
