@@ -55,8 +55,8 @@ func sluiceBinary(t *testing.T) string {
 // recorder is the upstream: the simulator behind a count of the calls in
 // flight, in all and by replica, and the order calls began in.
 type recorder struct {
-	sim *sim.Server
-	mu  sync.Mutex
+	sim  *sim.Server
+	mu   sync.Mutex
 	now  int
 	peak int
 	by   map[string]int // in flight by x-test-replica
