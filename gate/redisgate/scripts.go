@@ -40,15 +40,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function range(r) return '[' .. r .. '|', '[' .. r .. '|\255' end
 
+local function remove(r) -- replica r's leases, places in line and entry
+  local lo, hi = range(r)
+  redis.call('ZREMRANGEBYLEX', H, lo, hi)
+  for _, id in ipairs(redis.call('ZRANGEBYLEX', WR, lo, hi)) do redis.call('ZREM', W, id) end
+  redis.call('ZREMRANGEBYLEX', WR, lo, hi)
+  redis.call('ZREM', R, r)
+  redis.call('HDEL', E, r)
+end
+
 local function reap()
-  for _, r in ipairs(redis.call('ZRANGEBYSCORE', R, '-inf', now)) do
-    local lo, hi = range(r)
-    redis.call('ZREMRANGEBYLEX', H, lo, hi)
-    for _, id in ipairs(redis.call('ZRANGEBYLEX', WR, lo, hi)) do redis.call('ZREM', W, id) end
-    redis.call('ZREMRANGEBYLEX', WR, lo, hi)
-    redis.call('ZREM', R, r)
-    redis.call('HDEL', E, r)
-  end
+  for _, r in ipairs(redis.call('ZRANGEBYSCORE', R, '-inf', now)) do remove(r) end
 end
 
 local function stale() return redis.call('HGET', E, me) ~= epoch end
@@ -159,12 +161,7 @@ return reply(0)
 // byeScript takes the caller out of the fleet: its leases, its tickets in
 // line and its entry go, and its slots pass to the others' waiters.
 var byeScript = redis.NewScript(scriptHead + `
-local lo, hi = range(me)
-redis.call('ZREMRANGEBYLEX', H, lo, hi)
-for _, id in ipairs(redis.call('ZRANGEBYLEX', WR, lo, hi)) do redis.call('ZREM', W, id) end
-redis.call('ZREMRANGEBYLEX', WR, lo, hi)
-redis.call('ZREM', R, me)
-redis.call('HDEL', E, me)
+remove(me)
 me = ''
 grant()
 return reply(0)
