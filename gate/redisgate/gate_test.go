@@ -1,7 +1,6 @@
 package redisgate
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,5 +79,3 @@ func TestConformanceFallback(t *testing.T) {
 		return g
 	})
 }
-
-var _ = context.Background
