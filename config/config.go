@@ -46,6 +46,11 @@ type Config struct {
 	CacheAware           bool          // CACHE_AWARE
 	CacheLeaderWait      time.Duration // CACHE_LEADER_WAIT_MS
 	TracingEnabled       bool          // TRACING_ENABLED
+	GateBackend          string        // GATE_BACKEND: local or redis
+	RedisURL             string        // REDIS_URL; holds a password, never logged
+	RedisTimeout         time.Duration // REDIS_TIMEOUT_MS
+	GateLeaseTTL         time.Duration // GATE_LEASE_TTL_S
+	GateReplicas         int           // GATE_REPLICAS; 0: counted in Redis
 }
 
 // Setting is one row of the configuration table.
@@ -159,6 +164,48 @@ var Settings = []Setting{
 	{Env: "TRACING_ENABLED", Flag: "tracing-enabled", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Send OpenTelemetry traces (a span per request; the window wait, slot wait and each upstream attempt beneath it) over OTLP/HTTP, configured by the standard OTEL_* variables (see docs/tracing.md). Off: no tracing work on the request path.",
 		apply:   func(c *Config, v string) (err error) { c.TracingEnabled, err = parseBool(v); return }},
+	{Env: "GATE_BACKEND", Flag: "gate-backend", Default: "local", Accepts: "local or redis",
+		Meaning: "Where the gate's BATCH_MAX_CONCURRENCY slots live: local, in this process; redis, shared by every replica on REDIS_URL, granted in arrival order across them (see docs/scaling.md).",
+		apply:   func(c *Config, v string) error { return parseWord(&c.GateBackend, v, "local", "redis") }},
+	{Env: "REDIS_URL", Flag: "redis-url", Default: "", Accepts: "a redis://, rediss:// or unix:// URL, or empty",
+		Meaning: "The Redis of GATE_BACKEND=redis, redis://[:password@]host:port[/db]. A password in it never reaches a log, a metric or an error.",
+		apply:   parseRedisURL},
+	{Env: "REDIS_TIMEOUT_MS", Flag: "redis-timeout-ms", Default: "100", Accepts: "whole milliseconds >= 1",
+		Meaning: "With GATE_BACKEND=redis, the longest a request waits on Redis; past it the gate falls back to a local cap of ceil(BATCH_MAX_CONCURRENCY / replicas) until Redis answers again.",
+		apply:   wholeUnits(time.Millisecond, 1, func(c *Config) *time.Duration { return &c.RedisTimeout })},
+	{Env: "GATE_LEASE_TTL_S", Flag: "gate-lease-ttl-s", Default: "5", Accepts: "whole seconds >= 1",
+		Meaning: "With GATE_BACKEND=redis, how soon the slots of a replica that died (or lost Redis) come back to the others; heartbeats renew them every quarter of it.",
+		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.GateLeaseTTL })},
+	{Env: "GATE_REPLICAS", Flag: "gate-replicas", Default: "0", Accepts: "a whole number >= 0",
+		Meaning: "With GATE_BACKEND=redis, the replicas the fallback cap divides BATCH_MAX_CONCURRENCY by; 0: those last seen alive in Redis.",
+		apply:   func(c *Config, v string) (err error) { c.GateReplicas, err = parseInt(v, 0); return }},
+}
+
+// parseRedisURL checks REDIS_URL without ever quoting it: it may hold a
+// password.
+func parseRedisURL(c *Config, v string) error {
+	c.RedisURL = ""
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Host == "" {
+			return errors.New("no host")
+		}
+	case "unix":
+		if u.Path == "" {
+			return errors.New("no socket path")
+		}
+	default:
+		return errors.New("scheme must be redis, rediss or unix")
+	}
+	c.RedisURL = v
+	return nil
 }
 
 func parsePublicURL(c *Config, v string) error {
@@ -263,6 +310,9 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, redactURL(v), src, err, s.Accepts)
 		}
 	}
+	if c.GateBackend == "redis" && c.RedisURL == "" {
+		return Config{}, errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
+	}
 	return c, nil
 }
 
@@ -366,8 +416,12 @@ func parseListen(c *Config, v string) error {
 // about a setting never shows a secret; text that is no URL is shown as
 // it is.
 func redactURL(v string) string {
-	if u, err := url.Parse(v); err == nil && u.User != nil {
+	u, err := url.Parse(v)
+	if err == nil && u.User != nil {
 		return u.Redacted()
+	}
+	if err != nil && strings.Contains(v, "@") {
+		return "(not shown: it may hold a password)"
 	}
 	return v
 }

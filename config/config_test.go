@@ -134,3 +134,30 @@ func TestURLSettingErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// REDIS_URL holds a password: no error about it, nor about the redis
+// settings, ever quotes it.
+func TestRedisURLNeverShown(t *testing.T) {
+	const secret = "s3cret-pw"
+	for _, v := range []string{
+		"redis://:" + secret + "@",             // no host
+		"http://:" + secret + "@host:6379",     // wrong scheme
+		"redis://:" + secret + "%zz@host:6379", // not a URL at all
+	} {
+		_, err := Load(nil, env(map[string]string{"GATE_BACKEND": "redis", "REDIS_URL": v}))
+		if err == nil {
+			t.Errorf("REDIS_URL=%q loaded; want an error", v)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error about a bad REDIS_URL shows its password: %v", err)
+		}
+	}
+	if _, err := Load(nil, env(map[string]string{"GATE_BACKEND": "redis"})); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
+		t.Errorf("GATE_BACKEND=redis without REDIS_URL: err = %v; want one naming REDIS_URL", err)
+	}
+	c, err := Load(nil, env(map[string]string{"GATE_BACKEND": "redis", "REDIS_URL": "redis://:" + secret + "@127.0.0.1:6379/2"}))
+	if err != nil || c.GateBackend != "redis" || c.RedisTimeout != 100*time.Millisecond || c.GateLeaseTTL != 5*time.Second {
+		t.Errorf("a good redis config: %+v, %v", c, err)
+	}
+}

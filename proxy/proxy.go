@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/config"
@@ -144,6 +145,8 @@ type Options struct {
 	// Releaser puts each closed wave's members in line. If nil, all at once
 	// in arrival order.
 	Releaser dispatch.Releaser
+	// Collectors are more metrics to serve at /metrics: a shared gate's.
+	Collectors []prometheus.Collector
 	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
 	// requests over the last 10 s, never fewer than 10 retries a second.
 	RetryBudget *retry.Budget
@@ -214,6 +217,11 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		},
 		BodyBudget: func() int { return int(p.bodies.limit) },
 	})
+	for _, c := range opt.Collectors {
+		if err := p.metrics.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+	}
 	if cfg.Enabled {
 		g := opt.Gate
 		if g == nil {

@@ -14,13 +14,20 @@ import (
 // it: /ui/ goes to the page, everything else to the proxy. ctx ends the
 // page's live event streams, so that they do not hold up shutdown. With
 // TRACING_ENABLED the proxy traces (see startTracing); call flushSpans
-// once the server has drained.
+// once the server has drained (it also closes a GATE_BACKEND=redis gate).
 func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *proxy.Proxy, h http.Handler, flushSpans func(), err error) {
 	tp, flushSpans, err := startTracing(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider}
+	closeGate, err := withSharedGate(cfg, log, &opt)
+	if err != nil {
+		flushSpans()
+		return nil, nil, nil, err
+	}
+	flush := flushSpans
+	flushSpans = func() { flush(); closeGate() } // and this replica leaves the shared gate
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)

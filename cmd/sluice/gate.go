@@ -1,0 +1,38 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/gate/redisgate"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// sharedGateName is the gate every replica on one Redis shares; fleets
+// that must not share a cap use Redis databases of their own (REDIS_URL's
+// /db).
+const sharedGateName = "sluice:gate"
+
+// withSharedGate puts the Redis gate into opt when GATE_BACKEND=redis and
+// windowing is on, and returns the function that takes this replica out
+// of Redis once the server has drained.
+func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (closeGate func(), err error) {
+	if !cfg.Enabled || cfg.GateBackend != "redis" {
+		return func() {}, nil
+	}
+	c, err := redisgate.Open(redisgate.Options{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout,
+		LeaseTTL: cfg.GateLeaseTTL, Replicas: cfg.GateReplicas, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	g, err := c.Gate(sharedGateName, cfg.MaxConcurrency)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	opt.Gate = g
+	opt.Collectors = append(opt.Collectors, c.Collectors()...)
+	log.Info("the gate is shared through Redis", "redis", redisgate.Redacted(cfg.RedisURL), "replica", c.Replica(),
+		"cap", cfg.MaxConcurrency, "shared_now", g.Shared())
+	return func() { c.Close() }, nil
+}

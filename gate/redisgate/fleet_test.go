@@ -1,0 +1,196 @@
+package redisgate
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// waitReady waits up to d for t's slot and reports how long it took.
+func waitReady(t *testing.T, tk *gate.Ticket, d time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-tk.Ready():
+		return 0
+	default:
+	}
+	select {
+	case <-tk.Ready():
+		return time.Since(start)
+	case <-time.After(d):
+		t.Fatalf("%s: no slot within %v", what, d)
+		return 0
+	}
+}
+
+func notReady(t *testing.T, tk *gate.Ticket, what string) {
+	t.Helper()
+	select {
+	case <-tk.Ready():
+		t.Fatalf("%s holds a slot; want it waiting", what)
+	default:
+	}
+}
+
+// TestGrantsAcrossReplicas has two replicas share a cap of 2: a slot
+// freed on one goes to the longest waiter, whichever replica it is on.
+func TestGrantsAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := open(t, srv.URL, Options{}), open(t, srv.URL, Options{})
+	ga, gb := testGate(t, a, 2), (*Gate)(nil)
+	gb, err := b.Gate(ga.name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := new(gate.Ticket), new(gate.Ticket)
+	ga.Join(h1)
+	gb.Join(h2)
+	waitReady(t, h1, time.Second, "first")
+	waitReady(t, h2, time.Second, "second")
+	// Arrival order: b1, a1, b2.
+	b1, a1, b2 := new(gate.Ticket), new(gate.Ticket), new(gate.Ticket)
+	gb.Join(b1)
+	ga.Join(a1)
+	gb.Join(b2)
+	if st := gb.Stats(); st != (gate.Stats{Capacity: 2, InFlight: 2, Waiting: 3}) {
+		t.Errorf("Stats() = %+v; want the fleet's {2 2 3}", st)
+	}
+	ga.Release(h1, gate.Outcome{}) // a's slot goes to b1, by pub/sub
+	waitReady(t, b1, time.Second, "b1, first in line, on the other replica")
+	notReady(t, a1, "a1")
+	gb.Release(h2, gate.Outcome{}) // b's slot goes to a1
+	waitReady(t, a1, time.Second, "a1, next in line, on the other replica")
+	notReady(t, b2, "b2")
+	ga.Release(a1, gate.Outcome{})
+	waitReady(t, b2, time.Second, "b2")
+	gb.Release(b1, gate.Outcome{})
+	gb.Release(b2, gate.Outcome{})
+	if st := gb.Stats(); st != (gate.Stats{Capacity: 2}) {
+		t.Errorf("Stats() after all released = %+v; want {2 0 0}", st)
+	}
+}
+
+// TestCrashedReplicaSlotsReturn kills a replica holding every slot: its
+// leases end within the TTL and the other replica's waiter gets a slot.
+func TestCrashedReplicaSlotsReturn(t *testing.T) {
+	const ttl = time.Second
+	srv := redistest.Start(t)
+	a, b := open(t, srv.URL, Options{LeaseTTL: ttl}), open(t, srv.URL, Options{LeaseTTL: ttl})
+	ga := testGate(t, a, 2)
+	gb, err := b.Gate(ga.name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		tk := new(gate.Ticket)
+		ga.Join(tk)
+		waitReady(t, tk, time.Second, "a's ticket")
+	}
+	w1, w2 := new(gate.Ticket), new(gate.Ticket)
+	gb.Join(w1)
+	gb.Join(w2)
+	time.Sleep(ttl / 2) // a heartbeat or two of a's: its leases are renewed, not left to lapse
+	notReady(t, w1, "b's waiter while a lives")
+	a.crash()
+	took := waitReady(t, w1, 2*ttl, "b's first waiter after a was killed")
+	waitReady(t, w2, 100*time.Millisecond, "b's second waiter")
+	if took > ttl+100*time.Millisecond {
+		t.Errorf("a's slots came back %v after it was killed; want within the lease TTL of %v", took, ttl)
+	}
+	t.Logf("a's slots came back %v after it was killed (lease TTL %v)", took, ttl)
+	if st := gb.Stats(); st.InFlight != 2 || st.Waiting != 0 {
+		t.Errorf("Stats() = %+v; want b's 2 held, none waiting", st)
+	}
+}
+
+// TestFallbackAndResume stops Redis under two replicas with a cap of 4:
+// each falls back to ⌈4 ÷ 2⌉ = 2 within the timeout, and when Redis comes
+// back (empty, as after a crash) each resyncs what it holds and the
+// shared cap is in force again.
+func TestFallbackAndResume(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	srv := redistest.Start(t)
+	opt := Options{LeaseTTL: time.Second, Timeout: timeout, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
+	a, b := open(t, srv.URL, opt), open(t, srv.URL, opt)
+	ga := testGate(t, a, 4)
+	gb, err := b.Gate(ga.name, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := new(gate.Ticket)
+	ga.Join(held)
+	waitReady(t, held, time.Second, "a's first ticket")
+
+	srv.Pause() // Redis hangs: every call must give up at the timeout
+	start := time.Now()
+	ts := []*gate.Ticket{new(gate.Ticket), new(gate.Ticket), new(gate.Ticket)}
+	for _, tk := range ts {
+		ga.Join(tk)
+	}
+	if d := time.Since(start); d > timeout+50*time.Millisecond {
+		t.Errorf("three Joins with Redis hung took %v; want about one timeout, %v", d, timeout)
+	}
+	if ga.Shared() {
+		t.Fatal("the gate is still shared with Redis hung")
+	}
+	// a's local cap is 2: the ticket it held counts, so one more gets a slot.
+	waitReady(t, ts[0], 0, "a's second ticket on the fallback")
+	notReady(t, ts[1], "a's third ticket, past the fallback cap")
+	if st := ga.Stats(); st != (gate.Stats{Capacity: 2, InFlight: 2, Waiting: 2}) {
+		t.Errorf("Stats() on the fallback = %+v; want {2 2 2}", st)
+	}
+	if a.fallback.Load() != 1 {
+		t.Error("sluice_gate_fallback is not 1 on the fallback")
+	}
+	srv.Stop()    // killed while hung
+	srv.Restart() // empty: every lease and place in line is gone
+	// A replica that did not notice the outage finds its epoch gone at its
+	// next heartbeat and resyncs too: wait until both stay shared for
+	// three heartbeats.
+	deadline := time.Now().Add(3 * time.Second)
+	for stable := time.Now(); time.Since(stable) < 3*opt.LeaseTTL/4; time.Sleep(10 * time.Millisecond) {
+		if !ga.Shared() || !gb.Shared() {
+			stable = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shared gate did not resume within 3 s of Redis coming back")
+		}
+	}
+	// Redis now holds a's two leases and its two waiters, in their order:
+	// with a cap of 4 both get slots.
+	waitReady(t, ts[1], time.Second, "a's third ticket once shared")
+	waitReady(t, ts[2], time.Second, "a's fourth ticket once shared")
+	late := new(gate.Ticket)
+	gb.Join(late)
+	notReady(t, late, "b's ticket with a holding all 4 slots")
+	if st := gb.Stats(); st != (gate.Stats{Capacity: 4, InFlight: 4, Waiting: 1}) {
+		t.Errorf("Stats() once shared again = %+v; want {4 4 1}", st)
+	}
+	gb.Leave(late)
+	if a.fallback.Load() != 0 {
+		t.Error("sluice_gate_fallback is not 0 once shared again")
+	}
+	for _, tk := range append(ts, held) {
+		ga.Release(tk, gate.Outcome{})
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			tk := new(gate.Ticket)
+			gb.Join(tk)
+			waitReady(t, tk, time.Second, "b's ticket after a released")
+			gb.Release(tk, gate.Outcome{})
+		})
+	}
+	wg.Wait()
+}
+
+// tWriter writes to the test's log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

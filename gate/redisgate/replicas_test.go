@@ -1,0 +1,405 @@
+package redisgate
+
+// Three `sluice serve` processes, built from cmd/sluice and exec'd, share
+// one real redis-server in front of the simulator, which runs in this
+// process behind a recorder that counts exactly what is in flight.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/sim"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// sluiceBinary builds cmd/sluice once per test run.
+func sluiceBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sluice")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// recorder is the upstream: the simulator behind a count of the calls in
+// flight, in all and by replica, and the order calls began in.
+type recorder struct {
+	sim  *sim.Server
+	mu   sync.Mutex
+	now  int
+	peak int
+	by   map[string]int // in flight by x-test-replica
+	// window, when set, is the span of time whose per-replica peaks are
+	// kept in windowPeak.
+	watching   bool
+	windowPeak map[string]int
+	started    []int // x-test-seq, in the order calls reached the upstream
+	slow       time.Duration
+}
+
+func newRecorder(t *testing.T) (*recorder, *httptest.Server) {
+	cfg := sim.DefaultConfig()
+	cfg.TTFT = 100 * time.Millisecond
+	cfg.PerToken = 0
+	cfg.Jitter = 0
+	rec := &recorder{sim: sim.New(cfg), by: map[string]int{}, windowPeak: map[string]int{}, slow: 30 * time.Second}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); rec.sim.Close() })
+	return rec, srv
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Read the body first: only then does the server watch the connection,
+	// and cancel r's context when a killed replica's socket closes.
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	replica := r.Header.Get("x-test-replica")
+	seq, _ := strconv.Atoi(r.Header.Get("x-test-seq"))
+	rec.mu.Lock()
+	rec.now++
+	rec.peak = max(rec.peak, rec.now)
+	rec.by[replica]++
+	if rec.watching {
+		rec.windowPeak[replica] = max(rec.windowPeak[replica], rec.by[replica])
+	}
+	rec.started = append(rec.started, seq)
+	rec.mu.Unlock()
+	defer func() {
+		rec.mu.Lock()
+		rec.now--
+		rec.by[replica]--
+		rec.mu.Unlock()
+	}()
+	if r.Header.Get("x-test-slow") != "" {
+		select { // held until its replica is killed and the connection drops
+		case <-r.Context().Done():
+			return
+		case <-time.After(rec.slow):
+		}
+	}
+	rec.sim.ServeHTTP(w, r)
+}
+
+func (rec *recorder) inFlight(replica string) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if replica == "" {
+		return rec.now
+	}
+	return rec.by[replica]
+}
+
+// replica is one `sluice serve` process.
+type replica struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+	exit chan struct{}
+}
+
+// startReplica runs `sluice serve` with the shared gate on redisURL, cap
+// slots, before upstream, and waits until it is ready.
+func startReplica(t *testing.T, name, redisURL, upstream string, cap int, extra ...string) *replica {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(sluiceBinary(t), "serve")
+	cmd.Env = append(os.Environ(), "BATCH_ENABLED=1", "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream,
+		"GATE_BACKEND=redis", "REDIS_URL="+redisURL, "BATCH_MAX_CONCURRENCY="+strconv.Itoa(cap),
+		"BATCH_MAX_WAIT_MS=20", "BATCH_TIMEOUT_S=60", "GATE_LEASE_TTL_S=2", "UI_ENABLED=0", "LOG_LEVEL=warn",
+		"ADMIT_BY_CLIENT_TIMEOUT=0", "CACHE_AWARE=0", "RETRY_MAX_ATTEMPTS=1", "DRAIN_TIMEOUT_S=1")
+	cmd.Env = append(cmd.Env, extra...)
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logf.Close()
+	r := &replica{name: name, url: "http://" + addr, cmd: cmd, exit: make(chan struct{})}
+	go func() { cmd.Wait(); close(r.exit) }()
+	t.Cleanup(func() {
+		r.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil && len(b) > 0 {
+				t.Logf("%s's log:\n%s", name, b)
+			}
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(r.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready: %v", name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *replica) kill() {
+	select {
+	case <-r.exit:
+	default:
+		r.cmd.Process.Kill()
+		<-r.exit
+	}
+}
+
+// metric reads one unlabelled metric of r's /metrics.
+func (r *replica) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(r.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	t.Fatalf("%s serves no %s", r.name, name)
+	return 0
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 60 * time.Second}
+
+// send posts one Messages request to r, tagged with its replica and
+// sequence number, and returns the status (0 when no answer came).
+func send(r *replica, seq int, slow bool) int {
+	req, _ := http.NewRequest("POST", r.url+"/v1/messages",
+		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi `+strconv.Itoa(seq)+`"}]}`))
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-api-key", "sk-test")
+	req.Header.Set("x-sim-output-tokens", "4")
+	req.Header.Set("x-test-replica", r.name)
+	req.Header.Set("x-test-seq", strconv.Itoa(seq))
+	if slow {
+		req.Header.Set("x-test-slow", "1")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func fleet(t *testing.T, redisURL, upstream string, cap int) []*replica {
+	rs := make([]*replica, 3)
+	for i := range rs {
+		rs[i] = startReplica(t, "r"+strconv.Itoa(i), redisURL, upstream, cap)
+	}
+	return rs
+}
+
+// TestThreeReplicasOneCap: 300 requests spread over three replicas, cap
+// 9: the upstream never has more than 9 in flight, and calls begin in the
+// order the clients sent them, give or take one window (20 ms).
+func TestThreeReplicasOneCap(t *testing.T) {
+	const cap, n, gap = 9, 300, 2 * time.Millisecond
+	srv := redistest.Start(t)
+	rec, up := newRecorder(t)
+	rs := fleet(t, srv.URL, up.URL, cap)
+	sent := make([]time.Duration, n)
+	status := make([]int, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * gap)))
+		sent[i] = time.Since(start)
+		wg.Go(func() { status[i] = send(rs[i%3], i, false) })
+	}
+	wg.Wait()
+	for i, s := range status {
+		if s != 200 {
+			t.Errorf("request %d: status %d; want 200", i, s)
+		}
+	}
+	if st := rec.sim.Stats(); st.PeakInflight > cap || rec.peak > cap {
+		t.Errorf("peak in flight upstream = %d (simulator: %d); want at most the shared cap %d", rec.peak, st.PeakInflight, cap)
+	}
+	if rec.peak < cap {
+		t.Errorf("peak in flight upstream = %d; the fleet never filled its cap of %d", rec.peak, cap)
+	}
+	// The order: no call may begin before one sent more than a window
+	// earlier than it.
+	var latest, worst time.Duration
+	for _, seq := range rec.started {
+		latest = max(latest, sent[seq])
+		worst = max(worst, latest-sent[seq])
+	}
+	t.Logf("%d requests over 3 replicas: peak in flight %d of %d; worst inversion of arrival order %v", n, rec.peak, cap, worst)
+	if worst > 40*time.Millisecond {
+		t.Errorf("a call began %v after one sent later than it; want within one window (20 ms, plus 20 ms of scheduling)", worst)
+	}
+}
+
+// TestKilledReplicaSlotsReturn: a replica holding 6 of 9 slots is killed;
+// within the 2 s lease TTL the other two use all 9, and none of their
+// requests is lost.
+func TestKilledReplicaSlotsReturn(t *testing.T) {
+	const cap, ttl = 9, 2 * time.Second
+	srv := redistest.Start(t)
+	rec, up := newRecorder(t)
+	rs := fleet(t, srv.URL, up.URL, cap)
+	for i := range 6 {
+		go send(rs[0], 1000+i, true)
+	}
+	for deadline := time.Now().Add(5 * time.Second); rec.inFlight("r0") < 6; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r0 never held 6 slots")
+		}
+	}
+	const n = 60
+	status := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { status[i] = send(rs[1+i%2], i, false) })
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := rec.inFlight("r1") + rec.inFlight("r2"); got > cap-6 {
+		t.Fatalf("r1 and r2 have %d in flight while r0 holds 6 of %d", got, cap)
+	}
+	killed := time.Now()
+	rs[0].kill()
+	var back time.Duration
+	for deadline := killed.Add(2 * ttl); back == 0; time.Sleep(2 * time.Millisecond) {
+		if rec.inFlight("r1")+rec.inFlight("r2") > cap-6 {
+			back = time.Since(killed)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r0's slots did not come back within %v of its kill", 2*ttl)
+		}
+	}
+	wg.Wait()
+	for i, s := range status {
+		if s != 200 {
+			t.Errorf("request %d on %s: status %d; want 200", i, rs[1+i%2].name, s)
+		}
+	}
+	t.Logf("r0's slots came back %v after SIGKILL (GATE_LEASE_TTL_S=2); peak in flight %d of %d", back, rec.peak, cap)
+	if back > ttl+200*time.Millisecond {
+		t.Errorf("r0's slots came back %v after its kill; want within the lease TTL, %v", back, ttl)
+	}
+	if rec.peak > cap {
+		t.Errorf("peak in flight %d; want at most %d", rec.peak, cap)
+	}
+}
+
+// TestRedisStopsUnderLoad: Redis is killed in the middle of a load and
+// started again (empty) 1.5 s later. Every request is answered; while it
+// is gone each replica keeps to ⌈9 ÷ 3⌉ = 3; once it is back the shared
+// gate is in force again (one replica alone may use all 9).
+func TestRedisStopsUnderLoad(t *testing.T) {
+	const cap, n, gap = 9, 300, 10 * time.Millisecond
+	srv := redistest.Start(t)
+	rec, up := newRecorder(t)
+	rs := fleet(t, srv.URL, up.URL, cap)
+	status := make([]int, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * gap)))
+		switch i {
+		case 70: // 0.7 s in
+			srv.Stop()
+		case 100: // 0.3 s later: every replica has noticed, and what it held before has ended
+			rec.mu.Lock()
+			rec.watching = true
+			rec.mu.Unlock()
+		case 200:
+			rec.mu.Lock()
+			rec.watching = false
+			rec.mu.Unlock()
+			for _, r := range rs {
+				if r.metric(t, "sluice_gate_fallback") != 1 {
+					t.Errorf("%s: sluice_gate_fallback is not 1 with Redis down", r.name)
+				}
+			}
+			srv.Restart()
+		}
+		wg.Go(func() { status[i] = send(rs[i%3], i, false) })
+	}
+	wg.Wait()
+	for i, s := range status {
+		if s != 200 {
+			t.Errorf("request %d: status %d; want 200", i, s)
+		}
+	}
+	for _, r := range rs {
+		if p := rec.windowPeak[r.name]; p > 3 {
+			t.Errorf("%s had %d in flight with Redis down; want at most its fallback cap, 3", r.name, p)
+		}
+	}
+	t.Logf("with Redis down, peak in flight by replica %v (fallback cap 3)", rec.windowPeak)
+	for _, r := range rs {
+		for deadline := time.Now().Add(5 * time.Second); r.metric(t, "sluice_gate_fallback") != 0; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still on its fallback 5 s after Redis came back", r.name)
+			}
+		}
+	}
+	// Shared again: one replica alone fills the whole cap.
+	rec.mu.Lock()
+	rec.peak = 0
+	rec.mu.Unlock()
+	for i := range 40 {
+		wg.Go(func() {
+			if s := send(rs[0], 1000+i, false); s != 200 {
+				t.Errorf("after Redis came back: status %d; want 200", s)
+			}
+		})
+	}
+	wg.Wait()
+	if rec.peak != cap {
+		t.Errorf("40 requests on one replica once Redis was back: peak in flight %d; want the shared cap, %d", rec.peak, cap)
+	}
+}
