@@ -125,6 +125,14 @@ func TestFallbackAndResume(t *testing.T) {
 	held := new(gate.Ticket)
 	ga.Join(held)
 	waitReady(t, held, time.Second, "a's first ticket")
+	// Both shared, and a has seen both replicas alive: on a loaded machine
+	// a first call may miss the 50 ms timeout, and the fallback cap is
+	// reckoned from the replicas last seen.
+	for deadline := time.Now().Add(3 * time.Second); !ga.Shared() || !gb.Shared() || a.replicas.Load() != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not both shared with 2 replicas seen within 3 s (a shared %v, b shared %v, replicas %d)", ga.Shared(), gb.Shared(), a.replicas.Load())
+		}
+	}
 
 	srv.Pause() // Redis hangs: every call must give up at the timeout
 	start := time.Now()
