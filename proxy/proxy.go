@@ -48,6 +48,9 @@ type Proxy struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	obs   Observer // nil: nobody watching
+	// inbound holds the sluice keys and the upstream key when
+	// INBOUND_KEYS_FILE is set (see inbound.go); nil otherwise.
+	inbound *Inbound
 	// tracer makes the request's spans (see tracing.go); nil when tracing
 	// is off, and then no tracing work is done.
 	tracer trace.Tracer
@@ -139,6 +142,10 @@ type Options struct {
 	// Releaser puts each closed wave's members in line. If nil, all at once
 	// in arrival order.
 	Releaser dispatch.Releaser
+	// Inbound, if set, makes sluice hold the upstream key and take sluice
+	// keys from its clients (see inbound.go and LoadInbound). If nil, each
+	// client's own key passes through.
+	Inbound *Inbound
 	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
 	// requests over the last 10 s, never fewer than 10 retries a second.
 	RetryBudget *retry.Budget
@@ -150,7 +157,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: opt.RetryBudget, pacer: &pace.Pacer{}}
+		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound}
 	if p.budget == nil {
 		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
 	}
@@ -239,8 +246,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.MetricsEnabled {
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
-	p.mux.HandleFunc("/v1/messages", p.messages)
-	p.mux.HandleFunc("/", p.relay)
+	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
+	p.mux.Handle("/", p.RequireKey(http.HandlerFunc(p.relay)))
 	return p, nil
 }
 
@@ -332,6 +339,9 @@ func (p *Proxy) root(w http.ResponseWriter, r *http.Request) {
 		Metrics string `json:"metrics,omitempty"`
 	}{Service: "sluice", Docs: docsURL, Health: "/healthz", Ready: "/readyz",
 		Message: "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with your own API key"}
+	if p.inbound != nil {
+		v.Message = "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with the sluice key you were given as the API key"
+	}
 	if p.cfg.UIEnabled {
 		v.UI = "/ui/"
 	}
