@@ -180,6 +180,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamTimeout <= 0 {
 		return nil, errors.New("proxy: upstream timeout must be positive")
 	}
+	if p.inbound != nil && p.inbound.Len() == 0 && !IsLoopback(cfg.ListenAddr) {
+		return nil, fmt.Errorf("proxy: INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", cfg.ListenAddr)
+	}
 	p.publicBase = publicBase(cfg)
 	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
@@ -243,7 +246,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	// The API serves nothing at /; a person who opens sluice's address in
 	// a browser is told what it is instead.
 	p.mux.HandleFunc("GET /{$}", p.root)
-	if cfg.MetricsEnabled {
+	switch {
+	case p.split(): // on the admin listener instead (see admin.go)
+		p.mux.HandleFunc("/metrics", adminOnly)
+		p.mux.HandleFunc("/ui", adminOnly)
+		p.mux.HandleFunc("/ui/", adminOnly)
+	case cfg.MetricsEnabled:
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
 	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
@@ -342,10 +350,10 @@ func (p *Proxy) root(w http.ResponseWriter, r *http.Request) {
 	if p.inbound != nil {
 		v.Message = "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with the sluice key you were given as the API key"
 	}
-	if p.cfg.UIEnabled {
+	if p.cfg.UIEnabled && !p.split() {
 		v.UI = "/ui/"
 	}
-	if p.cfg.MetricsEnabled {
+	if p.cfg.MetricsEnabled && !p.split() {
 		v.Metrics = "/metrics"
 	}
 	b, _ := json.Marshal(v)

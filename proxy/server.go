@@ -35,6 +35,11 @@ type Server struct {
 	// Log receives the shutdown's progress and the HTTP server's own
 	// errors. If nil, the Proxy's logger.
 	Log *slog.Logger
+	// Admin, if set, is the admin listener (ADMIN_LISTEN_ADDR), served
+	// with AdminHandler (Proxy.AdminHandler of the page, say) alongside
+	// the API from the start until the drain is over.
+	Admin        net.Listener
+	AdminHandler http.Handler
 }
 
 // IdleTimeout is how long a keep-alive connection may sit idle, in the
@@ -75,6 +80,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Parking, so that waiting requests hold no goroutine, over the
 	// shaping of Go's own plain-text errors.
 	go func() { errc <- srv.Serve(p.Listener(shapedListener{ln})) }()
+	if s.Admin != nil {
+		admin := s.serveAdmin(log)
+		defer admin()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -206,4 +215,29 @@ func (s *Server) Start(ln net.Listener) (stop func() error) {
 		})
 		return err
 	}
+}
+
+// serveAdmin serves AdminHandler on Admin until the returned func is
+// called: a plain http.Server with the API's timeouts, neither parking nor
+// the pending-connection bound (its clients are the operators' own).
+func (s *Server) serveAdmin(log *slog.Logger) (stop func()) {
+	h := s.AdminHandler
+	if h == nil {
+		h = s.Proxy.AdminHandler(nil)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(shapedListener{s.Admin}); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the admin listener stopped", "err", err)
+		}
+	}()
+	return func() { srv.Close(); <-done }
 }
