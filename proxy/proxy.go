@@ -373,7 +373,7 @@ func (p *Proxy) Queued() int {
 	return p.sched.Queued()
 }
 
-// publicBase is PUBLIC_URL, or http:// and the listen address: never a
+// publicBase is PUBLIC_URL, or http:// (https:// with TLS) and the listen address: never a
 // request's Host header, which a client may set to anything and which
 // the SDKs would then send their API key to. An unspecified listen host
 // (":8080", "0.0.0.0:8080") is read as loopback; sluice serve warns that
@@ -389,5 +389,9 @@ func publicBase(cfg config.Config) string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}).String()
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,9 @@ type Server struct {
 	// Log receives the shutdown's progress and the HTTP server's own
 	// errors. If nil, the Proxy's logger.
 	Log *slog.Logger
+	// TLS, if set, makes the server speak TLS on its listener (see Certs):
+	// HTTP/1.1 only, and parking works over it as over plain TCP.
+	TLS *tls.Config
 	// Admin, if set, is the admin listener (ADMIN_LISTEN_ADDR), served
 	// with AdminHandler (Proxy.AdminHandler of the page, say) alongside
 	// the API from the start until the drain is over.
@@ -75,6 +79,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    1 << 20,
 		ConnState:         guard.track,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if s.TLS != nil {
+		// Beneath the shaping and parking, which then see the plain
+		// HTTP/1.1 inside: a parked connection is a *tls.Conn, which a
+		// goroutine watches (park's epoll needs a bare socket).
+		ln = tls.NewListener(ln, s.TLS)
 	}
 	errc := make(chan error, 1)
 	// Parking, so that waiting requests hold no goroutine, over the
@@ -193,7 +203,8 @@ type connKey struct{}
 func refuseConn(c net.Conn) {
 	id := newRequestID()
 	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	// Read too: over TLS the write first waits for the client's handshake.
+	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
 	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 	c.Close()
 }
