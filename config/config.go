@@ -322,7 +322,7 @@ func checkTogether(c Config) error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for plain HTTP")
 	}
-	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr {
+	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") { // :0 picks two ports
 		return fmt.Errorf("ADMIN_LISTEN_ADDR=%s is LISTEN_ADDR: give the admin listener an address of its own, or leave it empty", c.AdminListenAddr)
 	}
 	return nil

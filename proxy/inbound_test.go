@@ -61,9 +61,9 @@ var simURLs sync.Map // *sim.Server → its URL
 
 func simURL(s *sim.Server) string { u, _ := simURLs.Load(s); return u.(string) }
 
-// send makes a request with the given credential header ("x-api-key" or
-// "bearer"; "" for none).
-func send(t *testing.T, method, url, body, how, cred string) (int, string) {
+// sendRaw makes a request with the given credential header ("x-api-key"
+// or "bearer"; "" for none); the caller closes the answer's body.
+func sendRaw(t *testing.T, method, url, body, how, cred string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -81,6 +81,13 @@ func send(t *testing.T, method, url, body, how, cred string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// send is sendRaw, for the status and body of the answer.
+func send(t *testing.T, method, url, body, how, cred string) (int, string) {
+	t.Helper()
+	resp := sendRaw(t, method, url, body, how, cred)
 	defer resp.Body.Close()
 	return resp.StatusCode, readAll(t, resp.Body)
 }
@@ -379,8 +386,9 @@ func TestInboundKeysLeakNowhere(t *testing.T) {
 		{"GET", "/metrics", "", "", ""},
 		{"GET", "/healthz", "", "", ""},
 	} {
-		status, body := send(t, c.method, f.url+c.path, c.body, c.how, c.cred)
-		fmt.Fprintf(&seen, "%d %s\n", status, body)
+		resp := sendRaw(t, c.method, f.url+c.path, c.body, c.how, c.cred)
+		fmt.Fprintf(&seen, "%d %v %s\n", resp.StatusCode, resp.Header, readAll(t, resp.Body))
+		resp.Body.Close()
 	}
 	logMu.Lock()
 	fmt.Fprintf(&seen, "%s", f.logs.String())
