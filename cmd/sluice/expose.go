@@ -71,28 +71,30 @@ func (e *exposure) tlsConfig() *tls.Config {
 }
 
 // reloadOnHangup reads the inbound keys and the certificate again on each
-// SIGHUP until ctx ends; a file that does not load leaves what is in
-// force, and the log says why. It returns at once when there is nothing to
-// reload, leaving SIGHUP's default alone.
+// SIGHUP until ctx ends or stop is called; a file that does not load
+// leaves what is in force, and the log says why. When there is nothing to
+// reload it does nothing, leaving SIGHUP's default alone.
 func (e *exposure) reloadOnHangup(ctx context.Context, log *slog.Logger) (stop func()) {
 	if e.inbound == nil && e.certs == nil {
 		return func() {}
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-quit:
+				return
 			case <-hup:
 				e.reload(log)
 			}
 		}
 	}()
-	return func() { signal.Stop(hup); <-done }
+	return func() { signal.Stop(hup); close(quit); <-done }
 }
 
 func (e *exposure) reload(log *slog.Logger) {
