@@ -2,14 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,4 +211,64 @@ func TestBenchRunsFromThePageFollowTheirAddress(t *testing.T) {
 			t.Errorf("UI_BENCH_RUNS=%s, LISTEN_ADDR=%s, ADMIN_LISTEN_ADDR=%q: runs %v; want %v", tc.runs, tc.listen, tc.admin, got, tc.want)
 		}
 	}
+}
+
+// The key sluice inbound-key prints is the one its entry admits.
+func TestInboundKeyPrintsAKeyItsEntryAdmits(t *testing.T) {
+	var b strings.Builder
+	if err := inboundKey([]string{"alice"}, &b); err != nil {
+		t.Fatal(err)
+	}
+	var key, entry string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if k, ok := strings.CutPrefix(line, "key:   "); ok {
+			key = k
+		}
+		if e, ok := strings.CutPrefix(line, "entry: "); ok {
+			entry = e
+		}
+	}
+	if !strings.HasPrefix(key, "sk-sluice-") || len(key) < 40 || strings.Contains(entry, key) {
+		t.Fatalf("printed %q; want a long sk-sluice- key, and an entry without it", b.String())
+	}
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	os.WriteFile(keys, []byte(`{"keys":[`+entry+`]}`), 0o600)
+	t.Setenv("ANTHROPIC_API_KEY", e2eHeldKey)
+	ex, err := openExposure(config.Config{InboundKeysFile: keys, ListenAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("the printed entry does not load: %v", err)
+	}
+	hs, err := newHandler(context.Background(), withUpstream(t, config.Default(), keys), slog.New(slog.DiscardHandler), ex.inbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.proxy.Close()
+	srv := httptest.NewServer(hs.api)
+	defer srv.Close()
+	for k, want := range map[string]int{key: 200, key + "x": 401} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+k)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /v1/models with the printed key%s: %d; want %d", map[bool]string{true: "", false: " altered"}[want == 200], resp.StatusCode, want)
+		}
+	}
+	if err := inboundKey(nil, io.Discard); err == nil {
+		t.Error("inbound-key without a name succeeded")
+	}
+}
+
+// withUpstream is cfg with inbound keys from keys, in front of a simulator.
+func withUpstream(t *testing.T, cfg config.Config, keys string) config.Config {
+	t.Helper()
+	s := sim.New(sim.Config{Seed: 1})
+	up := httptest.NewServer(s)
+	t.Cleanup(func() { up.Close(); s.Close() })
+	cfg.UpstreamURL, _ = url.Parse(up.URL)
+	cfg.InboundKeysFile, cfg.UIEnabled = keys, false
+	return cfg
 }
