@@ -72,12 +72,10 @@ func (e *exposure) tlsConfig() *tls.Config {
 
 // reloadOnHangup reads the inbound keys and the certificate again on each
 // SIGHUP until ctx ends or stop is called; a file that does not load
-// leaves what is in force, and the log says why. When there is nothing to
-// reload it does nothing, leaving SIGHUP's default alone.
+// leaves what is in force, and the log says why. With nothing to reload a
+// SIGHUP (systemctl reload) is logged and otherwise ignored: its default
+// would end the process.
 func (e *exposure) reloadOnHangup(ctx context.Context, log *slog.Logger) (stop func()) {
-	if e.inbound == nil && e.certs == nil {
-		return func() {}
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -98,6 +96,9 @@ func (e *exposure) reloadOnHangup(ctx context.Context, log *slog.Logger) (stop f
 }
 
 func (e *exposure) reload(log *slog.Logger) {
+	if e.inbound == nil && e.certs == nil {
+		log.Info("SIGHUP: nothing to reload (no INBOUND_KEYS_FILE, no TLS_CERT_FILE)")
+	}
 	if e.inbound != nil {
 		if err := e.inbound.Reload(); err != nil {
 			log.Error("SIGHUP: inbound keys not reloaded; the previous keys stay in force", "keys", e.inbound.Len(), "err", err)
