@@ -373,9 +373,9 @@ func (p *Proxy) Queued() int {
 	return p.sched.Queued()
 }
 
-// publicBase is PUBLIC_URL, or http:// (https:// with TLS) and the listen address: never a
-// request's Host header, which a client may set to anything and which
-// the SDKs would then send their API key to. An unspecified listen host
+// publicBase is PUBLIC_URL, or http:// (https:// with TLS) and the listen
+// address: never a request's Host header, which a client may set to
+// anything and which the SDKs would then send their API key to. An unspecified listen host
 // (":8080", "0.0.0.0:8080") is read as loopback; sluice serve warns that
 // PUBLIC_URL should be set then.
 func publicBase(cfg config.Config) string {
