@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -51,6 +52,16 @@ type Config struct {
 	RedisTimeout         time.Duration // REDIS_TIMEOUT_MS
 	GateLeaseTTL         time.Duration // GATE_LEASE_TTL_S
 	GateReplicas         int           // GATE_REPLICAS; 0: counted in Redis
+
+	// Exposure beyond loopback: inbound keys, the admin listener, TLS.
+	InboundKeysFile string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
+	UpstreamKeyFile string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
+	AdminListenAddr string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
+	LiveMaxWatchers int            // LIVE_MAX_WATCHERS
+	UIBenchRuns     string         // UI_BENCH_RUNS: auto, on or off
+	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
+	TLSCertFile     string         // TLS_CERT_FILE
+	TLSKeyFile      string         // TLS_KEY_FILE
 }
 
 // Setting is one row of the configuration table.
@@ -179,6 +190,36 @@ var Settings = []Setting{
 	{Env: "GATE_REPLICAS", Flag: "gate-replicas", Default: "0", Accepts: "a whole number >= 0",
 		Meaning: "With GATE_BACKEND=redis, the replicas the fallback cap divides BATCH_MAX_CONCURRENCY by; 0: those last seen alive in Redis.",
 		apply:   func(c *Config, v string) (err error) { c.GateReplicas, err = parseInt(v, 0); return }},
+	{Env: "INBOUND_KEYS_FILE", Flag: "inbound-keys-file", Default: "", Accepts: "a path to a JSON keys file, or empty",
+		Meaning: "Inbound keys: sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY) and clients present sluice keys, stored in this file as SHA-256 hashes (see docs/deploy.md); re-read on SIGHUP. A request without a valid one is answered 401. Empty: each client's own key passes through.",
+		apply:   func(c *Config, v string) error { c.InboundKeysFile = v; return nil }},
+	{Env: "UPSTREAM_KEY_FILE", Flag: "upstream-key-file", Default: "", Accepts: "a path, or empty",
+		Meaning: "With INBOUND_KEYS_FILE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
+		apply:   func(c *Config, v string) error { c.UpstreamKeyFile = v; return nil }},
+	{Env: "ADMIN_LISTEN_ADDR", Flag: "admin-listen", Default: "", Accepts: "host:port, or empty",
+		Meaning: "A second address for /metrics, the page at /ui/ and its live feed, which are then absent (404) from LISTEN_ADDR. Empty: they are served on LISTEN_ADDR.",
+		apply: func(c *Config, v string) error {
+			if v == "" {
+				c.AdminListenAddr = ""
+				return nil
+			}
+			return parseAddr(&c.AdminListenAddr, v)
+		}},
+	{Env: "LIVE_MAX_WATCHERS", Flag: "live-max-watchers", Default: "64", Accepts: "a whole number >= 1",
+		Meaning: "Max open live views of the page at once (each costs sluice CPU); one more is answered 503.",
+		apply:   func(c *Config, v string) (err error) { c.LiveMaxWatchers, err = parseInt(v, 1); return }},
+	{Env: "UI_BENCH_RUNS", Flag: "ui-bench-runs", Default: "auto", Accepts: "auto, on or off",
+		Meaning: "Whether the page may start bench runs on the server (POST /ui/api/run). auto: only when the page is served on a loopback address (ADMIN_LISTEN_ADDR, else LISTEN_ADDR).",
+		apply:   func(c *Config, v string) error { return parseWord(&c.UIBenchRuns, v, "auto", "on", "off") }},
+	{Env: "TRUSTED_PROXIES", Flag: "trusted-proxies", Default: "", Accepts: "comma-separated IP addresses or CIDR prefixes, or empty",
+		Meaning: "Peers whose X-Forwarded-* and Forwarded headers are passed on upstream. From any other peer sluice drops them. Empty: trust none.",
+		apply:   parseTrustedProxies},
+	{Env: "TLS_CERT_FILE", Flag: "tls-cert-file", Default: "", Accepts: "a path to a PEM certificate chain, or empty",
+		Meaning: "Serve LISTEN_ADDR over TLS (HTTP/1.1) with this certificate and TLS_KEY_FILE's key, re-read when either file changes or on SIGHUP. Empty: plain HTTP.",
+		apply:   func(c *Config, v string) error { c.TLSCertFile = v; return nil }},
+	{Env: "TLS_KEY_FILE", Flag: "tls-key-file", Default: "", Accepts: "a path to a PEM private key, or empty",
+		Meaning: "The private key of TLS_CERT_FILE; set both or neither.",
+		apply:   func(c *Config, v string) error { c.TLSKeyFile = v; return nil }},
 }
 
 // parseRedisURL checks REDIS_URL without ever quoting it: it may hold a
@@ -205,6 +246,27 @@ func parseRedisURL(c *Config, v string) error {
 		return errors.New("scheme must be redis, rediss or unix")
 	}
 	c.RedisURL = v
+	return nil
+}
+
+// parseTrustedProxies reads a comma-separated list of addresses and
+// prefixes; an address is a prefix of its full length.
+func parseTrustedProxies(c *Config, v string) error {
+	c.TrustedProxies = nil
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(f); err == nil {
+			c.TrustedProxies = append(c.TrustedProxies, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		pf, err := netip.ParsePrefix(f)
+		if err != nil {
+			return fmt.Errorf("%q is neither an IP address nor a CIDR prefix", f)
+		}
+		c.TrustedProxies = append(c.TrustedProxies, pf.Masked())
+	}
 	return nil
 }
 
@@ -313,7 +375,18 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 	if c.GateBackend == "redis" && c.RedisURL == "" {
 		return Config{}, errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
 	}
-	return c, nil
+	return c, checkTogether(c)
+}
+
+// checkTogether checks the settings that are only wrong together.
+func checkTogether(c Config) error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for plain HTTP")
+	}
+	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") { // :0 picks two ports
+		return fmt.Errorf("ADMIN_LISTEN_ADDR=%s is LISTEN_ADDR: give the admin listener an address of its own, or leave it empty", c.AdminListenAddr)
+	}
+	return nil
 }
 
 // LoadEnv is Load with the process environment.
@@ -404,11 +477,13 @@ func parseInt(v string, min int) (int, error) {
 	return n, nil
 }
 
-func parseListen(c *Config, v string) error {
+func parseListen(c *Config, v string) error { return parseAddr(&c.ListenAddr, v) }
+
+func parseAddr(dst *string, v string) error {
 	if v == "" || !strings.Contains(v, ":") {
 		return errors.New("missing :port")
 	}
-	c.ListenAddr = v
+	*dst = v
 	return nil
 }
 

@@ -71,7 +71,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.tracer != nil {
 		r = p.startServerSpan(r, rec)
 	}
-	if !isCleanPath(r.URL.Path) {
+	p.dropForwarded(r)
+	if aerr := p.refuseRelay(r); aerr != nil {
+		writeError(sw, closing(sw, aerr))
+	} else if !isCleanPath(r.URL.Path) {
 		// Go's mux would answer a plain-text redirect; a path with empty
 		// or dot segments is nothing the API serves.
 		writeError(sw, &apiError{Status: http.StatusNotFound, Type: "not_found_error",

@@ -60,6 +60,9 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, aerr := inspect(body.data, r.Header)
+	if info.Inbound = inboundOf(r); aerr == nil && !allowsModel(info.Inbound, info.Model) {
+		aerr = errModelNotAllowed(info.Inbound, info.Model)
+	}
 	if aerr != nil {
 		p.bodies.release(body.reserved)
 		writeError(w, aerr)

@@ -49,6 +49,9 @@ type Proxy struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	obs   Observer // nil: nobody watching
+	// inbound holds the sluice keys and the upstream key when
+	// INBOUND_KEYS_FILE is set (see inbound.go); nil otherwise.
+	inbound *Inbound
 	// tracer makes the request's spans (see tracing.go); nil when tracing
 	// is off, and then no tracing work is done.
 	tracer trace.Tracer
@@ -147,6 +150,10 @@ type Options struct {
 	Releaser dispatch.Releaser
 	// Collectors are more metrics to serve at /metrics: a shared gate's.
 	Collectors []prometheus.Collector
+	// Inbound, if set, makes sluice hold the upstream key and take sluice
+	// keys from its clients (see inbound.go and LoadInbound). If nil, each
+	// client's own key passes through.
+	Inbound *Inbound
 	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
 	// requests over the last 10 s, never fewer than 10 retries a second.
 	RetryBudget *retry.Budget
@@ -158,7 +165,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: opt.RetryBudget, pacer: &pace.Pacer{}}
+		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound}
 	if p.budget == nil {
 		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
 	}
@@ -180,6 +187,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		return nil, errors.New("proxy: upstream timeout must be positive")
+	}
+	if p.inbound != nil && p.inbound.Len() == 0 && !IsLoopback(cfg.ListenAddr) {
+		return nil, fmt.Errorf("proxy: INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", cfg.ListenAddr)
 	}
 	p.publicBase = publicBase(cfg)
 	p.stopping, p.stop = context.WithCancelCause(context.Background())
@@ -266,11 +276,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	// The API serves nothing at /; a person who opens sluice's address in
 	// a browser is told what it is instead.
 	p.mux.HandleFunc("GET /{$}", p.root)
-	if cfg.MetricsEnabled {
+	switch {
+	case p.split(): // on the admin listener instead (see admin.go)
+		p.mux.HandleFunc("/metrics", adminOnly)
+		p.mux.HandleFunc("/ui", adminOnly)
+		p.mux.HandleFunc("/ui/", adminOnly)
+	case cfg.MetricsEnabled:
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
-	p.mux.HandleFunc("/v1/messages", p.messages)
-	p.mux.HandleFunc("/", p.relay)
+	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
+	p.mux.Handle("/", p.RequireKey(http.HandlerFunc(p.relay)))
 	return p, nil
 }
 
@@ -362,10 +377,13 @@ func (p *Proxy) root(w http.ResponseWriter, r *http.Request) {
 		Metrics string `json:"metrics,omitempty"`
 	}{Service: "sluice", Docs: docsURL, Health: "/healthz", Ready: "/readyz",
 		Message: "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with your own API key"}
-	if p.cfg.UIEnabled {
+	if p.inbound != nil {
+		v.Message = "sluice is a proxy in front of the Anthropic API: set an SDK's base URL to this address and send API requests, such as POST /v1/messages, with the sluice key you were given as the API key"
+	}
+	if p.cfg.UIEnabled && !p.split() {
 		v.UI = "/ui/"
 	}
-	if p.cfg.MetricsEnabled {
+	if p.cfg.MetricsEnabled && !p.split() {
 		v.Metrics = "/metrics"
 	}
 	b, _ := json.Marshal(v)
@@ -385,9 +403,9 @@ func (p *Proxy) Queued() int {
 	return p.sched.Queued()
 }
 
-// publicBase is PUBLIC_URL, or http:// and the listen address: never a
-// request's Host header, which a client may set to anything and which
-// the SDKs would then send their API key to. An unspecified listen host
+// publicBase is PUBLIC_URL, or http:// (https:// with TLS) and the listen
+// address: never a request's Host header, which a client may set to
+// anything and which the SDKs would then send their API key to. An unspecified listen host
 // (":8080", "0.0.0.0:8080") is read as loopback; sluice serve warns that
 // PUBLIC_URL should be set then.
 func publicBase(cfg config.Config) string {
@@ -401,7 +419,11 @@ func publicBase(cfg config.Config) string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}).String()
 }
 
 // RateLimitBuckets is every upstream key's estimated rate-limit buckets,

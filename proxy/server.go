@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,14 @@ type Server struct {
 	// Log receives the shutdown's progress and the HTTP server's own
 	// errors. If nil, the Proxy's logger.
 	Log *slog.Logger
+	// TLS, if set, makes the server speak TLS on its listener (see Certs):
+	// HTTP/1.1 only, and parking works over it as over plain TCP.
+	TLS *tls.Config
+	// Admin, if set, is the admin listener (ADMIN_LISTEN_ADDR), served
+	// with AdminHandler (Proxy.AdminHandler of the page, say) alongside
+	// the API from the start until the drain is over.
+	Admin        net.Listener
+	AdminHandler http.Handler
 }
 
 // IdleTimeout is how long a keep-alive connection may sit idle, in the
@@ -71,10 +80,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ConnState:         guard.track,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if s.TLS != nil {
+		// Beneath the shaping and parking, which then see the plain
+		// HTTP/1.1 inside: a parked connection is a *tls.Conn, which a
+		// goroutine watches (park's epoll needs a bare socket).
+		ln = tls.NewListener(ln, s.TLS)
+	}
 	errc := make(chan error, 1)
 	// Parking, so that waiting requests hold no goroutine, over the
 	// shaping of Go's own plain-text errors.
 	go func() { errc <- srv.Serve(p.Listener(shapedListener{ln})) }()
+	if s.Admin != nil {
+		admin := s.serveAdmin(log)
+		defer admin()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -184,7 +203,8 @@ type connKey struct{}
 func refuseConn(c net.Conn) {
 	id := newRequestID()
 	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	// Read too: over TLS the write first waits for the client's handshake.
+	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
 	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 	c.Close()
 }
@@ -206,4 +226,29 @@ func (s *Server) Start(ln net.Listener) (stop func() error) {
 		})
 		return err
 	}
+}
+
+// serveAdmin serves AdminHandler on Admin until the returned func is
+// called: a plain http.Server with the API's timeouts, neither parking nor
+// the pending-connection bound (its clients are the operators' own).
+func (s *Server) serveAdmin(log *slog.Logger) (stop func()) {
+	h := s.AdminHandler
+	if h == nil {
+		h = s.Proxy.AdminHandler(nil)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(shapedListener{s.Admin}); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("the admin listener stopped", "err", err)
+		}
+	}()
+	return func() { srv.Close(); <-done }
 }

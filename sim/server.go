@@ -92,6 +92,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("anthropic-organization-id", organizationID)
 	sw := statuswriter.Wrap(w)
 	if !strings.HasPrefix(r.URL.Path, "/sim/") { // the simulator's own endpoints are not API traffic
+		s.stats.credential(r.Header)
 		defer func() { s.stats.finish(sw.Status()) }()
 	}
 

@@ -24,6 +24,11 @@ type Stats struct {
 	// InputCostUSD is the part of CostUSD spent on input: uncached input,
 	// cache writes and cache reads.
 	InputCostUSD float64 `json:"input_cost_usd"`
+	// Credentials counts the API requests by the credential each carried,
+	// named by its header ("x-api-key" or "bearer"), a space, and the
+	// credential's short hash (request.Tenant's), never the credential:
+	// so a test can tell which key reached the upstream.
+	Credentials map[string]int64 `json:"credentials"`
 }
 
 // TokenStats counts the tokens of completed replies and batch items.
@@ -38,6 +43,7 @@ type statsRecorder struct {
 	mu       sync.Mutex
 	requests int64
 	byStatus map[int]int64
+	creds    map[string]int64
 	tokens   TokenStats
 	cost     float64
 	inCost   float64
@@ -50,6 +56,25 @@ func (r *statsRecorder) finish(status int) {
 	r.mu.Lock()
 	r.requests++
 	r.byStatus[status]++
+	r.mu.Unlock()
+}
+
+// credential counts the credentials h carries, by header and hash.
+func (r *statsRecorder) credential(h http.Header) {
+	var seen []string
+	if k := h.Get("X-Api-Key"); k != "" {
+		seen = append(seen, "x-api-key "+request.Tenant(http.Header{"X-Api-Key": {k}}))
+	}
+	if a := h.Get("Authorization"); a != "" {
+		seen = append(seen, "bearer "+request.Tenant(http.Header{"Authorization": {a}}))
+	}
+	r.mu.Lock()
+	if r.creds == nil {
+		r.creds = map[string]int64{}
+	}
+	for _, s := range seen {
+		r.creds[s]++
+	}
 	r.mu.Unlock()
 }
 
@@ -91,6 +116,10 @@ func (s *Server) Stats() Stats {
 	for code, n := range r.byStatus {
 		st.ByStatus[strconv.Itoa(code)] = n
 	}
+	st.Credentials = make(map[string]int64, len(r.creds))
+	for c, n := range r.creds {
+		st.Credentials[c] = n
+	}
 	return st
 }
 
@@ -101,6 +130,7 @@ func (s *Server) Reset() {
 	r.mu.Lock()
 	r.requests, r.tokens, r.cost, r.inCost = 0, TokenStats{}, 0, 0
 	clear(r.byStatus)
+	clear(r.creds)
 	r.mu.Unlock()
 	s.capacity.resetPeak()
 	s.cache.reset()

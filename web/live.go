@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,6 +159,19 @@ func (l *Live) snapshot() (liveUpdate, uint64) {
 	return u, v
 }
 
+// watch counts one more watcher, unless max are watching already.
+func (l *Live) watch(max int32) bool {
+	for {
+		n := l.watchers.Load()
+		if n >= max {
+			return false
+		}
+		if l.watchers.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // live serves GET /ui/api/live: server-sent events, one "live" event when
 // something changed, at most liveRate a second, and one a second anyway.
 func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +180,12 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "this sluice has no live view (it runs no proxy)")
 		return
 	}
-	l.watchers.Add(1)
+	if !l.watch(int32(h.opt.MaxWatchers)) {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, "overloaded_error",
+			"the live view already has its most watchers (LIVE_MAX_WATCHERS="+strconv.Itoa(h.opt.MaxWatchers)+"): close another page showing it, or raise LIVE_MAX_WATCHERS")
+		return
+	}
 	defer l.watchers.Add(-1)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -33,7 +33,21 @@ type Options struct {
 	Context context.Context
 	// Logger receives one line per failed replay run. If nil, slog.Default().
 	Logger *slog.Logger
+	// MaxWatchers bounds the live views open at once (LIVE_MAX_WATCHERS):
+	// each costs the proxy some CPU, so without a bound enough open tabs
+	// would slow every request down. One more is answered 503. If zero,
+	// DefaultMaxWatchers.
+	MaxWatchers int
+	// NoRuns refuses the bench runs the page asks for (POST /ui/api/run)
+	// with 403: each run spends the server's CPU for up to 30 s, which
+	// nobody beyond this host should be able to ask for (UI_BENCH_RUNS).
+	NoRuns bool
 }
+
+// DefaultMaxWatchers is LIVE_MAX_WATCHERS's default: a team's worth of
+// open tabs, well below the 1,500 at which watchers were measured to raise
+// sluice's CPU tenfold.
+const DefaultMaxWatchers = 64
 
 // Handler serves the page under /ui/ and its API under /ui/api/.
 type Handler struct {
@@ -50,12 +64,22 @@ func New(opt Options) *Handler {
 	if opt.Context == nil {
 		opt.Context = context.Background()
 	}
+	if opt.MaxWatchers <= 0 {
+		opt.MaxWatchers = DefaultMaxWatchers
+	}
 	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger)}
 	sub, _ := fs.Sub(static, "static")
 	files := http.StripPrefix("/ui", http.FileServerFS(sub))
 	h.mux.Handle("/ui/", noCache(getOnly(files)))
 	h.mux.HandleFunc("GET /ui/api/default", h.defaultTrace)
-	h.mux.HandleFunc("POST /ui/api/run", h.runner.serve)
+	if opt.NoRuns {
+		h.mux.HandleFunc("POST /ui/api/run", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, "permission_error",
+				"bench runs from the page are off on this sluice (UI_BENCH_RUNS; off by default when the page is served beyond loopback): run `sluice bench` from a shell instead")
+		})
+	} else {
+		h.mux.HandleFunc("POST /ui/api/run", h.runner.serve)
+	}
 	h.mux.HandleFunc("GET /ui/api/live", h.live)
 	h.mux.HandleFunc("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)

@@ -63,6 +63,9 @@ func demoUsage(w io.Writer) {
 // demo serves the simulator on a free loopback port and sluice on
 // cfg.ListenAddr in front of it, and sends bursts until ctx ends.
 func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer) error {
+	// The demo is one process with its page on its own port, and its
+	// traffic brings its own key: none of serve's exposure settings apply.
+	cfg.InboundKeysFile, cfg.AdminListenAddr, cfg.TLSCertFile, cfg.TLSKeyFile = "", "", "", ""
 	simulator := sim.New(opt.sim)
 	defer simulator.Close()
 	simLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,12 +84,13 @@ func demo(ctx context.Context, cfg config.Config, opt demoOptions, out io.Writer
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, flushSpans, err := newHandler(ctx, cfg, log)
+	hs, err := newHandler(ctx, cfg, log, nil)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	defer flushSpans() // after serve's drain: the last requests' spans go too
+	defer hs.flushSpans() // after serve's drain: the last requests' spans go too
+	p, h := hs.proxy, hs.api
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "simulated Anthropic API  %s\n", cfg.UpstreamURL)
 	fmt.Fprintf(out, "sluice                   %s  (windowed: %v, window %d or %s, %d slots, deadline %s)\n",

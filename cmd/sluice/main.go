@@ -19,11 +19,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"bench":   {"send a scenario through the plain and the windowed path, compare them", runBench},
-	"demo":    {"run the simulator, a windowed sluice in front, and built-in traffic", runDemo},
-	"serve":   {"run the proxy (settings from flags, environment and a config file)", runServe},
-	"sim":     {"serve a simulated Anthropic API (tests, benchmarks, trying sluice)", runSim},
-	"version": {"print the version, VCS revision and Go version sluice was built with", nil}, // run answers it
+	"bench":       {"send a scenario through the plain and the windowed path, compare them", runBench},
+	"demo":        {"run the simulator, a windowed sluice in front, and built-in traffic", runDemo},
+	"inbound-key": {"make a sluice key: the key, and its INBOUND_KEYS_FILE entry", runInboundKey},
+	"serve":       {"run the proxy (settings from flags, environment and a config file)", runServe},
+	"sim":         {"serve a simulated Anthropic API (tests, benchmarks, trying sluice)", runSim},
+	"version":     {"print the version, VCS revision and Go version sluice was built with", nil}, // run answers it
 }
 
 func main() {

@@ -38,14 +38,23 @@ func runServe(args []string) error {
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	warnMisspelt(log, os.Environ())
 	cfg = withPublicURL(cfg, ln.Addr(), log)
-	p, h, flushSpans, err := newHandler(ctx, cfg, log)
+	ex, err := openExposure(cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	defer flushSpans() // after serve's drain: the last requests' spans go too
+	hs, err := newHandler(ctx, cfg, log, ex.inbound)
+	if err != nil {
+		ln.Close()
+		ex.close()
+		return err
+	}
+	defer hs.flushSpans()               // after serve's drain: the last requests' spans go too
+	defer ex.reloadOnHangup(ctx, log)() // before the line that says sluice is up
 	logListening(log, ln.Addr(), cfg)
-	return serve(ctx, ln, h, p, cfg.ShutdownDelay, cfg.DrainTimeout, log)
+	srv := &proxy.Server{Proxy: hs.proxy, Handler: hs.api, ShutdownDelay: cfg.ShutdownDelay, DrainTimeout: cfg.DrainTimeout, Log: log,
+		TLS: ex.tlsConfig(), Admin: ex.admin, AdminHandler: hs.admin}
+	return srv.Serve(ctx, ln)
 }
 
 // serveUsage is `sluice serve --help`, in 80 columns.
@@ -116,7 +125,11 @@ func withPublicURL(cfg config.Config, addr net.Addr, log *slog.Logger) config.Co
 		host = "127.0.0.1"
 		log.Warn("LISTEN_ADDR has no host; batches' results_url will point at loopback: set PUBLIC_URL to the URL clients reach sluice at", "listen", addr.String())
 	}
-	cfg.PublicURL = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
+	scheme := "http"
+	if cfg.TLSCertFile != "" {
+		scheme = "https"
+	}
+	cfg.PublicURL = &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}
 	return cfg
 }
 
@@ -125,5 +138,6 @@ func withPublicURL(cfg config.Config, addr net.Addr, log *slog.Logger) config.Co
 func logListening(log *slog.Logger, addr net.Addr, cfg config.Config) {
 	log.Info("sluice listening", "addr", addr.String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
-		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout)
+		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout,
+		"inbound_keys", cfg.InboundKeysFile != "", "tls", cfg.TLSCertFile != "")
 }

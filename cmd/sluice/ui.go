@@ -10,21 +10,33 @@ import (
 	"github.com/sluicehq/sluice/web"
 )
 
-// newHandler builds the proxy and, when UI_ENABLED, the page in front of
-// it: /ui/ goes to the page, everything else to the proxy. ctx ends the
-// page's live event streams, so that they do not hold up shutdown. With
-// TRACING_ENABLED the proxy traces (see startTracing); call flushSpans
-// once the server has drained (it also closes a GATE_BACKEND=redis gate).
-func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *proxy.Proxy, h http.Handler, flushSpans func(), err error) {
+// handlers are what newHandler builds: the proxy, what the API port
+// serves, and what the admin listener serves (nil without
+// ADMIN_LISTEN_ADDR).
+type handlers struct {
+	proxy *proxy.Proxy
+	api   http.Handler
+	admin http.Handler
+	// flushSpans sends the last spans; call it once the server has drained.
+	flushSpans func()
+}
+
+// newHandler builds the proxy (with inbound keys, if inbound is not nil)
+// and, when UI_ENABLED, the page: in front of the proxy, or on the admin
+// listener with ADMIN_LISTEN_ADDR. ctx ends the page's live event streams,
+// so that they do not hold up shutdown. With TRACING_ENABLED the proxy
+// traces (see startTracing). flushSpans also closes a GATE_BACKEND=redis
+// gate, so that this replica leaves the shared gate once it has drained.
+func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inbound *proxy.Inbound) (*handlers, error) {
 	tp, flushSpans, err := startTracing(ctx, cfg, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider}
+	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider, Inbound: inbound}
 	closeGate, err := withSharedGate(cfg, log, &opt)
 	if err != nil {
 		flushSpans()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	flush := flushSpans
 	flushSpans = func() { flush(); closeGate() } // and this replica leaves the shared gate
@@ -33,15 +45,22 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *pr
 		live = web.NewLive(nil)
 		opt.Observer = live
 	}
-	p, err = proxy.New(cfg, opt)
+	p, err := proxy.New(cfg, opt)
 	if err != nil {
 		flushSpans()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	if !cfg.UIEnabled {
-		return p, p, flushSpans, nil
+	hs := &handlers{proxy: p, api: p, flushSpans: flushSpans}
+	var ui http.Handler
+	if cfg.UIEnabled {
+		live.SetGauges(web.GaugesOf(p, cfg))
+		ui = web.New(web.Options{Live: live, Context: ctx, Logger: log, MaxWatchers: cfg.LiveMaxWatchers, NoRuns: !benchRuns(cfg)})
 	}
-	live.SetGauges(web.GaugesOf(p, cfg))
-	ui := web.New(web.Options{Live: live, Context: ctx, Logger: log})
-	return p, web.Mount(ui, p), flushSpans, nil
+	switch {
+	case cfg.AdminListenAddr != "":
+		hs.admin = p.AdminHandler(ui)
+	case ui != nil:
+		hs.api = web.Mount(ui, p)
+	}
+	return hs, nil
 }

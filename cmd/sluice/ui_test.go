@@ -24,11 +24,12 @@ func TestUISettingMountsThePage(t *testing.T) {
 		cfg.UIEnabled = on
 		cfg.UpstreamURL, _ = url.Parse(up.URL)
 		ctx, cancel := context.WithCancel(context.Background())
-		p, h, flushSpans, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler))
+		hs, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer flushSpans() // a no-op: tracing is off
+		defer hs.flushSpans() // a no-op: tracing is off
+		p, h := hs.proxy, hs.api
 		srv := httptest.NewServer(h)
 		get := func(path string) (int, string) {
 			resp, err := http.Get(srv.URL + path)

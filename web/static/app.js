@@ -323,6 +323,7 @@ function fillForm(p) {
   if (!p.spike_factor) { $("spike_factor").value = 1; $("spike_from_ms").value = 0; $("spike_to_ms").value = 1000; }
 }
 
+let runsOff = false;
 $("params").addEventListener("submit", async (e) => {
   e.preventDefault();
   const p = {};
@@ -335,13 +336,14 @@ $("params").addEventListener("submit", async (e) => {
   try {
     const resp = await fetch("api/run", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(p) });
     const body = await resp.json();
-    if (!resp.ok) throw new Error((body.error && body.error.message) || resp.statusText);
+    if (!resp.ok) throw Object.assign(new Error((body.error && body.error.message) || resp.statusText), { status: resp.status });
     load(body, "Ran " + p.burst + " requests: window " + p.max_size + " or " + p.max_wait_ms + " ms, cap " + p.max_concurrency + ". Press Play.");
   } catch (err) {
     status.textContent = "The run failed: " + err.message;
     document.body.dataset.state = "error";
+    if (err.status === 403) runsOff = true; // this sluice takes no runs from the page (UI_BENCH_RUNS)
   } finally {
-    $("run").disabled = false;
+    $("run").disabled = runsOff;
   }
 });
 

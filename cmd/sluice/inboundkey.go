@@ -1,0 +1,44 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+func runInboundKey(args []string) error { return inboundKey(args, os.Stdout) }
+
+// inboundKey makes a new sluice key for the keys file: it prints the key,
+// to give to its holder once, and its keys file entry, which holds only
+// the key's SHA-256.
+func inboundKey(args []string, out io.Writer) error {
+	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
+		fmt.Fprint(out, "Usage: sluice inbound-key NAME\n\n"+
+			"Makes a new sluice key for INBOUND_KEYS_FILE: prints the key (give it to its\n"+
+			"holder; sluice keeps only its hash) and the entry to add to the file's \"keys\"\n"+
+			"list, where tenant, weight, class, max_concurrent, max_waiting and models may\n"+
+			"be added. Then send sluice SIGHUP.\n")
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errors.New("inbound-key takes one argument: the key's name")
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	key := "sk-sluice-" + base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(key))
+	entry, _ := json.Marshal(struct {
+		Name   string `json:"name"`
+		SHA256 string `json:"sha256"`
+	}{args[0], hex.EncodeToString(sum[:])})
+	fmt.Fprintf(out, "key:   %s\nentry: %s\n", key, entry)
+	return nil
+}

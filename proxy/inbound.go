@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/request"
+)
+
+// Inbound keys (INBOUND_KEYS_FILE): sluice holds the upstream API key and
+// its clients present sluice keys of their own. Each sluice key is known
+// only by its SHA-256, so the keys file can be read by whoever deploys
+// sluice without giving anyone a usable key. The set of keys and the held
+// key are swapped in whole on Reload (SIGHUP): a request sees the old set
+// or the new one, never a mix, and nothing waits for a reload.
+type Inbound struct {
+	keysFile, upstreamKeyFile string
+	envKey                    string // ANTHROPIC_API_KEY, when no UPSTREAM_KEY_FILE
+	set                       atomic.Pointer[keySet]
+}
+
+// keySet is one loading of the keys file and the held key.
+type keySet struct {
+	keys []inboundKey
+	// upstream is the key sluice sends; upstreamHash its short hash
+	// (request.Tenant's), what the descriptor's Key carries.
+	upstream, upstreamHash string
+}
+
+type inboundKey struct {
+	sum [sha256.Size]byte
+	rec *request.Inbound
+}
+
+// InboundOptions say where the keys come from.
+type InboundOptions struct {
+	// KeysFile is the JSON file of sluice keys (INBOUND_KEYS_FILE).
+	KeysFile string
+	// UpstreamKeyFile holds the upstream API key (UPSTREAM_KEY_FILE); if
+	// empty, UpstreamKey is it.
+	UpstreamKeyFile string
+	// UpstreamKey is the upstream API key (ANTHROPIC_API_KEY), used when
+	// UpstreamKeyFile is empty.
+	UpstreamKey string
+}
+
+// LoadInbound reads the keys file and the upstream key; it fails when
+// either cannot be read or is malformed, or when there is no upstream key.
+func LoadInbound(o InboundOptions) (*Inbound, error) {
+	in := &Inbound{keysFile: o.KeysFile, upstreamKeyFile: o.UpstreamKeyFile, envKey: o.UpstreamKey}
+	set, err := in.load()
+	if err != nil {
+		return nil, err
+	}
+	in.set.Store(set)
+	return in, nil
+}
+
+// Reload reads both files again and, if they are good, swaps them in; if
+// not, the previous keys stay in force and the error says why.
+func (in *Inbound) Reload() error {
+	set, err := in.load()
+	if err != nil {
+		return err
+	}
+	in.set.Store(set)
+	return nil
+}
+
+// Len is how many sluice keys are in force.
+func (in *Inbound) Len() int { return len(in.set.Load().keys) }
+
+// keysFileEntry is one key of the keys file.
+type keysFileEntry struct {
+	Name          string   `json:"name"`
+	SHA256        string   `json:"sha256"` // hex SHA-256 of the key: never the key itself
+	Tenant        string   `json:"tenant"`
+	Weight        float64  `json:"weight"`
+	Class         string   `json:"class"`
+	MaxConcurrent int      `json:"max_concurrent"`
+	MaxWaiting    int      `json:"max_waiting"`
+	Models        []string `json:"models"`
+}
+
+// maxKeysFile bounds what is read of the keys file and the upstream key
+// file: a keys file of 100,000 keys is under 20 MB.
+const maxKeysFile = 32 << 20
+
+func (in *Inbound) load() (*keySet, error) {
+	up := in.envKey
+	if in.upstreamKeyFile != "" {
+		b, err := readSmall(in.upstreamKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("UPSTREAM_KEY_FILE: %w", err)
+		}
+		up = strings.TrimSpace(string(b))
+	}
+	if up == "" {
+		return nil, errors.New("inbound keys need an upstream API key for sluice to hold: set ANTHROPIC_API_KEY, or UPSTREAM_KEY_FILE to a file holding it")
+	}
+	if strings.ContainsFunc(up, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, errors.New("the upstream API key holds a control character (a line break inside UPSTREAM_KEY_FILE?); it must be one line")
+	}
+	set := &keySet{upstream: up, upstreamHash: request.Tenant(http.Header{"X-Api-Key": {up}})}
+	b, err := readSmall(in.keysFile)
+	if err != nil {
+		return nil, fmt.Errorf("INBOUND_KEYS_FILE: %w", err)
+	}
+	var file struct {
+		Keys []keysFileEntry `json:"keys"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // a "key" member would be a key in the clear
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf("INBOUND_KEYS_FILE %s: %w; expected {\"keys\":[{\"name\":...,\"sha256\":...}]}", in.keysFile, err)
+	}
+	names := map[string]bool{}
+	sums := map[[sha256.Size]byte]bool{}
+	for i, e := range file.Keys {
+		k, err := e.key()
+		if err == nil && names[e.Name] {
+			err = errors.New("the name is used twice")
+		}
+		if err == nil && sums[k.sum] {
+			err = errors.New("the same key is listed twice")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("INBOUND_KEYS_FILE %s: key %d (%q): %w", in.keysFile, i+1, e.Name, err)
+		}
+		names[e.Name], sums[k.sum] = true, true
+		set.keys = append(set.keys, k)
+	}
+	return set, nil
+}
+
+func (e keysFileEntry) key() (inboundKey, error) {
+	var k inboundKey
+	switch {
+	case e.Name == "":
+		return k, errors.New("no name")
+	case e.Weight < 0 || e.MaxConcurrent < 0 || e.MaxWaiting < 0:
+		return k, errors.New("weight, max_concurrent and max_waiting must not be negative")
+	case e.Class != "" && e.Class != "interactive" && e.Class != "batch":
+		return k, fmt.Errorf("class %q: must be interactive or batch", e.Class)
+	}
+	sum, err := hex.DecodeString(e.SHA256)
+	if err != nil || len(sum) != sha256.Size {
+		return k, errors.New("sha256 must be the 64 hex digits of the key's SHA-256 (sluice inbound-key prints one)")
+	}
+	copy(k.sum[:], sum)
+	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: e.Class,
+		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models}
+	return k, nil
+}
+
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
+	if err == nil && len(b) > maxKeysFile {
+		err = fmt.Errorf("larger than %d MB", maxKeysFile>>20)
+	}
+	return b, err
+}
+
+// match finds the key whose hash is cred's. Every key is compared, each
+// in constant time, so the time taken says nothing of which hash came
+// close.
+func (s *keySet) match(cred string) *request.Inbound {
+	sum := sha256.Sum256([]byte(cred))
+	var found *request.Inbound
+	for i := range s.keys {
+		if subtle.ConstantTimeCompare(sum[:], s.keys[i].sum[:]) == 1 {
+			found = s.keys[i].rec
+		}
+	}
+	return found
+}
+
+// presented is the credential a client sends, as the SDKs send it: in
+// x-api-key, or as an Authorization bearer token.
+func presented(h http.Header) string {
+	if k := h.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	auth := h.Get("Authorization")
+	if len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ") {
+		return strings.TrimSpace(auth[len("Bearer "):])
+	}
+	return ""
+}
+
+var (
+	errNoInboundKey = &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+		Message: "this sluice holds the API key itself and takes sluice keys: send yours in the x-api-key header (or as Authorization: Bearer); ask whoever runs this sluice for one"}
+	errBadInboundKey = &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+		Message: "the sluice key sent is not valid (unknown, or revoked): check it, or ask whoever runs this sluice for a new one; this sluice takes no Anthropic API keys"}
+)
+
+type inboundCtxKey struct{}
+
+// inboundOf is the record of the sluice key r presented; nil when inbound
+// keys are off.
+func inboundOf(r *http.Request) *request.Inbound {
+	rec, _ := r.Context().Value(inboundCtxKey{}).(*request.Inbound)
+	return rec
+}
+
+// RequireKey wraps a handler of an upstream path so that, with inbound
+// keys, only a request with a valid sluice key reaches it, with that key
+// taken off and the held upstream key put on, its record in the request
+// context (and so in the descriptor), and its allowed models enforced
+// where sluice can tell the model. Without inbound keys it returns h.
+func (p *Proxy) RequireKey(h http.Handler) http.Handler {
+	if p.inbound == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		set := p.inbound.set.Load()
+		cred := presented(r.Header)
+		if cred == "" {
+			writeError(w, errNoInboundKey)
+			return
+		}
+		rec := set.match(cred)
+		if rec == nil {
+			writeError(w, errBadInboundKey)
+			return
+		}
+		// The client's key goes no further; the held key goes in its place
+		// (as x-api-key, whichever header the client used).
+		r.Header.Del("Authorization")
+		r.Header.Set("X-Api-Key", set.upstream)
+		r = r.WithContext(context.WithValue(r.Context(), inboundCtxKey{}, rec))
+		if rec.Models != nil {
+			release, aerr := p.checkModels(w, r, rec)
+			if aerr != nil {
+				if aerr != errClientGone {
+					writeError(w, aerr)
+				}
+				return
+			}
+			defer release()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// allowsModel reports whether rec may call model: a name in its list, or a
+// list entry ending in * that model starts with.
+func allowsModel(rec *request.Inbound, model string) bool {
+	if rec == nil || rec.Models == nil {
+		return true
+	}
+	for _, m := range rec.Models {
+		if m == model || strings.HasSuffix(m, "*") && strings.HasPrefix(model, m[:len(m)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+func errModelNotAllowed(rec *request.Inbound, model string) *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: "permission_error",
+		Message: fmt.Sprintf("the sluice key %q may not call model %q; it may call: %s; use one of those, or ask whoever runs this sluice to allow it",
+			rec.Name, model, strings.Join(rec.Models, ", "))}
+}
+
+// checkModels enforces a key's model list on the relayed paths that name
+// a model: count_tokens and a batch create (whose bodies it reads, under
+// BODY_BUDGET_MB, and hands on), and GET /v1/models/{id}. POST
+// /v1/messages is checked where its body is read (messages). A key with a
+// model list may not POST to a path whose model sluice cannot tell. On
+// success the caller calls release once the request is over.
+func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request.Inbound) (release func(), _ *apiError) {
+	nothing := func() {}
+	path := r.URL.Path
+	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && r.Method == http.MethodGet {
+		if !allowsModel(rec, id) {
+			return nil, errModelNotAllowed(rec, id)
+		}
+		return nothing, nil
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || r.Method == http.MethodOptions {
+		return nothing, nil
+	}
+	var batch bool
+	switch {
+	case path == "/v1/messages":
+		return nothing, nil // messages checks the descriptor's model
+	case path == "/v1/messages/count_tokens":
+	case path == "/v1/messages/batches":
+		batch = true
+	case strings.HasPrefix(path, "/v1/messages/batches/") && strings.HasSuffix(path, "/cancel"):
+		return nothing, nil // names a batch, not a model
+	default:
+		return nil, &apiError{Status: http.StatusForbidden, Type: "permission_error",
+			Message: fmt.Sprintf("the sluice key %q may call only some models, and sluice cannot tell which model %s %s calls; use /v1/messages, or ask whoever runs this sluice for a key without a model list", rec.Name, r.Method, path)}
+	}
+	limit, timeout := int64(maxMessagesBody), p.bodyTimeout
+	if batch {
+		limit, timeout = maxBatchesBody, p.batchBodyTimeout
+	}
+	if !p.pendingConns.take(p.cfg.MaxPendingConns) {
+		p.metrics.Shed.Inc()
+		return nil, closing(w, errTooManyPending)
+	}
+	body, aerr := readBody(w, r, limit, timeout, p.bodies)
+	p.pendingConns.give()
+	if aerr != nil {
+		return nil, aerr
+	}
+	release = func() { p.bodies.release(body.reserved) }
+	models, err := modelsOf(body.data, batch)
+	if err != nil {
+		release()
+		return nil, errBadJSON(err.Error())
+	}
+	for _, m := range models {
+		if !allowsModel(rec, m) {
+			release()
+			return nil, errModelNotAllowed(rec, m)
+		}
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body.data)), int64(len(body.data))
+	return release, nil
+}
+
+// modelsOf is the model a count_tokens body names, or every model a batch
+// create's requests name.
+func modelsOf(body []byte, batch bool) ([]string, error) {
+	if !batch {
+		var v struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return nil, err
+		}
+		return []string{v.Model}, nil
+	}
+	var v struct {
+		Requests []struct {
+			Params struct {
+				Model string `json:"model"`
+			} `json:"params"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	models := make([]string, len(v.Requests))
+	for i, rq := range v.Requests {
+		models[i] = rq.Params.Model
+	}
+	return models, nil
+}
