@@ -226,7 +226,7 @@ func TestFairMaxInFlight(t *testing.T) {
 		t.Fatalf("b and c, with slots free: states %v %v; want both granted", st, c.State())
 	}
 	s.join("b", 1, 1, gate.ClassInteractive) // waits: every slot is held
-	got := s.step()                         // a's first slot back: a's third ticket, before b's second
+	got := s.step()                          // a's first slot back: a's third ticket, before b's second
 	if len(got) != 1 || got[0] != capped[2] {
 		t.Fatalf("a gave a slot back; granted %v, want a's third ticket", keysOf(got))
 	}
