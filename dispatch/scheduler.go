@@ -35,6 +35,12 @@ type Config struct {
 	// admission holds none back: MaxWait is then a maximum wait (see
 	// idle.go). Off, every window waits out MaxWait or fills.
 	IdleRelease bool
+	// Tenants, if set, names each member's tenant in the gate's line
+	// (bounded in number), counts what each tenant has waiting and in
+	// flight, and sheds a tenant's request past its limit (see
+	// tenants.go). If nil, a ticket's key is the request's tenant as it
+	// came, and no tenant is shed.
+	Tenants *Tenants
 }
 
 // ErrClosed is returned after Close.
@@ -62,6 +68,7 @@ type Scheduler struct {
 	hooks       Hooks
 	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
 	idleRelease bool
+	tenants     *Tenants // nil: none counted
 	service     serviceTime
 }
 
@@ -73,7 +80,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, hooks: hooks, idleRelease: cfg.IdleRelease}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants}
 	if s.admission == nil {
 		s.admission = Open{}
 	}
@@ -107,6 +114,9 @@ func (s *Scheduler) Full() bool { return s.admission.Admit(nil, s.load(s.queued.
 // Queued reports how many members are waiting: in an open window, in a
 // wave not yet put in line, or for a slot.
 func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
+
+// Tenants is the scheduler's tenant policy; nil when it has none.
+func (s *Scheduler) Tenants() *Tenants { return s.tenants }
 
 // Pending reports how many members are in the open window.
 func (s *Scheduler) Pending() int { return s.win.Pending() }

@@ -28,6 +28,9 @@ type State struct {
 	// the settings in its expression.
 	QueueCapacity func() int
 	BodyBudget    func() int
+	// Tenants reports each tracked tenant's counts (see tenants.go); nil
+	// or empty: no tenant series.
+	Tenants func() []TenantCounts
 }
 
 // Metrics are sluice's collectors. Every field is ready to use after New.
@@ -116,6 +119,7 @@ func New(st State) *Metrics {
 	gauge("sluice_body_budget_capacity_bytes", "Bytes of Messages request bodies that may be held at once (BODY_BUDGET_MB).", st.BodyBudget)
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
+	f(newTenantCollector(st.Tenants))
 	// The runtime's and the process's own: memory, goroutines, file
 	// descriptors, which are what overload costs.
 	f(collectors.NewGoCollector())

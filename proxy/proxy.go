@@ -57,6 +57,10 @@ type Proxy struct {
 	parker   *park.Parker
 	parkWhen int
 
+	// tenants names each Messages request's tenant and class, and on the
+	// windowed path counts and limits them (see dispatch/tenants.go).
+	tenants *dispatch.Tenants
+
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
 	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
@@ -174,6 +178,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: upstream timeout must be positive")
 	}
 	p.publicBase = publicBase(cfg)
+	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
@@ -201,11 +207,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			return cfg.MaxQueue
 		},
 		BodyBudget: func() int { return int(p.bodies.limit) },
+		Tenants:    p.tenantCounts,
 	})
 	if cfg.Enabled {
 		g := opt.Gate
 		if g == nil {
-			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
+			order, err := gateOrder(cfg)
+			if err != nil {
+				return nil, err
+			}
+			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), order)
 			if err != nil {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
@@ -224,7 +235,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			releaser = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser}, g, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Tenants: p.tenants}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
