@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"net/http"
 	"strings"
 	"sync"
@@ -97,13 +99,18 @@ func (e *TenantFullError) Error() string {
 	return fmt.Sprintf("dispatch: tenant %s has %d requests waiting", e.Tenant, e.Max)
 }
 
-// NewTenants returns the tenant policy cfg. A Max below 1 tracks one
-// tenant besides OtherTenant.
+// DefaultMaxTenants is TENANT_MAX's default, and a TenantConfig's when
+// its Max is below 1.
+const DefaultMaxTenants = 100
+
+// NewTenants returns the tenant policy cfg.
 func NewTenants(cfg TenantConfig) *Tenants {
 	if cfg.From == "" {
 		cfg.From = TenantFromKey
 	}
-	cfg.Max = max(cfg.Max, 1)
+	if cfg.Max < 1 {
+		cfg.Max = DefaultMaxTenants
+	}
 	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}}
 }
 
@@ -289,18 +296,14 @@ func (ts *Tenants) Stats() []TenantStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	out := make([]TenantStats, 0, len(ts.known)+1)
-	for _, t := range append([]*tenant{ts.other}, ts.values()...) {
+	add := func(t *tenant) {
 		out = append(out, TenantStats{Tenant: t.name, Waiting: t.waiting, InFlight: t.inFlight, Shed: t.shed, Served: t.served, Tokens: t.tokens})
 	}
-	return out
-}
-
-func (ts *Tenants) values() []*tenant {
-	vs := make([]*tenant, 0, len(ts.known))
-	for _, t := range ts.known {
-		vs = append(vs, t)
+	add(ts.other)
+	for _, name := range slices.Sorted(maps.Keys(ts.known)) {
+		add(ts.known[name])
 	}
-	return vs
+	return out
 }
 
 // Tenant is the tenant a member is counted under: its request's tenant, or
