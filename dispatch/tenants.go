@@ -3,8 +3,8 @@ package dispatch
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -284,10 +284,12 @@ func (ts *Tenants) AddTokens(name string, n int64) {
 // flight now, and, since it was first tracked, requests shed and served
 // and tokens of usage.
 type TenantStats struct {
-	Tenant            string
-	Waiting, InFlight int
-	Shed, Served      int64
-	Tokens            int64
+	Tenant   string `json:"tenant"`
+	Waiting  int    `json:"waiting"`
+	InFlight int    `json:"in_flight"`
+	Shed     int64  `json:"shed"`
+	Served   int64  `json:"served"`
+	Tokens   int64  `json:"tokens"`
 }
 
 // Stats reports every tracked tenant (OtherTenant first), at most Max+1.

@@ -6,10 +6,12 @@ import "github.com/prometheus/client_golang/prometheus"
 // waiting and in flight, and since it was first tracked shed, served and
 // tokens of usage.
 type TenantCounts struct {
-	Tenant            string
-	Waiting, InFlight int
-	Shed, Served      int64
-	Tokens            int64
+	Tenant   string
+	Waiting  int
+	InFlight int
+	Shed     int64
+	Served   int64
+	Tokens   int64
 }
 
 // tenantCollector reads the tenants' counts on each scrape. Their number is

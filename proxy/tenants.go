@@ -25,15 +25,21 @@ func gateOrder(cfg config.Config) (gate.Order, error) {
 // tenantCounts is the tenants' counts for the metrics; none when
 // windowing is off.
 func (p *Proxy) tenantCounts() []metrics.TenantCounts {
-	if p.sched == nil {
-		return nil
-	}
-	stats := p.tenants.Stats()
+	stats := p.Tenants()
 	out := make([]metrics.TenantCounts, len(stats))
 	for i, t := range stats {
 		out[i] = metrics.TenantCounts(t)
 	}
 	return out
+}
+
+// Tenants reports each tracked tenant's counts (dispatch.OtherTenant
+// first); nil when windowing is off.
+func (p *Proxy) Tenants() []dispatch.TenantStats {
+	if p.sched == nil {
+		return nil
+	}
+	return p.tenants.Stats()
 }
 
 // tenantFull is the answer to a request shed because its tenant has

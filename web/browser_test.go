@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -149,7 +150,7 @@ func newStack(t *testing.T, slots int) *stack {
 		t.Fatal(err)
 	}
 	live.SetGauges(func() Gauges {
-		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
+		return Gauges{Windowed: true, MaxSize: cfg.MaxSize, MaxWaitMS: 20, Slots: slots, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Tenants: p.Tenants()}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -332,6 +333,19 @@ func TestPageShowsLiveWaves(t *testing.T) {
 		if w != wave {
 			t.Errorf("a recent request shows wave %s; want %s, the wave of all four", w, wave)
 		}
+	}
+	// The tenants table: the one tenant of the four, served four times,
+	// named by its key's hash, and each request names it too.
+	tenant := request.Tenant(http.Header{"X-Api-Key": {"sk-test"}})
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-tenants tr[data-tenant="`+tenant+`"]`))); err != nil {
+		t.Fatalf("the live view shows no row for the tenant %s: %v", tenant, err)
+	}
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#live-tenants tr[data-tenant] td")].map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 6 || cells[0] != tenant || cells[3] != "4" {
+		t.Errorf("tenant row %v; want %s with 4 served", cells, tenant)
 	}
 	shot(t, ctx, "page-390x844.png")
 	console.check(t)

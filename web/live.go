@@ -2,12 +2,15 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -37,6 +40,9 @@ type Gauges struct {
 	Slots     int  `json:"slots"`       // BATCH_MAX_CONCURRENCY
 	InFlight  int  `json:"in_flight"`   // gate slots held
 	Queued    int  `json:"queued"`      // waiting in a window or for a slot
+	// Tenants are the tracked tenants' counts (at most TENANT_MAX and
+	// other), the busiest liveTenants of them.
+	Tenants []dispatch.TenantStats `json:"tenants,omitempty"`
 }
 
 // LiveWave is one flushed window.
@@ -59,12 +65,14 @@ type LiveRequest struct {
 	// long a follower waited for its leader's response to begin.
 	Cache       string  `json:"cache,omitempty"`
 	CacheHoldMS float64 `json:"cache_hold_ms,omitempty"`
+	Tenant      string  `json:"tenant,omitempty"`
 }
 
 const (
 	liveWaves    = 24
 	liveRequests = 40
 	liveRate     = 10 // updates per second, at most, per watcher
+	liveTenants  = 10
 )
 
 // NewLive returns a live view fed by the proxy it is given to as
@@ -97,12 +105,32 @@ func (l *Live) RequestDone(ex proxy.Exchange) {
 	}
 	r := LiveRequest{Wave: ex.Wave, Status: ex.Status, QueueWaitMS: ms(ex.QueueWait),
 		TotalMS: ms(ex.End.Sub(ex.Start)), AtMS: ex.End.UnixMilli(),
-		Cache: ex.Cache.Role.String(), CacheHoldMS: ms(ex.Cache.Held)}
+		Cache: ex.Cache.Role.String(), CacheHoldMS: ms(ex.Cache.Held), Tenant: ex.Tenant}
 	l.mu.Lock()
 	l.requests.put(r)
 	l.nReqs++
 	l.version++
 	l.mu.Unlock()
+}
+
+// equal reports whether g and o say the same.
+func (g Gauges) equal(o Gauges) bool {
+	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
+		g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Tenants, o.Tenants)
+}
+
+// busiest is the n tenants of ts with the most waiting and in flight,
+// then the most served, busiest first, leaving out those with nothing at
+// all.
+func busiest(ts []dispatch.TenantStats, n int) []dispatch.TenantStats {
+	ts = slices.DeleteFunc(ts, func(t dispatch.TenantStats) bool { return t.Waiting+t.InFlight == 0 && t.Served+t.Shed == 0 })
+	slices.SortStableFunc(ts, func(a, b dispatch.TenantStats) int {
+		if c := cmp.Compare(b.Waiting+b.InFlight, a.Waiting+a.InFlight); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Served, a.Served)
+	})
+	return ts[:min(len(ts), n)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -121,6 +149,7 @@ func (l *Live) snapshot() (liveUpdate, uint64) {
 	u := liveUpdate{NowMS: time.Now().UnixMilli()}
 	if l.gauges != nil {
 		u.Gauges = l.gauges()
+		u.Gauges.Tenants = busiest(u.Gauges.Tenants, liveTenants)
 	}
 	l.mu.Lock()
 	v := l.version
@@ -157,7 +186,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	)
 	for {
 		u, v := l.snapshot()
-		if v != lastV || u.Gauges != lastG || time.Since(lastSent) >= time.Second {
+		if v != lastV || !u.Gauges.equal(lastG) || time.Since(lastSent) >= time.Second {
 			buf.Reset()
 			buf.WriteString("event: live\ndata: ")
 			json.NewEncoder(&buf).Encode(u) // ends with "\n"

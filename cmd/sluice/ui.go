@@ -36,7 +36,7 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *pr
 	}
 	live.SetGauges(func() web.Gauges {
 		return web.Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
-			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
+			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Tenants: p.Tenants()}
 	})
 	ui := web.New(web.Options{Live: live, Context: ctx, Logger: log})
 	return p, web.Mount(ui, p), flushSpans, nil
