@@ -183,29 +183,9 @@ func (f *Fair) push(t *Ticket) {
 func (f *Fair) unlink(t *Ticket) {
 	fl := t.flow
 	c := &f.classes[fl.class]
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		fl.head = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	} else {
-		fl.tail = t.prev
-	}
-	t.prev, t.next = nil, nil
+	lineLinks.remove(t, &fl.head, &fl.tail)
 	fl.n--
-	if t.cprev != nil {
-		t.cprev.cnext = t.cnext
-	} else {
-		c.oldest = t.cnext
-	}
-	if t.cnext != nil {
-		t.cnext.cprev = t.cprev
-	} else {
-		c.newest = t.cprev
-	}
-	t.cprev, t.cnext = nil, nil
+	classLinks.remove(t, &c.oldest, &c.newest)
 	f.waiting--
 }
 

@@ -149,18 +149,35 @@ func (t *Ticket) wait(place uint64) {
 
 // Remove takes t, which waits in l, out of it.
 func (l *Line) Remove(t *Ticket) {
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		l.head = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	} else {
-		l.tail = t.prev
-	}
-	t.prev, t.next = nil, nil
+	lineLinks.remove(t, &l.head, &l.tail)
 	l.n--
+}
+
+// links picks one pair of a ticket's links: those of the Line (or Fair
+// flow) it waits in, or those of its Fair class's list.
+type links func(t *Ticket) (prev, next **Ticket)
+
+var (
+	lineLinks  links = func(t *Ticket) (**Ticket, **Ticket) { return &t.prev, &t.next }
+	classLinks links = func(t *Ticket) (**Ticket, **Ticket) { return &t.cprev, &t.cnext }
+)
+
+// remove takes t out of the list from head to tail that these links make.
+func (l links) remove(t *Ticket, head, tail **Ticket) {
+	prev, next := l(t)
+	if *prev != nil {
+		_, after := l(*prev)
+		*after = *next
+	} else {
+		*head = *next
+	}
+	if *next != nil {
+		before, _ := l(*next)
+		*before = *prev
+	} else {
+		*tail = *prev
+	}
+	*prev, *next = nil, nil
 }
 
 // Front is the ticket first in line, or nil.
