@@ -202,7 +202,11 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 	}
 	key := fmt.Sprintf("%d.%d", id, attempt)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "sk-bench")
+	if a.Tenant != "" {
+		req.Header.Set("X-Api-Key", "sk-bench-"+a.Tenant)
+	} else {
+		req.Header.Set("X-Api-Key", "sk-bench")
+	}
 	req.Header.Set("Anthropic-Version", "2023-06-01")
 	req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
 	req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(attempt))

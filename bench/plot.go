@@ -23,6 +23,8 @@ var modeColor = map[string]color.Color{
 	ModeDirect:   color.RGBA{R: 120, G: 120, B: 120, A: 255},
 	ModePlain:    color.RGBA{R: 214, G: 39, B: 40, A: 255},
 	ModeWindowed: color.RGBA{R: 31, G: 119, B: 180, A: 255},
+	// windowed-fifo: the seed's one line, against windowed's fair order
+	ModeWindowedFIFO: color.RGBA{R: 44, G: 160, B: 44, A: 255},
 }
 
 // spikeColor shades the upstream's slow periods: light enough that the

@@ -215,6 +215,58 @@ type ModeReport struct {
 	Cap        int         `json:"cap,omitempty"`
 	Little     *Little     `json:"little,omitempty"`
 	Saturation *Saturation `json:"saturation,omitempty"`
+	// Tenants are the figures of each tenant of a tenants workload, in
+	// the order the scenario names them.
+	Tenants []TenantReport `json:"tenants,omitempty"`
+}
+
+// TenantReport is one tenant's figures in one mode: its goodput over its
+// own span (its first arrival to its last request's end) and the latency
+// of its successes.
+type TenantReport struct {
+	Tenant     string      `json:"tenant"`
+	Sent       int         `json:"sent"`
+	Succeeded  int         `json:"succeeded"`
+	GoodputRPS float64     `json:"goodput_rps"`
+	LatencyMS  Percentiles `json:"latency_ms"`
+}
+
+// tenantNames indexes the tenants of the report's modes (none without
+// modes).
+func (r *Report) tenantNames() []TenantReport {
+	if len(r.Modes) == 0 {
+		return nil
+	}
+	return r.Modes[0].Tenants
+}
+
+// tenantReports are the figures of each tenant in recs, in the order of
+// names.
+func tenantReports(recs []Record, names []string) []TenantReport {
+	var out []TenantReport
+	for _, name := range names {
+		tr := TenantReport{Tenant: name}
+		var lat []float64
+		first, last := -1.0, 0.0
+		for _, rec := range recs {
+			if rec.Tenant != name || rec.ErrorType == "not_sent" {
+				continue
+			}
+			tr.Sent++
+			if first < 0 || rec.ArrivalMS < first {
+				first = rec.ArrivalMS
+			}
+			last = max(last, rec.DoneMS)
+			if rec.Outcome == "ok" {
+				tr.Succeeded++
+				lat = append(lat, rec.DoneMS-rec.ArrivalMS)
+			}
+		}
+		tr.GoodputRPS = goodput(tr.Succeeded, time.Duration((last-max(first, 0))*float64(time.Millisecond)))
+		tr.LatencyMS = summarise(lat)
+		out = append(out, tr)
+	}
+	return out
 }
 
 func newReport(sc *Scenario, results []*ModeResult) *Report {
@@ -227,9 +279,15 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 	for _, sp := range sc.Sim.Spikes {
 		r.Spikes = append(r.Spikes, SpikeSummary{FromS: sp.From.D().Seconds(), ToS: sp.To.D().Seconds(), Factor: sp.Factor})
 	}
+	var tenants []string
+	for _, tw := range sc.Workload.Tenants {
+		tenants = append(tenants, tw.Name)
+	}
 	for _, res := range results {
 		r.Arrivals = len(res.Records)
-		r.Modes = append(r.Modes, modeReport(res))
+		m := modeReport(res)
+		m.Tenants = tenantReports(res.Records, tenants)
+		r.Modes = append(r.Modes, m)
 	}
 	return r
 }
@@ -409,7 +467,7 @@ func showInt(v []float64) string { return fmt.Sprintf("%.0f", v[0]) }
 func showMS(v []float64) string  { return fmt.Sprintf("%.0f ms", v[0]) }
 
 func throughSluice(m *ModeReport) bool { return m.Mode != ModeDirect }
-func windowed(m *ModeReport) bool      { return m.Mode == ModeWindowed }
+func windowed(m *ModeReport) bool      { return isWindowed(m.Mode) }
 
 // tableRows are the table's rows, in order. What each means:
 //
@@ -537,6 +595,26 @@ func (r *Report) WriteTable(w io.Writer) {
 			fmt.Fprint(tw, cell+"\t")
 		}
 		fmt.Fprintln(tw)
+	}
+	for i := range r.tenantNames() {
+		tr := r.Modes[0].Tenants[i]
+		for _, row := range []struct {
+			name string
+			val  func(t TenantReport) float64
+			show func([]float64) string
+		}{
+			{"goodput", func(t TenantReport) float64 { return t.GoodputRPS }, func(v []float64) string { return fmt.Sprintf("%.2f/s", v[0]) }},
+			{"latency p50", func(t TenantReport) float64 { return t.LatencyMS.P50 }, showMS},
+			{"latency p99", func(t TenantReport) float64 { return t.LatencyMS.P99 }, showMS},
+		} {
+			cells := tableRow{name: "tenant " + tr.Tenant + " " + row.name, show: row.show,
+				vals: func(m *ModeReport) []float64 { return []float64{row.val(m.Tenants[i])} }}
+			fmt.Fprint(tw, cells.name+"\t")
+			for j := range r.Modes {
+				fmt.Fprint(tw, spreadCell(cells, r.runsOf(r.Modes[j].Mode))+"\t")
+			}
+			fmt.Fprintln(tw)
+		}
 	}
 	fmt.Fprint(tw, "errors\t")
 	for _, m := range r.Modes {

@@ -26,7 +26,13 @@ const (
 	ModeDirect   = "direct"   // the client talks to the upstream, no sluice
 	ModePlain    = "plain"    // through sluice with BATCH_ENABLED=0
 	ModeWindowed = "windowed" // through sluice with windowing on
+	// ModeWindowedFIFO is windowed with GATE_ORDER=fifo: one line for
+	// every tenant, the seed's order, against windowed's default fair one.
+	ModeWindowedFIFO = "windowed-fifo"
 )
+
+// isWindowed reports whether mode goes through sluice's window and gate.
+func isWindowed(mode string) bool { return mode == ModeWindowed || mode == ModeWindowedFIFO }
 
 // Options configure Run.
 type Options struct {
@@ -87,6 +93,7 @@ type ModeResult struct {
 type Record struct {
 	Mode         string   `json:"mode"`
 	ID           int      `json:"id"`
+	Tenant       string   `json:"tenant,omitempty"`  // in a tenants workload
 	Session      int      `json:"session,omitempty"` // with turns: the session, and the request's turn in it
 	Turn         int      `json:"turn,omitempty"`
 	Stream       bool     `json:"stream"`
@@ -116,8 +123,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		modes = []string{ModePlain, ModeWindowed}
 	}
 	for _, m := range modes {
-		if m != ModeDirect && m != ModePlain && m != ModeWindowed {
-			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain or windowed)", m)
+		if m != ModeDirect && m != ModePlain && !isWindowed(m) {
+			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain, windowed or windowed-fifo)", m)
 		}
 	}
 	n := max(opt.Repeat, 1)
@@ -217,13 +224,17 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 	base := upURL
 	var p *proxy.Proxy
 	if mode != ModeDirect {
-		cfg := sc.SluiceConfig(mode == ModeWindowed)
+		order := ""
+		if mode == ModeWindowedFIFO {
+			order = "fifo"
+		}
+		cfg := sc.sluiceConfig(isWindowed(mode), order)
 		u, err := url.Parse(upURL)
 		if err != nil {
 			return nil, fmt.Errorf("upstream URL: %w", err)
 		}
 		cfg.UpstreamURL = u
-		if mode == ModeWindowed {
+		if isWindowed(mode) {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}
 		popt := proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -354,7 +365,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		if a.Turn > 0 && !sentAt[i].IsZero() {
 			arrival = ms(sentAt[i]) // a later turn arrives when it is sent
 		}
-		r := Record{Mode: mode, ID: i, Session: a.Session, Turn: a.Turn, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
+		r := Record{Mode: mode, ID: i, Tenant: a.Tenant, Session: a.Session, Turn: a.Turn, Stream: a.Stream, PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
 			ArrivalMS: arrival, FirstByteMS: opt2(o.FirstByte),
 			FirstTokenMS: opt2(o.FirstTok), Status: o.Status, Retries: o.Retries, ErrorType: o.ErrorType, Outcome: "error",
 			CacheWrite: o.CacheWrite, CacheRead: o.CacheRead}

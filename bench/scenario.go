@@ -85,8 +85,9 @@ type Workload struct {
 	// Kind is burst (N at once, or spread evenly over duration when it is
 	// set), poisson (rate for duration), steps
 	// (Poisson at each step's rate in turn), ramp (Poisson whose rate goes
-	// linearly from from_rate to rate over duration) or trace (replay of
-	// the arrival times in a JSONL file).
+	// linearly from from_rate to rate over duration), trace (replay of
+	// the arrival times in a JSONL file) or tenants (several tenants'
+	// bursts and streams at once, see Tenants).
 	Kind     string   `json:"kind"`
 	N        int      `json:"n"`
 	Rate     float64  `json:"rate"`
@@ -117,6 +118,9 @@ type Workload struct {
 	// system prompt, as tools come first in the cached prefix), the shape
 	// of coding agents: a dozen tools and a large system prompt.
 	SharedTools int `json:"shared_tools"`
+	// Tenants, for kind tenants, are several tenants' workloads run at
+	// once, each its own kind (burst or poisson), with its own API key.
+	Tenants []TenantWorkload `json:"tenants"`
 	// Turns, when above 1, makes each arrival a session of this many
 	// requests, each sent once the one before has ended: every turn
 	// repeats the session's earlier messages (with a stand-in reply for
@@ -124,6 +128,20 @@ type Workload struct {
 	// as coding agents send it. Each turn draws its own prompt and output
 	// lengths.
 	Turns int `json:"turns"`
+}
+
+// TenantWorkload is one tenant's part of a tenants workload: a burst or
+// a Poisson stream, from Start on; its token ranges default to the
+// workload's.
+type TenantWorkload struct {
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind"`
+	N            int      `json:"n"`
+	Rate         float64  `json:"rate"`
+	Duration     Duration `json:"duration"`
+	Start        Duration `json:"start"`
+	PromptTokens [2]int   `json:"prompt_tokens"`
+	OutputTokens [2]int   `json:"output_tokens"`
 }
 
 // Step is one stretch of a steps workload.
@@ -289,10 +307,28 @@ func (sc *Scenario) validate() error {
 		if w.Trace == "" {
 			return errors.New("workload.trace: kind trace needs a file")
 		}
+	case "tenants":
+		if len(w.Tenants) == 0 || w.Turns > 1 {
+			return errors.New("workload.tenants: kind tenants needs at least one tenant, and no turns")
+		}
+		seen := map[string]bool{}
+		for i, tw := range w.Tenants {
+			if tw.Name == "" || seen[tw.Name] {
+				return fmt.Errorf("workload.tenants[%d].name: each tenant needs a name of its own", i)
+			}
+			seen[tw.Name] = true
+			if tw.Kind != "burst" && tw.Kind != "poisson" || tw.Start < 0 {
+				return fmt.Errorf("workload.tenants[%d]: kind must be burst or poisson, start >= 0", i)
+			}
+			sub := Scenario{Workload: Workload{Kind: tw.Kind, N: tw.N, Rate: tw.Rate, Duration: tw.Duration, PromptTokens: tw.PromptTokens, OutputTokens: tw.OutputTokens}}
+			if err := sub.validate(); err != nil {
+				return fmt.Errorf("workload.tenants[%d]: %w", i, err)
+			}
+		}
 	case "":
-		return errors.New("workload.kind: missing; want burst, poisson, steps, ramp or trace")
+		return errors.New("workload.kind: missing; want burst, poisson, steps, ramp, trace or tenants")
 	default:
-		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace", w.Kind)
+		return fmt.Errorf("workload.kind: %q is not one of burst, poisson, steps, ramp, trace, tenants", w.Kind)
 	}
 	if w.SharedTools < 0 || w.SharedTools > 0 && w.SharedTools*toolTokens >= w.SharedPrefixTokens {
 		return fmt.Errorf("workload.shared_tools: must be >= 0, and its %d tokens a tool must leave some of shared_prefix_tokens for the system prompt", toolTokens)
@@ -334,6 +370,12 @@ func (sc *Scenario) SimConfig() sim.Config {
 // SluiceConfig is sluice's configuration for a mode: the seed's defaults,
 // overridden by the scenario, with windowing on or off.
 func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
+	return sc.sluiceConfig(windowed, "")
+}
+
+// sluiceConfig is SluiceConfig with GATE_ORDER set to order ("": the
+// default).
+func (sc *Scenario) sluiceConfig(windowed bool, order string) config.Config {
 	c := config.Default()
 	c.Enabled = windowed
 	if v := sc.Sluice.MaxSize; v > 0 {
@@ -353,6 +395,9 @@ func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
 	}
 	if v := sc.Sluice.RateLimitPacing; v != "" {
 		c.RateLimitPacing = v
+	}
+	if order != "" {
+		c.GateOrder = order
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -22,12 +23,20 @@ type Arrival struct {
 	// workload has turns (Turns > 1): it is sent once the session's turn
 	// before it has ended, and At is its session's start.
 	Session, Turn, Turns int
+	// Tenant names the request's tenant in a tenants workload: it is sent
+	// with the API key sk-bench-<tenant>, so that sluice's default
+	// TENANT_FROM=key tells the tenants apart. "" is the one tenant
+	// sk-bench.
+	Tenant string
 }
 
 // Arrivals builds the workload's requests in arrival order. The same
 // scenario and seed always give the same list.
 func (sc *Scenario) Arrivals() ([]Arrival, error) {
 	w := sc.Workload
+	if w.Kind == "tenants" {
+		return sc.tenantArrivals()
+	}
 	rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0x5eed))
 	var times []time.Duration
 	var fromTrace []Arrival
@@ -91,6 +100,40 @@ func (sc *Scenario) Arrivals() ([]Arrival, error) {
 		}
 		if a.OutputTokens == 0 {
 			a.OutputTokens = output
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out, nil
+}
+
+// tenantArrivals merges the arrivals of each tenant's own workload, each
+// drawn with a seed of its own (the scenario's and a hash of its name, so
+// that a tenant draws alike in a scenario without the others) and
+// shifted by its start, in arrival order.
+func (sc *Scenario) tenantArrivals() ([]Arrival, error) {
+	var out []Arrival
+	for i, tw := range sc.Workload.Tenants {
+		sub := *sc
+		h := fnv.New64a()
+		h.Write([]byte(tw.Name))
+		sub.Seed = sc.Seed ^ int64(h.Sum64()>>1)
+		sub.Workload = sc.Workload
+		sub.Workload.Kind, sub.Workload.N, sub.Workload.Rate, sub.Workload.Duration = tw.Kind, tw.N, tw.Rate, tw.Duration
+		sub.Workload.Tenants = nil
+		if tw.PromptTokens != [2]int{} {
+			sub.Workload.PromptTokens = tw.PromptTokens
+		}
+		if tw.OutputTokens != [2]int{} {
+			sub.Workload.OutputTokens = tw.OutputTokens
+		}
+		as, err := sub.Arrivals()
+		if err != nil {
+			return nil, fmt.Errorf("workload.tenants[%d]: %w", i, err)
+		}
+		for _, a := range as {
+			a.At += tw.Start.D()
+			a.Tenant = tw.Name
+			out = append(out, a)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })

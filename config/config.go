@@ -62,6 +62,15 @@ type Config struct {
 	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
 	TLSCertFile     string         // TLS_CERT_FILE
 	TLSKeyFile      string         // TLS_KEY_FILE
+
+	// Tenants and the fair order.
+	GateOrder           string             // GATE_ORDER: fair or fifo
+	PriorityStarve      time.Duration      // PRIORITY_STARVE_MS
+	TenantFrom          string             // TENANT_FROM: key, header, metadata or inbound
+	TenantMax           int                // TENANT_MAX
+	TenantWeights       map[string]float64 // TENANT_WEIGHTS; nil: every tenant 1
+	TenantMaxConcurrent int                // TENANT_MAX_CONCURRENT; 0: no limit
+	TenantMaxWaiting    int                // TENANT_MAX_WAITING; 0: no limit
 }
 
 // Setting is one row of the configuration table.
@@ -125,6 +134,29 @@ var Settings = []Setting{
 	{Env: "ADMIT_BY_CLIENT_TIMEOUT", Flag: "admit-by-client-timeout", Default: "1", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Shed a windowed request at once with 529 and retry-after when its expected wait for a slot plus the average call time exceeds the timeout its SDK sent in x-stainless-timeout.",
 		apply:   func(c *Config, v string) (err error) { c.AdmitByClientTimeout, err = parseBool(v); return }},
+	{Env: "GATE_ORDER", Flag: "gate-order", Default: "fair", Accepts: "fair or fifo",
+		Meaning: "The order of the gate's line. fair: slots are shared across tenants (see TENANT_FROM) by weighted fair queueing on cost (max_tokens plus the estimated input), each tenant's requests in arrival order, interactive before batch; with one tenant it is FIFO. fifo: one line for everyone, in arrival order.",
+		apply:   func(c *Config, v string) error { return parseWord(&c.GateOrder, v, "fair", "fifo") }},
+	{Env: "PRIORITY_STARVE_MS", Flag: "priority-starve-ms", Default: "5000", Accepts: "whole milliseconds >= 0",
+		Meaning: "Under GATE_ORDER=fair, the longest the oldest batch request (x-sluice-priority: batch, or an inbound key of class batch) waits while interactive ones are served before the next slot goes to batch. 0: batch waits as long as interactive requests do.",
+		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.PriorityStarve })},
+	{Env: "TENANT_FROM", Flag: "tenant-from", Default: "key", Accepts: "key, header, metadata or inbound",
+		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key); header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant. A request without the header, user_id or inbound key is its key's tenant.",
+		apply: func(c *Config, v string) error {
+			return parseWord(&c.TenantFrom, v, "key", "header", "metadata", "inbound")
+		}},
+	{Env: "TENANT_MAX", Flag: "tenant-max", Default: "100", Accepts: "a whole number >= 1",
+		Meaning: "Distinct tenants tracked at once, in the fair order, the per-tenant limits and the metrics' labels; a new tenant past it takes the place of an idle one, or, when none is idle, shares the tenant other.",
+		apply:   func(c *Config, v string) (err error) { c.TenantMax, err = parseInt(v, 1); return }},
+	{Env: "TENANT_WEIGHTS", Flag: "tenant-weights", Default: "", Accepts: "empty, or tenant=weight pairs separated by commas, each weight a number > 0",
+		Meaning: "Tenants' shares of the slots under GATE_ORDER=fair, such as team-a=3,team-b=1; a tenant not named has 1.",
+		apply:   parseWeights},
+	{Env: "TENANT_MAX_CONCURRENT", Flag: "tenant-max-concurrent", Default: "0", Accepts: "a whole number >= 0",
+		Meaning: "Max upstream calls in flight for one tenant (GATE_ORDER=fair only); its further requests wait while others take the free slots. 0: no limit.",
+		apply:   func(c *Config, v string) (err error) { c.TenantMaxConcurrent, err = parseInt(v, 0); return }},
+	{Env: "TENANT_MAX_WAITING", Flag: "tenant-max-waiting", Default: "0", Accepts: "a whole number >= 0",
+		Meaning: "Max requests waiting (in windows or for a slot) for one tenant; past it that tenant's requests, and only its, are answered 529 overloaded_error with retry-after. 0: no limit but BATCH_MAX_QUEUE.",
+		apply:   func(c *Config, v string) (err error) { c.TenantMaxWaiting, err = parseInt(v, 0); return }},
 	{Env: "RETRY_MAX_ATTEMPTS", Flag: "retry-max-attempts", Default: "3", Accepts: "a whole number >= 1",
 		Meaning: "Attempts per windowed request, the first included, on 429, 5xx, 529 or a failed connection before anything reached the client. 1 turns retries off.",
 		apply:   func(c *Config, v string) (err error) { c.RetryMaxAttempts, err = parseInt(v, 1); return }},
@@ -290,6 +322,28 @@ func parsePublicURL(c *Config, v string) error {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c.PublicURL = u
+	return nil
+}
+
+// parseWeights reads tenant=weight pairs separated by commas.
+func parseWeights(c *Config, v string) error {
+	c.TenantWeights = nil
+	if v == "" {
+		return nil
+	}
+	c.TenantWeights = map[string]float64{}
+	for _, pair := range strings.Split(v, ",") {
+		name, w, ok := strings.Cut(pair, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return fmt.Errorf("%q is not tenant=weight", strings.TrimSpace(pair))
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+		if err != nil || !(f > 0) || f > 1e6 {
+			return fmt.Errorf("the weight of %s is not a number in (0, 1e6]", name)
+		}
+		c.TenantWeights[name] = f
+	}
 	return nil
 }
 

@@ -26,6 +26,7 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 	s := m.s
 	s.gate.Release(&m.ticket, m.outcome(time.Now(), errRetried))
 	m.ticket = gate.Ticket{} // released tickets are done; a fresh one joins anew
+	m.fillTicket()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -39,6 +39,12 @@ type Config struct {
 	// upstream key's rate limits can take them (KeyBuckets), and learns
 	// from each answer.
 	Pacing Pacing
+	// Tenants, if set, names each member's tenant in the gate's line
+	// (bounded in number), counts what each tenant has waiting and in
+	// flight, and sheds a tenant's request past its limit (see
+	// tenants.go). If nil, a ticket's key is the request's tenant as it
+	// came, and no tenant is shed.
+	Tenants *Tenants
 }
 
 // ErrClosed is returned after Close.
@@ -67,6 +73,7 @@ type Scheduler struct {
 	hooks       Hooks
 	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
 	idleRelease bool
+	tenants     *Tenants // nil: none counted
 	service     serviceTime
 }
 
@@ -78,7 +85,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants}
 	if s.admission == nil {
 		s.admission = Open{}
 	}
@@ -112,6 +119,9 @@ func (s *Scheduler) Full() bool { return s.admission.Admit(nil, s.load(s.queued.
 // Queued reports how many members are waiting: in an open window, in a
 // wave not yet put in line, or for a slot.
 func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
+
+// Tenants is the scheduler's tenant policy; nil when it has none.
+func (s *Scheduler) Tenants() *Tenants { return s.tenants }
 
 // Pending reports how many members are in the open window.
 func (s *Scheduler) Pending() int { return s.win.Pending() }

@@ -27,6 +27,9 @@ func (m *Member) serve() (err error) {
 	// its Join); the wave's deadline is armed only once the flush is done.
 	<-m.wave.Done()
 	s.queued.Add(-1)
+	if m.tenant != nil {
+		s.tenants.granted(m.tenant)
+	}
 	m.granted = time.Now()
 	defer m.deadline.finish()
 	defer func() { s.release(m, err) }()
@@ -100,6 +103,9 @@ func (s *Scheduler) release(m *Member, err error) {
 		m.released = now
 	}
 	s.gate.Release(&m.ticket, m.outcome(now, err))
+	if m.tenant != nil {
+		s.tenants.done(m.tenant)
+	}
 	if !m.heldFrom.IsZero() { // zero: it left before its call began
 		s.service.observe(now.Sub(m.heldFrom))
 	}

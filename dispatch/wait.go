@@ -76,10 +76,20 @@ func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ct
 		return nil, err
 	}
 	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller}
+	if s.tenants != nil {
+		t, err := s.tenants.enter(r)
+		if err != nil {
+			s.queued.Add(-1)
+			return nil, err
+		}
+		m.tenant = t
+	}
+	m.fillTicket()
 	m.ticket.OnGrant(m.grant)
 	wave, err := s.win.Add(m)
 	if err != nil {
 		s.queued.Add(-1)
+		m.leftWaiting()
 		return nil, ErrClosed
 	}
 	s.releaseIfIdle(m, wave)
@@ -132,6 +142,7 @@ func (m *Member) depart() {
 	case m.s.win.Withdraw(m):
 		m.move(inWindow, leaving) // nobody else moves a member in a window
 		m.s.queued.Add(-1)
+		m.leftWaiting()
 		m.end(err) // it never reached a wave
 	case m.move(flushed, leaving):
 		m.leave(err)
@@ -147,6 +158,7 @@ func (m *Member) leave(err error) {
 	<-m.wave.Done() // the flush that released m is done with its deadline
 	m.s.gate.Leave(&m.ticket)
 	m.s.queued.Add(-1)
+	m.leftWaiting()
 	m.deadline.finish()
 	m.end(err)
 }
@@ -177,5 +189,23 @@ func (sig *signals) end() {
 	}
 	for _, f := range after {
 		f(false)
+	}
+}
+
+// fillTicket readies m's ticket for the gate's order: its tenant, cost,
+// class, weight and limit.
+func (m *Member) fillTicket() {
+	if m.tenant != nil {
+		m.s.tenants.ticket(&m.ticket, m.tenant, m.req)
+		return
+	}
+	m.ticket.Key = m.req.Tenant
+	m.ticket.Cost = int64(m.req.Cost.InputTokens) + int64(m.req.Cost.MaxTokens)
+}
+
+// leftWaiting counts m, which waited, out of its tenant without a slot.
+func (m *Member) leftWaiting() {
+	if m.tenant != nil {
+		m.s.tenants.left(m.tenant)
 	}
 }

@@ -9,24 +9,54 @@ type Local struct {
 	limit    Limit
 	fixed    int     // limit's slots, if it is Fixed: read without a call
 	learner  Learner // limit, if it learns
-	order    Order
 	inFlight int
-	line     Line
+	line     queue
 }
 
 var _ Gate = (*Local)(nil)
 
+// queue is a Local gate's line: a Line in the places an Order gives
+// (placed), or a Fair order, which keeps its line itself because it must
+// hear of every grant and release. All its methods run under the gate's
+// lock.
+type queue interface {
+	// free reports whether t, joining with a slot free and nobody in
+	// line, may take the slot at once.
+	free(t *Ticket) bool
+	// grantedAtJoin is t having taken a free slot at Join.
+	grantedAtJoin(t *Ticket)
+	// push puts t, a new ticket, in line.
+	push(t *Ticket)
+	// remove takes t, which waits in line, out of it.
+	remove(t *Ticket)
+	// next takes out of line the ticket to offer the next slot to; nil
+	// when none may have one now.
+	next() *Ticket
+	// taken is t, just taken out by next, having accepted the slot (ok)
+	// or declined it.
+	taken(t *Ticket, ok bool)
+	// released is t, which held a slot, having given it back.
+	released(t *Ticket)
+	// len is how many tickets wait.
+	len() int
+}
+
 // New returns a gate whose capacity is limit's and whose line is in order's
 // order; a nil order is FIFO. The limit must allow at least one slot at the
-// start.
+// start. A *Fair order keeps the gate's line itself.
 func New(limit Limit, order Order) (*Local, error) {
 	if limit == nil || limit.Slots() < 1 {
 		return nil, ErrBadCapacity
 	}
-	if order == nil {
-		order = new(FIFO)
+	g := &Local{limit: limit}
+	switch o := order.(type) {
+	case nil:
+		g.line = &placed{order: new(FIFO)}
+	case queue:
+		g.line = o
+	default:
+		g.line = &placed{order: o}
 	}
-	g := &Local{limit: limit, order: order}
 	if f, ok := limit.(Fixed); ok {
 		g.fixed = int(f)
 	}
@@ -45,13 +75,17 @@ func (g *Local) Join(t *Ticket) {
 	if t.State() != TicketNew {
 		return
 	}
-	if g.inFlight < g.slots() && g.line.Len() == 0 {
+	if g.inFlight < g.slots() && g.line.len() == 0 && g.line.free(t) {
 		if t.Grant() {
 			g.inFlight++
+			g.line.grantedAtJoin(t)
 		}
 		return // declined: the slot stays free
 	}
-	g.line.Push(t, g.order.Place(t))
+	g.line.push(t)
+	// A slot may be free with tickets waiting that may not have it (a
+	// fair order's key at its MaxInFlight), or after the limit rose.
+	g.grant()
 }
 
 // Leave takes t out of line, or gives back its slot if it had one.
@@ -60,11 +94,12 @@ func (g *Local) Leave(t *Ticket) bool {
 	defer g.mu.Unlock()
 	switch t.State() {
 	case TicketWaiting:
-		g.line.Remove(t)
+		g.line.remove(t)
 		t.End()
 	case TicketGranted:
 		t.End()
 		g.inFlight--
+		g.line.released(t)
 		g.grant()
 		return true
 	}
@@ -81,6 +116,7 @@ func (g *Local) Release(t *Ticket, o Outcome) {
 	}
 	t.End()
 	g.inFlight--
+	g.line.released(t)
 	if g.learner != nil {
 		g.learner.Observe(o)
 	}
@@ -98,14 +134,15 @@ func (g *Local) raised() {
 // declines passes its slot on. g.mu is held.
 func (g *Local) grant() {
 	for g.inFlight < g.slots() {
-		t := g.line.Front()
+		t := g.line.next()
 		if t == nil {
 			return
 		}
-		g.line.Remove(t)
-		if t.Grant() {
+		ok := t.Grant()
+		if ok {
 			g.inFlight++
 		}
+		g.line.taken(t, ok)
 	}
 }
 
@@ -121,5 +158,27 @@ func (g *Local) slots() int {
 func (g *Local) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Stats{Capacity: g.slots(), InFlight: g.inFlight, Waiting: g.line.Len()}
+	return Stats{Capacity: g.slots(), InFlight: g.inFlight, Waiting: g.line.len()}
+}
+
+// placed is a line in the places an Order gives each ticket.
+type placed struct {
+	order Order
+	line  Line
+}
+
+func (p *placed) free(*Ticket) bool     { return true }
+func (p *placed) grantedAtJoin(*Ticket) {}
+func (p *placed) push(t *Ticket)        { p.line.Push(t, p.order.Place(t)) }
+func (p *placed) remove(t *Ticket)      { p.line.Remove(t) }
+func (p *placed) taken(*Ticket, bool)   {}
+func (p *placed) released(*Ticket)      {}
+func (p *placed) len() int              { return p.line.Len() }
+
+func (p *placed) next() *Ticket {
+	t := p.line.Front()
+	if t != nil {
+		p.line.Remove(t)
+	}
+	return t
 }

@@ -1,5 +1,7 @@
 package gate
 
+import "time"
+
 // Ticket is one caller's place in line. The zero value is ready to Join. Its
 // memory belongs to the caller, so that joining a gate does not allocate when
 // a slot is free.
@@ -12,13 +14,40 @@ type Ticket struct {
 	// before Join; the zero values are fine for a FIFO line.
 	Key  string
 	Cost int64
+	// Class, Weight and MaxInFlight are for a fair order too (see Fair):
+	// the ticket's priority class (ClassInteractive before ClassBatch),
+	// its Key's share of the slots against other keys (0 means 1), and
+	// how many slots its Key may hold at once (0: no limit). A FIFO line
+	// ignores them.
+	Class       Class
+	Weight      float64
+	MaxInFlight int
 
 	ready      chan struct{}
 	onGrant    func() bool
 	state      TicketState
 	place      uint64
-	prev, next *Ticket // links of the Line it waits in
+	prev, next *Ticket // links of the Line it waits in (or of its Fair flow)
+
+	// A Fair order's bookkeeping: the ticket's start tag, when it joined,
+	// its flow, and its links in its class's list in join order.
+	tag          float64
+	joined       time.Duration
+	flow         *fairFlow
+	cprev, cnext *Ticket
 }
+
+// Class is a ticket's priority class: a fair order grants a lower class
+// only when no higher one waits, or once it has waited its starvation
+// bound.
+type Class uint8
+
+// The classes, highest first.
+const (
+	ClassInteractive Class = iota // a person waits on the answer
+	ClassBatch                    // work that can wait
+	numClasses
+)
 
 // TicketState is where a ticket stands with the gate it joined.
 type TicketState uint8
@@ -88,11 +117,7 @@ type Line struct {
 // Push puts t, a new ticket, in line at place, and readies it to wait.
 // Places that only grow (a FIFO order) put it at the back at once.
 func (l *Line) Push(t *Ticket, place uint64) {
-	t.state = TicketWaiting
-	t.place = place
-	if t.onGrant == nil {
-		t.ready = make(chan struct{})
-	}
+	t.wait(place)
 	after := l.tail
 	for after != nil && after.place > place {
 		after = after.prev
@@ -113,20 +138,46 @@ func (l *Line) Push(t *Ticket, place uint64) {
 	l.n++
 }
 
+// wait readies t, a new ticket, to wait in line at place.
+func (t *Ticket) wait(place uint64) {
+	t.state = TicketWaiting
+	t.place = place
+	if t.onGrant == nil {
+		t.ready = make(chan struct{})
+	}
+}
+
 // Remove takes t, which waits in l, out of it.
 func (l *Line) Remove(t *Ticket) {
-	if t.prev != nil {
-		t.prev.next = t.next
-	} else {
-		l.head = t.next
-	}
-	if t.next != nil {
-		t.next.prev = t.prev
-	} else {
-		l.tail = t.prev
-	}
-	t.prev, t.next = nil, nil
+	lineLinks.remove(t, &l.head, &l.tail)
 	l.n--
+}
+
+// links picks one pair of a ticket's links: those of the Line (or Fair
+// flow) it waits in, or those of its Fair class's list.
+type links func(t *Ticket) (prev, next **Ticket)
+
+var (
+	lineLinks  links = func(t *Ticket) (**Ticket, **Ticket) { return &t.prev, &t.next }
+	classLinks links = func(t *Ticket) (**Ticket, **Ticket) { return &t.cprev, &t.cnext }
+)
+
+// remove takes t out of the list from head to tail that these links make.
+func (l links) remove(t *Ticket, head, tail **Ticket) {
+	prev, next := l(t)
+	if *prev != nil {
+		_, after := l(*prev)
+		*after = *next
+	} else {
+		*head = *next
+	}
+	if *next != nil {
+		before, _ := l(*next)
+		*before = *prev
+	} else {
+		*tail = *prev
+	}
+	*prev, *next = nil, nil
 }
 
 // Front is the ticket first in line, or nil.

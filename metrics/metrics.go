@@ -28,6 +28,9 @@ type State struct {
 	// the settings in its expression.
 	QueueCapacity func() int
 	BodyBudget    func() int
+	// Tenants reports each tracked tenant's counts (see tenants.go); nil
+	// or empty: no tenant series.
+	Tenants func() []TenantCounts
 	// Buckets is the estimated rate-limit buckets of each upstream key
 	// (RATE_LIMIT_PACING=buckets); nil when there are none.
 	Buckets func() []Bucket
@@ -138,6 +141,7 @@ func New(st State) *Metrics {
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_cache_followers_held", "Requests CACHE_AWARE holds now outside the gate, waiting for the response of the request writing their prompt prefix to begin.", st.CacheHeld)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
+	f(newTenantCollector(st.Tenants))
 	// The runtime's and the process's own: memory, goroutines, file
 	// descriptors, which are what overload costs.
 	f(collectors.NewGoCollector())

@@ -32,6 +32,7 @@ type record struct {
 	upstreamTime time.Duration
 	retries      int
 	bytesIn      int64                  // request body bytes read from the client
+	tenant       string                 // the Messages request's tenant (see TENANT_FROM)
 	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
 	bucketWait   time.Duration          // how long RATE_LIMIT_PACING=buckets held it for its key's limits
 	// member is the request's place in its wave, once it got a slot; set
@@ -117,7 +118,7 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 	p.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("id", rec.id), slog.String("upstream_request_id", rec.upstreamID),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-		slog.String("mode", mode), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
+		slog.String("mode", mode), slog.String("tenant", rec.tenant), slog.String("model", rec.model), slog.Bool("stream", rec.stream),
 		slog.Int("status", status), slog.String("client_addr", r.RemoteAddr),
 		slog.Int64("bytes_in", rec.bytesIn), slog.Int64("bytes_out", bytesOut),
 		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
@@ -192,6 +193,9 @@ func (ex *exchange) countTokens(model string, u usage) {
 	ex.p.countTokens(model, u)
 	if ex.member != nil {
 		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
+	}
+	if ex.tenant != "" {
+		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
 	}
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return

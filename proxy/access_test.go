@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/request"
 )
 
 // A JSON access line gives durations in milliseconds with the unit in the
@@ -93,10 +94,16 @@ func TestAccessLineGivesMillisecondsClientAndBytes(t *testing.T) {
 					t.Errorf("%s = %v; want whole microseconds", k, v)
 				}
 			}
-			for _, k := range []string{"id", "upstream_request_id", "method", "path", "route", "mode", "model", "stream", "status", "wave", "retries"} {
+			for _, k := range []string{"id", "upstream_request_id", "method", "path", "route", "mode", "tenant", "model", "stream", "status", "wave", "retries"} {
 				if _, ok := line[k]; !ok {
 					t.Errorf("the line lacks %q: %v", k, line)
 				}
+			}
+			if want := request.Tenant(req.Header); tc.path == "/v1/messages" && line["tenant"] != want {
+				t.Errorf("tenant = %v; want the key's hash %s", line["tenant"], want)
+			}
+			if strings.Contains(all, "sk-test") {
+				t.Error("the API key reached the log")
 			}
 		})
 	}

@@ -11,11 +11,12 @@ import (
 )
 
 // inspect must accept exactly the bodies that are JSON objects, never panic,
-// read model, stream and max_tokens as encoding/json reads them from the
-// object's members (by exact name, the last of a repeated one), and keep
-// its prefixes within the API's bounds.
+// read model, stream, max_tokens and metadata.user_id as encoding/json
+// reads them from the object's members (by exact name, the last of a
+// repeated one), and keep its prefixes within the API's bounds.
 func FuzzInspect(f *testing.F) {
 	for _, s := range []string{requestJSON, streamRequestJSON, "", " ", "[]", "{", `{"model":5}`, `{"stream":"yes"}`, " \n{}", `{"a":1}x`, "\xff{}",
+		`{"metadata":{"user_id":"u-1"}}`, `{"metadata":{"user_id":"a","user_id":"b\u00e9"},"metadata":{"User_id":"c"}}`, `{"metadata":{"user_id":5}}`, `{"metadata":[{"user_id":"x"}]}`,
 		`{"model":"m","cache_control":{"type":"ephemeral"},"tools":[{"name":"t","cache_control":{"ttl":"1h"}}],"system":"s","messages":[{"content":[{"type":"text","text":"\u00e9\ud83d","cache_control":{}}],"role":"user"}]}`} {
 		f.Add([]byte(s))
 	}
@@ -36,6 +37,14 @@ func FuzzInspect(f *testing.F) {
 			model  string
 			stream bool
 			max    int
+			user   string
+		}
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(obj["metadata"], &meta) == nil {
+			_ = json.Unmarshal(meta["user_id"], &want.user)
+		}
+		if len(want.user) > request.MaxUserID {
+			want.user = want.user[:request.MaxUserID]
 		}
 		_ = json.Unmarshal(obj["model"], &want.model)
 		_ = json.Unmarshal(obj["stream"], &want.stream)
@@ -48,6 +57,9 @@ func FuzzInspect(f *testing.F) {
 		if d.Model != want.model || d.Stream != want.stream || d.Cost.MaxTokens != want.max {
 			t.Fatalf("inspect(%q) = model %q stream %v max_tokens %d; encoding/json reads %q %v %d",
 				body, d.Model, d.Stream, d.Cost.MaxTokens, want.model, want.stream, want.max)
+		}
+		if d.UserID != want.user {
+			t.Fatalf("inspect(%q) = metadata.user_id %q; encoding/json reads %q", body, d.UserID, want.user)
 		}
 		if len(d.Prefixes) > request.MaxPrefixes || d.Cost.InputTokens < 1 {
 			t.Fatalf("inspect(%q): %d prefixes, %d input tokens", body, len(d.Prefixes), d.Cost.InputTokens)

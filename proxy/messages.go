@@ -68,7 +68,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	rec.model, rec.stream, rec.bytesIn = info.Model, info.Stream, int64(len(body.data))
+	p.tenants.Identify(&info, r.Header)
+	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
 		ctx, end := p.begin(r.Context())
@@ -143,8 +144,9 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 // leaves.
 func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	var tooLong *dispatch.WaitTooLongError
+	var tenantFull *dispatch.TenantFullError
 	switch {
-	case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong):
+	case errors.Is(err, dispatch.ErrQueueFull), errors.As(err, &tooLong), errors.As(err, &tenantFull):
 		p.metrics.Shed.Inc()
 	case errors.Is(err, dispatch.ErrDeadline):
 		p.metrics.Deadlines.Inc()
@@ -175,6 +177,9 @@ type exchange struct {
 	// member is its place in its wave, on the windowed path once it got a
 	// slot: its answer's usage corrects its key's rate-limit debit.
 	member *dispatch.Member
+	// tenant is the tenant the scheduler counts the request under (the
+	// request's, or dispatch.OtherTenant); "" on the plain path.
+	tenant string
 	// streamed is the body sent upstream instead of body's when a
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
@@ -198,6 +203,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if m != nil {
+		ex.tenant = m.Tenant()
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
 		ex.member, ex.rec.bucketWait = m, m.BucketWait()
 		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
@@ -491,9 +497,12 @@ func (p *Proxy) mapError(err error) *apiError {
 	var ue *upstream.Error
 	var pe *dispatch.PanicError
 	var tooLong *dispatch.WaitTooLongError
+	var full *dispatch.TenantFullError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &full):
+		return tenantFull(full)
 	case errors.Is(err, dispatch.ErrDeadline) && p.rateLimitedWithin(p.cfg.Timeout):
 		// The wait that ran out was the upstream's: it is refusing calls
 		// for its rate limit, and every slot went to retries and holds.

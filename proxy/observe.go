@@ -47,6 +47,8 @@ type Exchange struct {
 	// Cache is what CACHE_AWARE made of it: its role (none, leader,
 	// follower, warm), and how long a follower was held for its leader.
 	Cache dispatch.CacheStanding
+	// Tenant is the request's tenant (see TENANT_FROM).
+	Tenant string
 }
 
 // dispatchHooks are the scheduler's hooks: they count waves in the metrics
@@ -71,7 +73,7 @@ func (p *Proxy) dispatchHooks(obs Observer) dispatch.Hooks {
 
 // observeDone tells p's observer of a finished Messages exchange.
 func (p *Proxy) observeDone(r *http.Request, rec *record, status int, end time.Time) {
-	ex := Exchange{Request: r, Start: rec.start, End: end, Status: status, Cache: rec.cache}
+	ex := Exchange{Request: r, Start: rec.start, End: end, Status: status, Cache: rec.cache, Tenant: rec.tenant}
 	if m := rec.member; m != nil {
 		ex.Granted, ex.Released = m.Granted(), m.Released()
 		ex.Wave, ex.Reason, ex.QueueWait = m.WaveID(), m.FlushReason().String(), m.QueueWait()

@@ -61,6 +61,10 @@ type Proxy struct {
 	parker   *park.Parker
 	parkWhen int
 
+	// tenants names each Messages request's tenant and class, and on the
+	// windowed path counts and limits them (see dispatch/tenants.go).
+	tenants *dispatch.Tenants
+
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
 	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
@@ -192,6 +196,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", cfg.ListenAddr)
 	}
 	p.publicBase = publicBase(cfg)
+	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
@@ -226,6 +232,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			return cfg.MaxQueue
 		},
 		BodyBudget: func() int { return int(p.bodies.limit) },
+		Tenants:    p.tenantCounts,
 	})
 	for _, c := range opt.Collectors {
 		if err := p.metrics.Registry.Register(c); err != nil {
@@ -235,7 +242,11 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.Enabled {
 		g := opt.Gate
 		if g == nil {
-			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), nil)
+			order, err := gateOrder(cfg)
+			if err != nil {
+				return nil, err
+			}
+			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), order)
 			if err != nil {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
@@ -264,7 +275,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			releaser = p.cache
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Pacing: pacing}, g, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Pacing: pacing, Tenants: p.tenants}, g, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

@@ -32,6 +32,10 @@ const MaxPrefixes = 4
 // a long string in the log.
 const maxModel = 128
 
+// MaxUserID bounds the metadata.user_id kept (the API's own limit is 256
+// characters): it may name a tenant, in logs and metrics.
+const MaxUserID = 256
+
 // Parse reads the descriptor of a Messages request from its body and
 // headers. It refuses only a body that is empty, not a JSON object or not
 // valid JSON (as encoding/json judges it); a field of the wrong type is
@@ -54,7 +58,7 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 	if body[i] != '{' {
 		return d, ErrNotObject
 	}
-	var model, tools, system, messages, auto []byte
+	var model, tools, system, messages, auto, metadata []byte
 	end := object(body, i, 0, func(k, kEnd, v int) int {
 		end := skipValue(body, v, 1)
 		if end < 0 {
@@ -76,6 +80,8 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 			messages = val
 		case `"cache_control"`:
 			auto = val
+		case `"metadata"`:
+			metadata = val
 		}
 		return end
 	})
@@ -93,25 +99,47 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 	p.automatic(auto)
 	d.Prefixes = p.prefixes
 	d.Cost.InputTokens = max(p.tokens, 1)
+	d.UserID = userIDOf(metadata)
 	return d, nil
 }
 
 // modelOf decodes the JSON string val, cut to maxModel bytes; "" when val
 // is not a string.
-func modelOf(val []byte) string {
+func modelOf(val []byte) string { return stringOf(val, maxModel) }
+
+// stringOf decodes the JSON string val, cut to n bytes; "" when val is
+// not a string.
+func stringOf(val []byte, n int) string {
 	if val[0] != '"' {
 		return ""
 	}
 	var s string
 	if raw := val[1 : len(val)-1]; utf8.Valid(raw) && !containsByte(raw, '\\') {
-		s = string(raw[:min(len(raw), maxModel)])
+		s = string(raw[:min(len(raw), n)])
 	} else {
 		_ = json.Unmarshal(val, &s) // valid JSON string: cannot fail
 	}
-	if len(s) > maxModel {
-		s = s[:maxModel]
+	if len(s) > n {
+		s = s[:n]
 	}
 	return s
+}
+
+// userIDOf is the user_id string of the metadata object val, cut to
+// MaxUserID bytes; "" when there is none. val is valid JSON, or nil.
+func userIDOf(val []byte) string {
+	if len(val) == 0 || val[0] != '{' {
+		return ""
+	}
+	var id string
+	object(val, 0, 1, func(k, kEnd, v int) int {
+		end := skipValue(val, v, 2)
+		if string(val[k:kEnd]) == `"user_id"` {
+			id = stringOf(val[v:end], MaxUserID)
+		}
+		return end
+	})
+	return id
 }
 
 func containsByte(b []byte, c byte) bool {

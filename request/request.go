@@ -22,6 +22,12 @@ type Descriptor struct {
 	// Inbound is what sluice knows of the holder of the inbound sluice key
 	// the request presented; nil when inbound keys are off.
 	Inbound *Inbound
+	// UserID is the body's metadata.user_id, cut to MaxUserID bytes: a
+	// tenant under TENANT_FROM=metadata.
+	UserID string
+	// Class is the request's priority class, "interactive" (or "") or
+	// "batch", as its tenant policy decided (see dispatch.Tenants).
+	Class string
 	// Model is the body's model, cut to 128 bytes.
 	Model string
 	// Stream is the body's stream flag.

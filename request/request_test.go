@@ -341,3 +341,18 @@ func TestValidityAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestUserID(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"metadata":{"user_id":"u-42"}}`:                             "u-42",
+		`{"metadata":{"user_id":"a","user_id":"caf\u00e9"}}`:          "café",
+		`{"metadata":{"User_ID":"u"}}`:                                "",
+		`{"metadata":{"user_id":7}}`:                                  "",
+		`{"metadata":"u"}`:                                            "",
+		`{"metadata":{"user_id":"` + strings.Repeat("x", 300) + `"}}`: strings.Repeat("x", MaxUserID),
+	} {
+		if got := parse(t, body).UserID; got != want {
+			t.Errorf("Parse(%.60s) user id %q; want %q", body, got, want)
+		}
+	}
+}

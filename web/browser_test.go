@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -337,6 +338,19 @@ func TestPageShowsLiveWaves(t *testing.T) {
 	// the live view shows the key's bucket.
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-buckets li[data-limit="input-tokens"][data-key]`))); err != nil {
 		t.Fatalf("the live view shows no input-token bucket: %v", err)
+	}
+	// The tenants table: the one tenant of the four, served four times,
+	// named by its key's hash, and each request names it too.
+	tenant := request.Tenant(http.Header{"X-Api-Key": {"sk-test"}})
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-tenants tr[data-tenant="`+tenant+`"]`))); err != nil {
+		t.Fatalf("the live view shows no row for the tenant %s: %v", tenant, err)
+	}
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#live-tenants tr[data-tenant] td")].map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 6 || cells[0] != tenant || cells[3] != "4" {
+		t.Errorf("tenant row %v; want %s with 4 served", cells, tenant)
 	}
 	shot(t, ctx, "page-390x844.png")
 	console.check(t)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -45,13 +47,16 @@ type Gauges struct {
 	// Buckets is sluice's estimate of each upstream key's rate-limit
 	// buckets (RATE_LIMIT_PACING=buckets), keys by their short hash.
 	Buckets []metrics.Bucket `json:"buckets"`
+	// Tenants are the tracked tenants' counts (at most TENANT_MAX and
+	// other), the busiest liveTenants of them.
+	Tenants []dispatch.TenantStats `json:"tenants,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
 func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 	return func() Gauges {
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
-			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets()}
+			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants()}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -64,7 +69,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 // equal reports whether g and o show the same.
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
-		g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets)
+		g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants)
 }
 
 // LiveWave is one flushed window.
@@ -87,12 +92,14 @@ type LiveRequest struct {
 	// long a follower waited for its leader's response to begin.
 	Cache       string  `json:"cache,omitempty"`
 	CacheHoldMS float64 `json:"cache_hold_ms,omitempty"`
+	Tenant      string  `json:"tenant,omitempty"`
 }
 
 const (
 	liveWaves    = 24
 	liveRequests = 40
 	liveRate     = 10 // updates per second, at most, per watcher
+	liveTenants  = 10
 )
 
 // NewLive returns a live view fed by the proxy it is given to as
@@ -125,12 +132,26 @@ func (l *Live) RequestDone(ex proxy.Exchange) {
 	}
 	r := LiveRequest{Wave: ex.Wave, Status: ex.Status, QueueWaitMS: ms(ex.QueueWait),
 		TotalMS: ms(ex.End.Sub(ex.Start)), AtMS: ex.End.UnixMilli(),
-		Cache: ex.Cache.Role.String(), CacheHoldMS: ms(ex.Cache.Held)}
+		Cache: ex.Cache.Role.String(), CacheHoldMS: ms(ex.Cache.Held), Tenant: ex.Tenant}
 	l.mu.Lock()
 	l.requests.put(r)
 	l.nReqs++
 	l.version++
 	l.mu.Unlock()
+}
+
+// busiest is the n tenants of ts with the most waiting and in flight,
+// then the most served, busiest first, leaving out those with nothing at
+// all.
+func busiest(ts []dispatch.TenantStats, n int) []dispatch.TenantStats {
+	ts = slices.DeleteFunc(ts, func(t dispatch.TenantStats) bool { return t.Waiting+t.InFlight == 0 && t.Served+t.Shed == 0 })
+	slices.SortStableFunc(ts, func(a, b dispatch.TenantStats) int {
+		if c := cmp.Compare(b.Waiting+b.InFlight, a.Waiting+a.InFlight); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Served, a.Served)
+	})
+	return ts[:min(len(ts), n)]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -149,6 +170,7 @@ func (l *Live) snapshot() (liveUpdate, uint64) {
 	u := liveUpdate{NowMS: time.Now().UnixMilli()}
 	if l.gauges != nil {
 		u.Gauges = l.gauges()
+		u.Gauges.Tenants = busiest(u.Gauges.Tenants, liveTenants)
 	}
 	l.mu.Lock()
 	v := l.version

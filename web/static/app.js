@@ -387,6 +387,16 @@ function live() {
       return li;
     }));
     if (!u.waves.length) { const li = document.createElement("li"); li.textContent = "no waves yet"; ul.append(li); }
+    // The busiest tenants (the server sends at most ten), by what they
+    // have waiting and in flight.
+    const tt = $("live-tenants"), tenants = gz.tenants || [];
+    tt.replaceChildren(...tenants.map((t) => {
+      const tr = document.createElement("tr");
+      tr.dataset.tenant = t.tenant;
+      [t.tenant, t.waiting, t.in_flight, t.served, t.shed, t.tokens].forEach((c) => { const td = document.createElement("td"); td.textContent = String(c); tr.append(td); });
+      return tr;
+    }));
+    if (!tenants.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 6; td.textContent = "no tenants yet"; tr.append(td); tt.append(tr); }
     const tb = $("live-requests");
     tb.replaceChildren(...u.requests.slice(0, 15).map((r) => {
       const tr = document.createElement("tr");
@@ -395,7 +405,7 @@ function live() {
       // A group: one leader writes the shared prompt, its followers wait
       // for its first token and read it.
       const cache = !r.cache ? "–" : r.cache === "follower" ? "follower, held " + fmtMS(r.cache_hold_ms || 0) : r.cache;
-      const cells = [ago(r.at_ms, u.now_ms), r.wave ? String(r.wave) : "–", fmtMS(r.queue_wait_ms), fmtMS(r.total_ms), String(r.status), cache];
+      const cells = [ago(r.at_ms, u.now_ms), r.wave ? String(r.wave) : "–", fmtMS(r.queue_wait_ms), fmtMS(r.total_ms), String(r.status), cache, r.tenant || "–"];
       cells.forEach((c, i) => { const td = document.createElement("td"); td.textContent = c; if (i === 4) td.className = r.status < 400 ? "s-ok" : "s-err"; tr.append(td); });
       return tr;
     }));

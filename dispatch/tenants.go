@@ -1,0 +1,318 @@
+package dispatch
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
+)
+
+// Where a request's tenant comes from (TENANT_FROM).
+const (
+	TenantFromKey      = "key"      // the credential it brings: its short hash (request.Descriptor.Tenant)
+	TenantFromHeader   = "header"   // the x-sluice-tenant header
+	TenantFromMetadata = "metadata" // the body's metadata.user_id
+	TenantFromInbound  = "inbound"  // the inbound sluice key's tenant
+)
+
+// The headers a client names its tenant (under TENANT_FROM=header) and
+// its priority class with.
+const (
+	TenantHeader   = "X-Sluice-Tenant"
+	PriorityHeader = "X-Sluice-Priority"
+)
+
+// The priority classes, as the header and the inbound keys name them.
+const (
+	ClassInteractive = "interactive"
+	ClassBatch       = "batch"
+)
+
+// OtherTenant is the tenant shared by everyone past TenantConfig.Max.
+const OtherTenant = "other"
+
+// maxTenantName bounds a tenant name taken from a header, as
+// request.MaxUserID bounds one from the body.
+const maxTenantName = request.MaxUserID
+
+// TenantConfig is the tenant policy.
+type TenantConfig struct {
+	From string // TENANT_FROM; "" means key
+	// Max is how many distinct tenants are tracked at once (TENANT_MAX);
+	// past it a new tenant takes the place of one with nothing waiting
+	// or in flight, or, when every one is busy, shares OtherTenant.
+	Max int
+	// Weights are tenants' shares in the fair order (TENANT_WEIGHTS); a
+	// tenant not named has 1, or its inbound key's weight.
+	Weights map[string]float64
+	// MaxConcurrent is how many upstream calls one tenant may have at once
+	// (TENANT_MAX_CONCURRENT; 0: no limit, and an inbound key's own limit
+	// wins). The gate's order enforces it (gate.Fair); others ignore it.
+	MaxConcurrent int
+	// MaxWaiting is how many requests one tenant may have waiting (in
+	// windows or for a slot) before its next ones are shed
+	// (TENANT_MAX_WAITING; 0: no limit; an inbound key's own limit wins).
+	MaxWaiting int
+}
+
+// Tenants is the tenant policy and its accounting: it names each request's
+// tenant and class (Identify), keeps per tenant how many requests wait and
+// how many hold a slot, sheds a tenant's request past its MaxWaiting with a
+// *TenantFullError, and fills each gate ticket's key, cost, class, weight
+// and limit. The scheduler calls it for each member it admits (see
+// Config.Tenants). At most Max tenants are tracked at once, so that memory
+// and the metrics' labels stay bounded whoever the clients say they are.
+type Tenants struct {
+	cfg TenantConfig
+
+	mu    sync.Mutex
+	known map[string]*tenant
+	other *tenant
+	// idle lists the tracked tenants with nothing waiting or in flight,
+	// the longest idle first: the ones a new tenant may replace.
+	idleHead, idleTail *tenant
+}
+
+// tenant is one tracked tenant's counts. Guarded by Tenants.mu.
+type tenant struct {
+	name              string
+	waiting, inFlight int
+	shed, served      int64
+	tokens            int64
+	idle              bool
+	prev, next        *tenant // in the idle list
+}
+
+// TenantFullError is a request refused because its tenant already has
+// Max requests waiting; other tenants are not refused.
+type TenantFullError struct {
+	Tenant string
+	Max    int
+}
+
+func (e *TenantFullError) Error() string {
+	return fmt.Sprintf("dispatch: tenant %s has %d requests waiting", e.Tenant, e.Max)
+}
+
+// DefaultMaxTenants is TENANT_MAX's default, and a TenantConfig's when
+// its Max is below 1.
+const DefaultMaxTenants = 100
+
+// NewTenants returns the tenant policy cfg.
+func NewTenants(cfg TenantConfig) *Tenants {
+	if cfg.From == "" {
+		cfg.From = TenantFromKey
+	}
+	if cfg.Max < 1 {
+		cfg.Max = DefaultMaxTenants
+	}
+	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}}
+}
+
+// Identify sets d's Tenant and Class from the policy's source, h (the
+// request's headers) and d's inbound key. Under TENANT_FROM=header,
+// metadata or inbound a request without the thing named keeps the
+// credential's tenant. The class is the header's, but never above the
+// inbound key's: a key made batch stays batch.
+func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
+	var name string
+	switch ts.cfg.From {
+	case TenantFromHeader:
+		name = h.Get(TenantHeader)
+		if len(name) > maxTenantName {
+			name = name[:maxTenantName]
+		}
+	case TenantFromMetadata:
+		name = d.UserID
+	case TenantFromInbound:
+		if in := d.Inbound; in != nil {
+			name = in.Tenant
+			if name == "" {
+				name = in.Name
+			}
+		}
+	}
+	if name = strings.TrimSpace(name); name != "" {
+		d.Tenant = name
+	}
+	d.Class = ClassInteractive
+	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), ClassBatch) ||
+		d.Inbound != nil && d.Inbound.Class == ClassBatch {
+		d.Class = ClassBatch
+	}
+}
+
+// enter counts r in as waiting for its tenant and returns the tenant, or
+// refuses it with a *TenantFullError.
+func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
+	limit := ts.cfg.MaxWaiting
+	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
+		limit = in.MaxWaiting
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.find(r.Tenant)
+	if limit > 0 && t.waiting >= limit {
+		t.shed++
+		return nil, &TenantFullError{Tenant: t.name, Max: limit}
+	}
+	t.waiting++
+	ts.busy(t)
+	return t, nil
+}
+
+// find is the tracked tenant called name: found, made, made in place of
+// the longest idle one, or OtherTenant. ts.mu is held.
+func (ts *Tenants) find(name string) *tenant {
+	if t := ts.known[name]; t != nil {
+		return t
+	}
+	if name == OtherTenant {
+		return ts.other
+	}
+	if len(ts.known) >= ts.cfg.Max {
+		old := ts.idleHead
+		if old == nil {
+			return ts.other
+		}
+		ts.unidle(old)
+		delete(ts.known, old.name)
+	}
+	t := &tenant{name: name}
+	ts.known[name] = t
+	return t
+}
+
+// busy takes t off the idle list. ts.mu is held.
+func (ts *Tenants) busy(t *tenant) {
+	if t.idle {
+		ts.unidle(t)
+	}
+}
+
+func (ts *Tenants) unidle(t *tenant) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		ts.idleHead = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		ts.idleTail = t.prev
+	}
+	t.prev, t.next, t.idle = nil, nil, false
+}
+
+// settle puts t on the idle list if it has nothing left. ts.mu is held.
+func (ts *Tenants) settle(t *tenant) {
+	if t.waiting > 0 || t.inFlight > 0 || t.idle || t == ts.other {
+		return
+	}
+	t.idle, t.prev = true, ts.idleTail
+	if ts.idleTail != nil {
+		ts.idleTail.next = t
+	} else {
+		ts.idleHead = t
+	}
+	ts.idleTail = t
+}
+
+// left is one of t's waiting requests leaving without a slot.
+func (ts *Tenants) left(t *tenant) {
+	ts.mu.Lock()
+	t.waiting--
+	ts.settle(t)
+	ts.mu.Unlock()
+}
+
+// granted is one of t's waiting requests taking a slot.
+func (ts *Tenants) granted(t *tenant) {
+	ts.mu.Lock()
+	t.waiting--
+	t.inFlight++
+	ts.mu.Unlock()
+}
+
+// done is one of t's requests giving its slot back for good.
+func (ts *Tenants) done(t *tenant) {
+	ts.mu.Lock()
+	t.inFlight--
+	t.served++
+	ts.settle(t)
+	ts.mu.Unlock()
+}
+
+// ticket fills tk for a member of tenant t with request r.
+func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
+	tk.Key = t.name
+	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
+	tk.Class = gate.ClassInteractive
+	if r.Class == ClassBatch {
+		tk.Class = gate.ClassBatch
+	}
+	tk.Weight = ts.cfg.Weights[t.name]
+	tk.MaxInFlight = ts.cfg.MaxConcurrent
+	if in := r.Inbound; in != nil {
+		if in.Weight > 0 {
+			tk.Weight = in.Weight
+		}
+		if in.MaxConcurrent > 0 {
+			tk.MaxInFlight = in.MaxConcurrent
+		}
+	}
+}
+
+// AddTokens counts n tokens of usage to the tenant called name, if it is
+// tracked (or to OtherTenant).
+func (ts *Tenants) AddTokens(name string, n int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.known[name]
+	if t == nil {
+		t = ts.other
+	}
+	t.tokens += n
+}
+
+// TenantStats is one tracked tenant's counts: requests waiting and in
+// flight now, and, since it was first tracked, requests shed and served
+// and tokens of usage.
+type TenantStats struct {
+	Tenant   string `json:"tenant"`
+	Waiting  int    `json:"waiting"`
+	InFlight int    `json:"in_flight"`
+	Shed     int64  `json:"shed"`
+	Served   int64  `json:"served"`
+	Tokens   int64  `json:"tokens"`
+}
+
+// Stats reports every tracked tenant (OtherTenant first), at most Max+1.
+// A tenant that gives its place to another loses its counts.
+func (ts *Tenants) Stats() []TenantStats {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make([]TenantStats, 0, len(ts.known)+1)
+	add := func(t *tenant) {
+		out = append(out, TenantStats{Tenant: t.name, Waiting: t.waiting, InFlight: t.inFlight, Shed: t.shed, Served: t.served, Tokens: t.tokens})
+	}
+	add(ts.other)
+	for _, name := range slices.Sorted(maps.Keys(ts.known)) {
+		add(ts.known[name])
+	}
+	return out
+}
+
+// Tenant is the tenant a member is counted under: its request's tenant, or
+// OtherTenant.
+func (m *Member) Tenant() string {
+	if m.tenant == nil {
+		return m.req.Tenant
+	}
+	return m.tenant.name
+}
