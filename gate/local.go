@@ -80,10 +80,11 @@ func (g *Local) Release(t *Ticket, o Outcome) {
 		return
 	}
 	t.End()
-	g.inFlight--
 	if g.learner != nil {
+		o.InFlight = g.inFlight
 		g.learner.Observe(o)
 	}
+	g.inFlight--
 	g.grant()
 }
 
