@@ -34,7 +34,11 @@ type Gauges struct {
 	Windowed  bool `json:"windowed"`    // BATCH_ENABLED
 	MaxSize   int  `json:"max_size"`    // BATCH_MAX_SIZE
 	MaxWaitMS int  `json:"max_wait_ms"` // BATCH_MAX_WAIT_MS
-	Slots     int  `json:"slots"`       // BATCH_MAX_CONCURRENCY
+	Slots     int  `json:"slots"`       // the gate's limit now: BATCH_MAX_CONCURRENCY, unless adaptive
+	// Adaptive says the limit is learned (GATE_LIMIT=adaptive), up to
+	// MaxSlots, BATCH_MAX_CONCURRENCY.
+	Adaptive bool `json:"adaptive,omitempty"`
+	MaxSlots int  `json:"max_slots,omitempty"`
 	InFlight  int  `json:"in_flight"`   // gate slots held
 	Queued    int  `json:"queued"`      // waiting in a window or for a slot
 }

@@ -35,8 +35,10 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *pr
 		return p, p, flushSpans, nil
 	}
 	live.SetGauges(func() web.Gauges {
+		st := p.GateStats()
 		return web.Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
-			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued()}
+			Slots: st.Capacity, Adaptive: cfg.GateLimit == "adaptive", MaxSlots: cfg.MaxConcurrency,
+			InFlight: st.InFlight, Queued: p.Queued()}
 	})
 	ui := web.New(web.Options{Live: live, Context: ctx, Logger: log})
 	return p, web.Mount(ui, p), flushSpans, nil
