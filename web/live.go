@@ -39,8 +39,8 @@ type Gauges struct {
 	// MaxSlots, BATCH_MAX_CONCURRENCY.
 	Adaptive bool `json:"adaptive,omitempty"`
 	MaxSlots int  `json:"max_slots,omitempty"`
-	InFlight  int  `json:"in_flight"`   // gate slots held
-	Queued    int  `json:"queued"`      // waiting in a window or for a slot
+	InFlight int  `json:"in_flight"` // gate slots held
+	Queued   int  `json:"queued"`    // waiting in a window or for a slot
 }
 
 // LiveWave is one flushed window.
