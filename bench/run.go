@@ -62,6 +62,7 @@ type Sample struct {
 	UpstreamInflight int // requests in generation at the simulator
 	Queued           int // sluice's windowed requests waiting (window or slot)
 	GateInflight     int // slots held in sluice's gate
+	GateCapacity     int // the gate's limit: its slots in all, adaptive or not
 	Outstanding      int // client requests not yet ended
 }
 
@@ -74,6 +75,7 @@ type Interval struct {
 // ModeResult is the raw record of one mode's run.
 type ModeResult struct {
 	Mode     string
+	Windowed bool      // through sluice's window and gate: windowed, or a variant
 	Start    time.Time // the run's time zero: every *MS field counts from it
 	Cap      int       // BATCH_MAX_CONCURRENCY, when windowed; else 0
 	MaxWait  time.Duration
@@ -116,8 +118,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		modes = []string{ModePlain, ModeWindowed}
 	}
 	for _, m := range modes {
-		if m != ModeDirect && m != ModePlain && m != ModeWindowed {
-			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain or windowed)", m)
+		if m != ModeDirect && m != ModePlain && !sc.Windowed(m) {
+			want := "direct, plain or windowed"
+			for _, v := range sc.Variants {
+				want += ", " + v.Name
+			}
+			return nil, fmt.Errorf("bench: unknown mode %q (want %s)", m, want)
 		}
 	}
 	n := max(opt.Repeat, 1)
@@ -191,7 +197,7 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 type upstreamStats func() (sim.Stats, error)
 
 func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []Arrival, opt Options) (*ModeResult, error) {
-	res := &ModeResult{Mode: mode}
+	res := &ModeResult{Mode: mode, Windowed: sc.Windowed(mode)}
 	var (
 		upURL string
 		stats upstreamStats
@@ -217,13 +223,13 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 	base := upURL
 	var p *proxy.Proxy
 	if mode != ModeDirect {
-		cfg := sc.SluiceConfig(mode == ModeWindowed)
+		cfg := sc.ModeConfig(mode)
 		u, err := url.Parse(upURL)
 		if err != nil {
 			return nil, fmt.Errorf("upstream URL: %w", err)
 		}
 		cfg.UpstreamURL = u
-		if mode == ModeWindowed {
+		if res.Windowed {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}
 		popt := proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -271,7 +277,8 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		}
 		if p != nil {
 			s.Queued = p.Queued()
-			s.GateInflight = p.GateStats().InFlight
+			st := p.GateStats()
+			s.GateInflight, s.GateCapacity = st.InFlight, st.Capacity
 		}
 		return s
 	}

@@ -90,7 +90,8 @@ const (
 	adaptiveSmoothing  = 0.2       // how far each sample moves the limit towards its new estimate
 	adaptiveShortAlpha = 0.3       // weight of a sample in the short-term average (about 3 samples)
 	adaptiveLongRise   = 1.0 / 512 // weight of a slower sample in the long-term average
-	adaptiveLongFall   = 1.0 / 16  // weight of a faster one
+	adaptiveLongFall   = 1.0 / 64  // weight of a faster one
+	adaptiveTolerance  = 1.1       // first tokens this much slower than the baseline are not yet queueing: one call's jitter
 	adaptiveMinRatio   = 0.5       // the gradient's floor: one slow sample halves nothing
 	adaptiveDrift      = 2.0       // a long-term average this many times the short one is stale
 	adaptiveCut        = 0.75      // what overload leaves of the limit
@@ -210,7 +211,7 @@ func (a *Adaptive) firstToken(o Outcome) {
 		a.long *= 0.9
 	}
 	limit := a.current()
-	ratio := a.long / a.short
+	ratio := adaptiveTolerance * a.long / a.short
 	switch {
 	case !inUse(o, limit):
 	case a.probing && ratio >= adaptiveProbeEnd:
