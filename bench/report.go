@@ -289,7 +289,8 @@ func phaseReports(res *ModeResult, phases []phase) []PhaseReport {
 			if rec.ErrorType == "not_sent" {
 				continue
 			}
-			if rec.Outcome == "ok" && rec.DoneMS >= from && rec.DoneMS < to {
+			last := i == len(phases)-1 // its end is the last end: count it in
+			if rec.Outcome == "ok" && rec.DoneMS >= from && (rec.DoneMS < to || last && rec.DoneMS == to) {
 				ended++
 			}
 			if rec.ArrivalMS < from || rec.ArrivalMS >= to {
