@@ -48,7 +48,8 @@ func TestPhaseReports(t *testing.T) {
 		{ArrivalMS: 1000, DoneMS: 2000, Outcome: "ok"},
 		{ArrivalMS: 9000, DoneMS: 12000, Outcome: "ok"}, // arrived in 1, ended in 2
 		{ArrivalMS: 11000, DoneMS: 15000, Outcome: "error"},
-		{ArrivalMS: 12000, DoneMS: 20000, Outcome: "ok"},
+		{ArrivalMS: 12000, DoneMS: 19000, Outcome: "ok"},
+		{ArrivalMS: 20000, DoneMS: 30000, Outcome: "ok"}, // the last arrival: ends after the last phase
 	}, Samples: []Sample{{T: time.Second, GateCapacity: 30}, {T: 2 * time.Second, GateCapacity: 34}, {T: 11 * time.Second, GateCapacity: 9}}}
 	got := phaseReports(res, phases)
 	if len(got) != 2 {
@@ -59,6 +60,6 @@ func TestPhaseReports(t *testing.T) {
 		t.Errorf("phase 1: %+v; want 2 arrived and succeeded, goodput 0.1/s (1 ended in 10 s), p99 3000 ms, mean limit 32", p1)
 	}
 	if p2.ToS != 20 || p2.Arrived != 2 || p2.Failed != 1 || p2.GoodputRPS != 0.2 || p2.MeanLimit != 9 {
-		t.Errorf("phase 2: %+v; want to 20 s, 2 arrived, 1 failed, goodput 0.2/s (2 ended in 10 s), mean limit 9", p2)
+		t.Errorf("phase 2: %+v; want to 20 s (the last arrival), 2 arrived before it, 1 failed, goodput 0.2/s (2 ended in 10 s), mean limit 9", p2)
 	}
 }

@@ -227,7 +227,7 @@ type ModeReport struct {
 // PhaseReport is one stretch of a run with the same upstream capacity.
 type PhaseReport struct {
 	FromS      float64 `json:"from_s"`
-	ToS        float64 `json:"to_s"` // the last phase's is its mode's last end
+	ToS        float64 `json:"to_s"` // the last phase's is the last arrival
 	Capacity   int     `json:"capacity"`
 	OverloadAt int     `json:"overload_at"`
 	// Arrived, Succeeded and Failed count the requests that arrived in the
@@ -272,9 +272,11 @@ func phaseReports(res *ModeResult, phases []phase) []PhaseReport {
 		return nil
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	// The last phase ends with the last arrival: past it nothing is
+	// offered, and a mode's tail of late answers would dilute its goodput.
 	end := 0.0
 	for _, rec := range res.Records {
-		end = max(end, rec.DoneMS)
+		end = max(end, rec.ArrivalMS)
 	}
 	out := make([]PhaseReport, len(phases))
 	for i, ph := range phases {
@@ -289,8 +291,7 @@ func phaseReports(res *ModeResult, phases []phase) []PhaseReport {
 			if rec.ErrorType == "not_sent" {
 				continue
 			}
-			last := i == len(phases)-1 // its end is the last end: count it in
-			if rec.Outcome == "ok" && rec.DoneMS >= from && (rec.DoneMS < to || last && rec.DoneMS == to) {
+			if rec.Outcome == "ok" && rec.DoneMS >= from && rec.DoneMS < to {
 				ended++
 			}
 			if rec.ArrivalMS < from || rec.ArrivalMS >= to {
