@@ -27,6 +27,32 @@ var modeColor = map[string]color.Color{
 	ModeWindowedFIFO: color.RGBA{R: 44, G: 160, B: 44, A: 255},
 }
 
+// variantColors colour the scenario's variants, in the order they ran.
+var variantColors = []color.Color{
+	color.RGBA{R: 44, G: 160, B: 44, A: 255},
+	color.RGBA{R: 148, G: 103, B: 189, A: 255},
+	color.RGBA{R: 255, G: 127, B: 14, A: 255},
+	color.RGBA{R: 23, G: 190, B: 207, A: 255},
+}
+
+// colorOf is mode's colour: its own for direct, plain and windowed, else
+// one of variantColors by the order the variants ran in.
+func (r *Report) colorOf(mode string) color.Color {
+	if c, ok := modeColor[mode]; ok {
+		return c
+	}
+	i := 0
+	for _, res := range r.results {
+		if res.Mode == mode {
+			break
+		}
+		if _, builtin := modeColor[res.Mode]; !builtin {
+			i++
+		}
+	}
+	return variantColors[i%len(variantColors)]
+}
+
 // spikeColor shades the upstream's slow periods: light enough that the
 // lines over it stay legible (non-premultiplied: color.RGBA would need
 // its channels scaled down to the alpha).
@@ -183,7 +209,7 @@ func (r *Report) series(ch *chart, value func(Sample) float64, only func(*ModeRe
 		if err != nil {
 			return err
 		}
-		l.Color = modeColor[res.Mode]
+		l.Color = r.colorOf(res.Mode)
 		l.Width = vg.Points(1.5)
 		ch.plot.Add(l)
 		ch.add(res.Mode, l)
@@ -228,7 +254,7 @@ func (r *Report) inflightPlot() (*chart, error) {
 func (r *Report) queuePlot() (*chart, error) {
 	ch := r.timeChart("Waiting in sluice (window + gate) — "+r.Scenario, "requests queued")
 	err := r.series(ch, func(s Sample) float64 { return float64(s.Queued) },
-		func(res *ModeResult) bool { return res.Mode == ModeWindowed })
+		func(res *ModeResult) bool { return res.Windowed })
 	ch.plot.Y.Max = max(ch.plot.Y.Max*1.05, 1) // headroom; an empty queue still gets an axis
 	return ch, err
 }
@@ -258,7 +284,7 @@ func (r *Report) latencyPlot() (*chart, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color = modeColor[res.Mode]
+		l.Color = r.colorOf(res.Mode)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		ch.add(res.Mode, l)

@@ -212,9 +212,16 @@ type ModeReport struct {
 	CostUSD              float64          `json:"cost_usd"`
 	InputCostUSD         float64          `json:"input_cost_usd"`
 	// Cap is BATCH_MAX_CONCURRENCY for the windowed mode, else 0.
-	Cap        int         `json:"cap,omitempty"`
-	Little     *Little     `json:"little,omitempty"`
-	Saturation *Saturation `json:"saturation,omitempty"`
+	Cap int `json:"cap,omitempty"`
+	// Windowed says the mode went through sluice's window and gate
+	// (windowed, or a scenario's variant).
+	Windowed bool `json:"windowed,omitempty"`
+	// Phases, when the upstream's capacity changed during the run
+	// (sim.capacity_steps), are the figures of each stretch between the
+	// changes.
+	Phases     []PhaseReport `json:"phases,omitempty"`
+	Little     *Little       `json:"little,omitempty"`
+	Saturation *Saturation   `json:"saturation,omitempty"`
 	// Tenants are the figures of each tenant of a tenants workload, in
 	// the order the scenario names them.
 	Tenants []TenantReport `json:"tenants,omitempty"`
@@ -269,6 +276,108 @@ func tenantReports(recs []Record, names []string) []TenantReport {
 	return out
 }
 
+// PhaseReport is one stretch of a run with the same upstream capacity.
+type PhaseReport struct {
+	FromS      float64 `json:"from_s"`
+	ToS        float64 `json:"to_s"` // the last phase's is the last arrival
+	Capacity   int     `json:"capacity"`
+	OverloadAt int     `json:"overload_at"`
+	// Arrived, Succeeded and Failed count the requests that arrived in the
+	// phase, and LatencyMS times the successes among them.
+	Arrived   int         `json:"arrived"`
+	Succeeded int         `json:"succeeded"`
+	Failed    int         `json:"failed"`
+	LatencyMS Percentiles `json:"latency_ms"`
+	// GoodputRPS is the successes that ended in the phase, per second:
+	// what the upstream delivered while it had this capacity, whenever
+	// the requests arrived.
+	GoodputRPS float64 `json:"goodput_rps"`
+	// MeanLimit is the gate's mean limit in the phase (windowed modes).
+	MeanLimit float64 `json:"mean_limit,omitempty"`
+}
+
+// phase is where a phase starts, and the upstream's capacity in it.
+type phase struct {
+	from                 time.Duration
+	capacity, overloadAt int
+}
+
+// phases are the scenario's stretches of one capacity, or nil when it
+// never changes.
+func (sc *Scenario) phases() []phase {
+	if len(sc.Sim.CapacitySteps) == 0 {
+		return nil
+	}
+	var out []phase
+	if sc.Sim.CapacitySteps[0].From > 0 {
+		out = append(out, phase{0, sc.Sim.Capacity, sc.Sim.OverloadAt})
+	}
+	for _, st := range sc.Sim.CapacitySteps {
+		out = append(out, phase{st.From.D(), st.Capacity, st.OverloadAt})
+	}
+	return out
+}
+
+// phaseReports are res's figures in each phase.
+func phaseReports(res *ModeResult, phases []phase) []PhaseReport {
+	if len(phases) == 0 {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	// The last phase ends with the last arrival: past it nothing is
+	// offered, and a mode's tail of late answers would dilute its goodput.
+	end := 0.0
+	for _, rec := range res.Records {
+		end = max(end, rec.ArrivalMS)
+	}
+	out := make([]PhaseReport, len(phases))
+	for i, ph := range phases {
+		from, to := ms(ph.from), end
+		if i+1 < len(phases) {
+			to = ms(phases[i+1].from)
+		}
+		pr := PhaseReport{FromS: from / 1000, ToS: to / 1000, Capacity: ph.capacity, OverloadAt: ph.overloadAt}
+		var lat []float64
+		ended := 0
+		for _, rec := range res.Records {
+			if rec.ErrorType == "not_sent" {
+				continue
+			}
+			if rec.Outcome == "ok" && rec.DoneMS >= from && rec.DoneMS < to {
+				ended++
+			}
+			if rec.ArrivalMS < from || rec.ArrivalMS >= to {
+				continue
+			}
+			pr.Arrived++
+			if rec.Outcome == "ok" {
+				pr.Succeeded++
+				lat = append(lat, rec.DoneMS-rec.ArrivalMS)
+			} else {
+				pr.Failed++
+			}
+		}
+		if to > from {
+			pr.GoodputRPS = float64(ended) / ((to - from) / 1000)
+		}
+		pr.LatencyMS = summarise(lat)
+		if res.Windowed {
+			sum, n := 0.0, 0
+			for _, smp := range res.Samples {
+				if t := ms(smp.T); t >= from && t < to {
+					sum += float64(smp.GateCapacity)
+					n++
+				}
+			}
+			if n > 0 {
+				pr.MeanLimit = sum / float64(n)
+			}
+		}
+		out[i] = pr
+	}
+	return out
+}
+
 func newReport(sc *Scenario, results []*ModeResult) *Report {
 	cfg := sc.SluiceConfig(true)
 	r := &Report{Scenario: sc.Name, Desc: sc.Description, Seed: sc.Seed, StartedAt: time.Now().UTC(),
@@ -287,13 +396,14 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 		r.Arrivals = len(res.Records)
 		m := modeReport(res)
 		m.Tenants = tenantReports(res.Records, tenants)
+		m.Phases = phaseReports(res, sc.phases())
 		r.Modes = append(r.Modes, m)
 	}
 	return r
 }
 
 func modeReport(res *ModeResult) ModeReport {
-	m := ModeReport{Mode: res.Mode, Errors: map[string]int{}, Cap: res.Cap,
+	m := ModeReport{Mode: res.Mode, Errors: map[string]int{}, Cap: res.Cap, Windowed: res.Windowed,
 		UpstreamByStatus: res.Sim.ByStatus, Tokens: res.Sim.Tokens, CostUSD: res.Sim.CostUSD, InputCostUSD: res.Sim.InputCostUSD,
 		PeakUpstreamInflight: int(res.Sim.PeakInflight), Upstream429: res.Sim.ByStatus["429"],
 		Upstream529: res.Sim.ByStatus["529"], UpstreamCalls: res.Sim.Requests}
@@ -467,7 +577,7 @@ func showInt(v []float64) string { return fmt.Sprintf("%.0f", v[0]) }
 func showMS(v []float64) string  { return fmt.Sprintf("%.0f ms", v[0]) }
 
 func throughSluice(m *ModeReport) bool { return m.Mode != ModeDirect }
-func windowed(m *ModeReport) bool      { return isWindowed(m.Mode) }
+func windowed(m *ModeReport) bool      { return m.Windowed || m.Mode == ModeWindowed }
 
 // tableRows are the table's rows, in order. What each means:
 //
@@ -627,6 +737,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprint(tw, errorList(all)+"\t")
 	}
 	fmt.Fprintln(tw)
+	r.writePhaseRows(tw)
 	tw.Flush()
 	if len(runs) > 1 {
 		fmt.Fprintln(w, "errors are summed over the runs")
@@ -720,4 +831,42 @@ func errorList(errs map[string]int) string {
 		parts[i] = fmt.Sprintf("%s:%d", k, errs[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// writePhaseRows adds, when the upstream's capacity changed during the
+// run, each phase's goodput, latency p99 and (windowed) mean limit, from
+// the first run.
+func (r *Report) writePhaseRows(tw io.Writer) {
+	if len(r.Modes) == 0 || len(r.Modes[0].Phases) == 0 {
+		return
+	}
+	for i, ph := range r.Modes[0].Phases {
+		name := fmt.Sprintf("phase %d (from %gs: %d slots, 529 at %d)", i+1, ph.FromS, ph.Capacity, ph.OverloadAt)
+		fmt.Fprintln(tw, name+"\t")
+		cells := []struct {
+			name string
+			get  func(p PhaseReport, m *ModeReport) string
+		}{
+			{"  goodput (ended in it)", func(p PhaseReport, _ *ModeReport) string { return fmt.Sprintf("%.2f /s", p.GoodputRPS) }},
+			{"  latency p99 (arrived in it)", func(p PhaseReport, _ *ModeReport) string { return fmt.Sprintf("%.0f ms", p.LatencyMS.P99) }},
+			{"  failed (arrived in it)", func(p PhaseReport, _ *ModeReport) string { return fmt.Sprintf("%d", p.Failed) }},
+			{"  mean gate limit", func(p PhaseReport, m *ModeReport) string {
+				if !m.Windowed {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f", p.MeanLimit)
+			}},
+		}
+		for _, c := range cells {
+			fmt.Fprint(tw, c.name+"\t")
+			for j := range r.Modes {
+				cell := "-"
+				if m := &r.Modes[j]; i < len(m.Phases) {
+					cell = c.get(m.Phases[i], m)
+				}
+				fmt.Fprint(tw, cell+"\t")
+			}
+			fmt.Fprintln(tw)
+		}
+	}
 }

@@ -31,8 +31,6 @@ const (
 	ModeWindowedFIFO = "windowed-fifo"
 )
 
-// isWindowed reports whether mode goes through sluice's window and gate.
-func isWindowed(mode string) bool { return mode == ModeWindowed || mode == ModeWindowedFIFO }
 
 // Options configure Run.
 type Options struct {
@@ -68,6 +66,7 @@ type Sample struct {
 	UpstreamInflight int // requests in generation at the simulator
 	Queued           int // sluice's windowed requests waiting (window or slot)
 	GateInflight     int // slots held in sluice's gate
+	GateCapacity     int // the gate's limit: its slots in all, adaptive or not
 	Outstanding      int // client requests not yet ended
 }
 
@@ -80,6 +79,7 @@ type Interval struct {
 // ModeResult is the raw record of one mode's run.
 type ModeResult struct {
 	Mode     string
+	Windowed bool      // through sluice's window and gate: windowed, or a variant
 	Start    time.Time // the run's time zero: every *MS field counts from it
 	Cap      int       // BATCH_MAX_CONCURRENCY, when windowed; else 0
 	MaxWait  time.Duration
@@ -123,8 +123,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		modes = []string{ModePlain, ModeWindowed}
 	}
 	for _, m := range modes {
-		if m != ModeDirect && m != ModePlain && !isWindowed(m) {
-			return nil, fmt.Errorf("bench: unknown mode %q (want direct, plain, windowed or windowed-fifo)", m)
+		if m != ModeDirect && m != ModePlain && !sc.Windowed(m) {
+			want := "direct, plain or windowed"
+			for _, v := range sc.Variants {
+				want += ", " + v.Name
+			}
+			return nil, fmt.Errorf("bench: unknown mode %q (want %s)", m, want)
 		}
 	}
 	n := max(opt.Repeat, 1)
@@ -198,7 +202,7 @@ func (l *upstreamLog) wrap(h http.Handler) http.Handler {
 type upstreamStats func() (sim.Stats, error)
 
 func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []Arrival, opt Options) (*ModeResult, error) {
-	res := &ModeResult{Mode: mode}
+	res := &ModeResult{Mode: mode, Windowed: sc.Windowed(mode)}
 	var (
 		upURL string
 		stats upstreamStats
@@ -224,17 +228,13 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 	base := upURL
 	var p *proxy.Proxy
 	if mode != ModeDirect {
-		order := ""
-		if mode == ModeWindowedFIFO {
-			order = "fifo"
-		}
-		cfg := sc.sluiceConfig(isWindowed(mode), order)
+		cfg := sc.ModeConfig(mode)
 		u, err := url.Parse(upURL)
 		if err != nil {
 			return nil, fmt.Errorf("upstream URL: %w", err)
 		}
 		cfg.UpstreamURL = u
-		if isWindowed(mode) {
+		if res.Windowed {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}
 		popt := proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -283,7 +283,8 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		}
 		if p != nil {
 			s.Queued = p.Queued()
-			s.GateInflight = p.GateStats().InFlight
+			st := p.GateStats()
+			s.GateInflight, s.GateCapacity = st.InFlight, st.Capacity
 		}
 		return s
 	}

@@ -31,22 +31,44 @@ type Scenario struct {
 	Sluice      Sluice   `json:"sluice"`
 	Client      Client   `json:"client"`
 	Workload    Workload `json:"workload"`
+	// Variants are windowed modes of their own, each named (the name is
+	// its mode, for --modes) with settings over the scenario's sluice
+	// ones: to run, say, static caps of 8 and 32 against an adaptive
+	// limit side by side.
+	Variants []Variant `json:"variants"`
 
 	dir fs.FS // where a trace file named by Workload.Trace is looked up
 }
 
+// Variant is a windowed mode with settings of its own: its Sluice's
+// non-zero fields override the scenario's.
+type Variant struct {
+	Name   string `json:"name"`
+	Sluice Sluice `json:"sluice"`
+}
+
 // SimSpec is the part of sim.Config a scenario sets.
 type SimSpec struct {
-	TTFT                  Duration    `json:"ttft"`
-	PerToken              Duration    `json:"per_token"`
-	PrefillPerToken       Duration    `json:"prefill_per_token"`
-	Jitter                float64     `json:"jitter"`
-	Capacity              int         `json:"capacity"`
-	OverloadAt            int         `json:"overload_at"`
-	Spikes                []SpikeSpec `json:"spikes"`
-	RequestsPerMinute     int         `json:"requests_per_minute"`
-	InputTokensPerMinute  int         `json:"input_tokens_per_minute"`
-	OutputTokensPerMinute int         `json:"output_tokens_per_minute"`
+	TTFT            Duration    `json:"ttft"`
+	PerToken        Duration    `json:"per_token"`
+	PrefillPerToken Duration    `json:"prefill_per_token"`
+	Jitter          float64     `json:"jitter"`
+	Capacity        int         `json:"capacity"`
+	OverloadAt      int         `json:"overload_at"`
+	Spikes          []SpikeSpec `json:"spikes"`
+	// CapacitySteps change capacity and overload_at during the run; the
+	// report gives each stretch between them its own figures (phases).
+	CapacitySteps         []CapacityStepSpec `json:"capacity_steps"`
+	RequestsPerMinute     int                `json:"requests_per_minute"`
+	InputTokensPerMinute  int                `json:"input_tokens_per_minute"`
+	OutputTokensPerMinute int                `json:"output_tokens_per_minute"`
+}
+
+// CapacityStepSpec is the upstream's capacity from From on.
+type CapacityStepSpec struct {
+	From       Duration `json:"from"`
+	Capacity   int      `json:"capacity"`
+	OverloadAt int      `json:"overload_at"`
 }
 
 // SpikeSpec multiplies upstream latency by Factor during [From, To) of a run.
@@ -69,6 +91,10 @@ type Sluice struct {
 	// RateLimitPacing overrides RATE_LIMIT_PACING (buckets, reset or
 	// off); empty keeps the default.
 	RateLimitPacing string `json:"rate_limit_pacing"`
+	// Limit overrides GATE_LIMIT (static or adaptive), LimitFloor
+	// GATE_LIMIT_FLOOR; max_concurrency is the adaptive limit's ceiling.
+	Limit      string `json:"limit"`
+	LimitFloor int    `json:"limit_floor"`
 }
 
 // Client is how the load generator behaves, modelled on the official SDKs.
@@ -260,13 +286,29 @@ func (sc *Scenario) validate() error {
 			return fmt.Errorf("sim.spikes[%d].to: must be after from", i)
 		}
 	}
-	switch sc.Sluice.RateLimitPacing {
-	case "", "buckets", "reset", "off":
-	default:
-		return fmt.Errorf("sluice.rate_limit_pacing: want buckets, reset or off, not %q", sc.Sluice.RateLimitPacing)
+	if err := sc.Sluice.validate("sluice"); err != nil {
+		return err
 	}
-	if sc.Sluice.MaxSize < 0 || sc.Sluice.MaxConcurrency < 0 || sc.Sluice.MaxWait < 0 || sc.Sluice.Timeout < 0 {
-		return errors.New("sluice: max_size, max_wait, max_concurrency and timeout must not be negative")
+	seen := map[string]bool{ModeDirect: true, ModePlain: true, ModeWindowed: true}
+	for i, v := range sc.Variants {
+		if v.Name == "" || strings.ContainsAny(v.Name, ", ") {
+			return fmt.Errorf("variants[%d].name: want a name without commas or spaces", i)
+		}
+		if seen[v.Name] {
+			return fmt.Errorf("variants[%d].name: %q is taken (by a mode or another variant)", i, v.Name)
+		}
+		seen[v.Name] = true
+		if err := v.Sluice.validate(fmt.Sprintf("variants[%d].sluice", i)); err != nil {
+			return err
+		}
+	}
+	for i, st := range s.CapacitySteps {
+		if st.From < 0 || st.Capacity < 0 || st.OverloadAt < 0 {
+			return fmt.Errorf("sim.capacity_steps[%d]: from, capacity and overload_at must not be negative", i)
+		}
+		if i > 0 && st.From <= s.CapacitySteps[i-1].From {
+			return fmt.Errorf("sim.capacity_steps[%d].from: must be after the step before", i)
+		}
 	}
 	if sc.Client.Timeout < 0 {
 		return errors.New("client.timeout: must not be negative")
@@ -353,6 +395,31 @@ func (sc *Scenario) validate() error {
 	return nil
 }
 
+func (s Sluice) validate(where string) error {
+	if s.MaxSize < 0 || s.MaxConcurrency < 0 || s.MaxWait < 0 || s.Timeout < 0 || s.LimitFloor < 0 {
+		return fmt.Errorf("%s: max_size, max_wait, max_concurrency, timeout and limit_floor must not be negative", where)
+	}
+	if s.Limit != "" && s.Limit != "static" && s.Limit != "adaptive" {
+		return fmt.Errorf("%s.limit: %q is not static or adaptive", where, s.Limit)
+	}
+	switch s.RateLimitPacing {
+	case "", "buckets", "reset", "off":
+	default:
+		return fmt.Errorf("%s.rate_limit_pacing: want buckets, reset or off, not %q", where, s.RateLimitPacing)
+	}
+	return nil
+}
+
+// Variant returns the variant called mode, or nil.
+func (sc *Scenario) Variant(mode string) *Variant {
+	for i := range sc.Variants {
+		if sc.Variants[i].Name == mode {
+			return &sc.Variants[i]
+		}
+	}
+	return nil
+}
+
 // SimConfig is the simulator configuration of the scenario.
 func (sc *Scenario) SimConfig() sim.Config {
 	c := sim.Config{
@@ -364,42 +431,68 @@ func (sc *Scenario) SimConfig() sim.Config {
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
 	}
+	for _, st := range sc.Sim.CapacitySteps {
+		c.CapacitySteps = append(c.CapacitySteps, sim.CapacityStep{From: st.From.D(), Capacity: st.Capacity, OverloadAt: st.OverloadAt})
+	}
 	return c
+}
+
+// ModeConfig is sluice's configuration for a mode: SluiceConfig for
+// direct, plain and windowed; a variant's is windowed, with its own
+// settings over the scenario's.
+func (sc *Scenario) ModeConfig(mode string) config.Config {
+	if v := sc.Variant(mode); v != nil {
+		c := sc.SluiceConfig(true)
+		v.Sluice.apply(&c)
+		return c
+	}
+	c := sc.SluiceConfig(mode == ModeWindowed || mode == ModeWindowedFIFO)
+	if mode == ModeWindowedFIFO {
+		c.GateOrder = "fifo" // one line for every tenant, against the default fair one
+	}
+	return c
+}
+
+// Windowed reports whether mode goes through sluice's window and gate.
+func (sc *Scenario) Windowed(mode string) bool {
+	return mode == ModeWindowed || mode == ModeWindowedFIFO || sc.Variant(mode) != nil
 }
 
 // SluiceConfig is sluice's configuration for a mode: the seed's defaults,
 // overridden by the scenario, with windowing on or off.
 func (sc *Scenario) SluiceConfig(windowed bool) config.Config {
-	return sc.sluiceConfig(windowed, "")
-}
-
-// sluiceConfig is SluiceConfig with GATE_ORDER set to order ("": the
-// default).
-func (sc *Scenario) sluiceConfig(windowed bool, order string) config.Config {
 	c := config.Default()
 	c.Enabled = windowed
-	if v := sc.Sluice.MaxSize; v > 0 {
+	sc.Sluice.apply(&c)
+	return c
+}
+
+// apply sets s's non-zero fields in c.
+func (s Sluice) apply(c *config.Config) {
+	if v := s.MaxSize; v > 0 {
 		c.MaxSize = v
 	}
-	if v := sc.Sluice.MaxWait; v > 0 {
+	if v := s.MaxWait; v > 0 {
 		c.MaxWait = v.D()
 	}
-	if v := sc.Sluice.MaxConcurrency; v > 0 {
+	if v := s.MaxConcurrency; v > 0 {
 		c.MaxConcurrency = v
 	}
-	if v := sc.Sluice.Timeout; v > 0 {
+	if v := s.Timeout; v > 0 {
 		c.Timeout = v.D()
 	}
-	if v := sc.Sluice.IdleRelease; v != nil {
+	if v := s.IdleRelease; v != nil {
 		c.IdleRelease = *v
 	}
-	if v := sc.Sluice.RateLimitPacing; v != "" {
+	if v := s.Limit; v != "" {
+		c.GateLimit = v
+	}
+	if v := s.LimitFloor; v > 0 {
+		c.GateLimitFloor = v
+	}
+	if v := s.RateLimitPacing; v != "" {
 		c.RateLimitPacing = v
 	}
-	if order != "" {
-		c.GateOrder = order
-	}
-	return c
 }
 
 // ClientTimeout is the per-attempt timeout.

@@ -26,6 +26,8 @@ type Config struct {
 	IdleRelease          bool          // BATCH_IDLE_RELEASE
 	RateLimitPacing      string        // RATE_LIMIT_PACING: buckets, reset or off
 	MaxConcurrency       int           // BATCH_MAX_CONCURRENCY
+	GateLimit            string        // GATE_LIMIT: static or adaptive
+	GateLimitFloor       int           // GATE_LIMIT_FLOOR
 	Timeout              time.Duration // BATCH_TIMEOUT_S
 	ListenAddr           string        // LISTEN_ADDR
 	UpstreamURL          *url.URL      // UPSTREAM_URL
@@ -110,6 +112,12 @@ var Settings = []Setting{
 	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
 		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
 		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},
+	{Env: "GATE_LIMIT", Flag: "gate-limit", Default: "static", Accepts: "static or adaptive",
+		Meaning: "How many slots the gate has: static, always BATCH_MAX_CONCURRENCY; adaptive, as many as the upstream carries without slowing its first tokens or answering 529, learned from every answer, between GATE_LIMIT_FLOOR and BATCH_MAX_CONCURRENCY (docs/why.md, capacity-shift).",
+		apply:   func(c *Config, v string) error { return parseWord(&c.GateLimit, v, "static", "adaptive") }},
+	{Env: "GATE_LIMIT_FLOOR", Flag: "gate-limit-floor", Default: "2", Accepts: "a whole number >= 1",
+		Meaning: "With GATE_LIMIT=adaptive, the fewest slots the gate keeps however the upstream answers, and where the limit starts before it probes up (BATCH_MAX_CONCURRENCY wins if lower).",
+		apply:   func(c *Config, v string) (err error) { c.GateLimitFloor, err = parseInt(v, 1); return }},
 	{Env: "BATCH_TIMEOUT_S", Flag: "batch-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
 		Meaning: "Hard ceiling on one window's dispatch: slot wait plus upstream call, counted from the flush.",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.Timeout })},

@@ -110,17 +110,29 @@ func TestGateHearsOutcomes(t *testing.T) {
 			return nil
 		}
 	}
+	firstToken := func(status int) memberFunc {
+		return func(_ context.Context, m *Member) error {
+			time.Sleep(time.Second)
+			m.Settle(status, nil)
+			m.FirstToken(300 * time.Millisecond)
+			return nil
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		fn   memberFunc
 		want gate.Outcome
 	}{
-		{"ok", settle(200), gate.Outcome{Held: time.Second, End: gate.EndOK}},
-		{"rate limited", settle(429), gate.Outcome{Held: time.Second, End: gate.EndRateLimited}},
-		{"overloaded", settle(529), gate.Outcome{Held: time.Second, End: gate.EndOverloaded}},
-		{"no answer", answer(errors.New("connection reset")), gate.Outcome{End: gate.EndOverloaded}},
-		{"nothing said", answer(nil), gate.Outcome{End: gate.EndOK}},
-		{"deadline", blockUntilCancelled, gate.Outcome{Held: 2 * time.Second, End: gate.EndDeadline}},
+		{"ok", settle(200), gate.Outcome{Held: time.Second, End: gate.EndOK, InFlight: 1}},
+		{"rate limited", settle(429), gate.Outcome{Held: time.Second, End: gate.EndRateLimited, InFlight: 1}},
+		{"overloaded", settle(529), gate.Outcome{Held: time.Second, End: gate.EndOverloaded, InFlight: 1}},
+		{"no answer", answer(errors.New("connection reset")), gate.Outcome{End: gate.EndOverloaded, InFlight: 1}},
+		{"nothing said", answer(nil), gate.Outcome{End: gate.EndOK, InFlight: 1}},
+		{"deadline", blockUntilCancelled, gate.Outcome{Held: 2 * time.Second, End: gate.EndDeadline, InFlight: 1}},
+		{"first token", firstToken(200), gate.Outcome{Held: time.Second, End: gate.EndOK, FirstToken: 300 * time.Millisecond, InFlight: 1}},
+		// An error's first token (an in-band one, say) times nothing the
+		// limit should learn from.
+		{"first token of an error", firstToken(529), gate.Outcome{Held: time.Second, End: gate.EndOverloaded, InFlight: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -150,7 +162,7 @@ func TestGateHearsOutcomes(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
 			s.Do(ctx, nil, blockUntilCancelled)
-			if want := []gate.Outcome{{Held: time.Second, End: gate.EndCancelled}}; !slices.Equal(l.outcomes, want) {
+			if want := []gate.Outcome{{Held: time.Second, End: gate.EndCancelled, InFlight: 1}}; !slices.Equal(l.outcomes, want) {
 				t.Errorf("gate heard %v; want %v", l.outcomes, want)
 			}
 		})

@@ -27,6 +27,9 @@ type Member struct {
 	heldFrom time.Time // when the slot now held was granted (again, after a Requeue)
 	released time.Time // set only when Hooks.Started is
 	status   int       // the last answer's status, for the gate's Outcome; fn's goroutine only
+	// firstToken is how long after its upstream call was sent the last
+	// answer's first token came, for the gate's Outcome; fn's goroutine only.
+	firstToken time.Duration
 
 	// What Start was given.
 	ctx    context.Context
@@ -131,6 +134,11 @@ func (m *Member) Settle(status int, h http.Header) {
 	}
 }
 
+// FirstToken says how long after the upstream call was sent the answer's
+// first token came (a stream's first content event): an adaptive limit
+// learns from it. Only the member's function may call it.
+func (m *Member) FirstToken(d time.Duration) { m.firstToken = d }
+
 // MarkBegun says that the member's response has begun: the first byte of
 // a JSON answer, or a stream's headers, are going out to its client.
 func (m *Member) MarkBegun() {
@@ -213,6 +221,9 @@ func (m *Member) outcome(now time.Time, err error) gate.Outcome {
 	default:
 		o.End = gate.EndOverloaded // no answer at all
 	}
-	m.status = 0
+	if o.End == gate.EndOK {
+		o.FirstToken = m.firstToken
+	}
+	m.status, m.firstToken = 0, 0
 	return o
 }

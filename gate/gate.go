@@ -45,6 +45,14 @@ type Stats struct {
 type Outcome struct {
 	Held time.Duration // how long the slot was held
 	End  Ending
+	// FirstToken is how long after the upstream call was sent its first
+	// token came (a stream's first content event); zero when not known,
+	// as for an answer that arrives whole. An adaptive limit reads it
+	// rather than Held, which grows with the answer's length.
+	FirstToken time.Duration
+	// InFlight is the slots held when this one was given back, itself
+	// included. The gate fills it in; the holder leaves it zero.
+	InFlight int
 }
 
 // Ending is how an upstream call held in a slot ended.

@@ -12,8 +12,9 @@ type Limit interface {
 
 // Learner is an optional interface of a Limit that learns from how each
 // slot's use went. The gate calls Observe under its lock at every Release,
-// before it hands the slot on, and then grants as many waiting tickets as
-// the limit allows.
+// before it hands the slot on, with the Outcome's InFlight set to the
+// slots held then (the released one included), and then grants as many
+// waiting tickets as the limit allows.
 type Learner interface {
 	Observe(o Outcome)
 }

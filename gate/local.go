@@ -115,11 +115,12 @@ func (g *Local) Release(t *Ticket, o Outcome) {
 		return
 	}
 	t.End()
-	g.inFlight--
-	g.line.released(t)
 	if g.learner != nil {
+		o.InFlight = g.inFlight // with this call still counted
 		g.learner.Observe(o)
 	}
+	g.inFlight--
+	g.line.released(t)
 	g.grant()
 }
 

@@ -68,6 +68,7 @@ type Metrics struct {
 	CacheHold        *prometheus.HistogramVec // released; seconds a follower was held
 	CacheSavings     prometheus.Counter       // USD at list prices
 	BucketWait       prometheus.Histogram     // seconds a request was held for its key's rate limits
+	GateLimitChanges *prometheus.CounterVec   // direction: up, down (GATE_LIMIT=adaptive)
 }
 
 // New registers sluice's metrics on a fresh registry, with the gauges read
@@ -121,9 +122,11 @@ func New(st State) *Metrics {
 	if st.Buckets != nil {
 		f(bucketCollector(st.Buckets))
 	}
+	m.GateLimitChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_gate_limit_changes_total",
+		Help: "Changes of the gate's slots by the adaptive limit (GATE_LIMIT=adaptive), by direction (up, down); the limit itself is sluice_gate_capacity_requests."}, []string{"direction"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
 		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens,
-		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings} {
+		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.GateLimitChanges} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() int) {
@@ -134,7 +137,7 @@ func New(st State) *Metrics {
 	}
 	gauge("sluice_queue_depth_requests", "Requests waiting now, in open windows or for a slot.", st.Queued)
 	gauge("sluice_gate_in_flight_requests", "Gate slots held now (upstream calls in flight).", st.InFlight)
-	gauge("sluice_gate_capacity_requests", "Gate slots in all (BATCH_MAX_CONCURRENCY).", st.Capacity)
+	gauge("sluice_gate_capacity_requests", "Gate slots in all: BATCH_MAX_CONCURRENCY, or with GATE_LIMIT=adaptive the limit learned now.", st.Capacity)
 	gauge("sluice_queue_capacity_requests", "Requests that may wait at once (BATCH_MAX_QUEUE); 0 with BATCH_ENABLED=0.", st.QueueCapacity)
 	gauge("sluice_body_budget_held_bytes", "Bytes of Messages request bodies held now, against BODY_BUDGET_MB.", st.BodyBytes)
 	gauge("sluice_body_budget_capacity_bytes", "Bytes of Messages request bodies that may be held at once (BODY_BUDGET_MB).", st.BodyBudget)

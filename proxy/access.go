@@ -219,7 +219,10 @@ type streamUsage struct {
 var (
 	evMessageStart = []byte("event: message_start")
 	evMessageDelta = []byte("event: message_delta")
-	dataPrefix     = []byte("data:")
+	// evContentBlockDelta opens an event that carries the answer's
+	// tokens: the first one is the stream's first token.
+	evContentBlockDelta = []byte("event: content_block_delta")
+	dataPrefix          = []byte("data:")
 )
 
 func (s *streamUsage) observe(ev []byte) {

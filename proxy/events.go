@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ const streamBufferBudget = 64 << 20
 // boundary where the SDKs' parsers can read it. A stream that stays silent
 // for the idle timeout is ended with an in-band timeout_error; cancel
 // aborts the upstream call.
-func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, resp *http.Response) error {
+func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, resp *http.Response, firstToken func()) error {
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
@@ -69,6 +70,10 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 	defer watchdog.Stop()
 	send := func(ev []byte) error {
 		tally.observe(ev)
+		if firstToken != nil && bytes.HasPrefix(ev, evContentBlockDelta) {
+			firstToken()
+			firstToken = nil
+		}
 		// Waiting for the client to make room is not the upstream's
 		// silence.
 		watchdog.Stop()

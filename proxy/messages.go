@@ -183,6 +183,7 @@ type exchange struct {
 	// streamed is the body sent upstream instead of body's when a
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
+	sent     time.Time // when the latest upstream attempt was sent
 }
 
 // reply is a whole upstream answer, read while the request held its slot.
@@ -240,7 +241,14 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			m.MarkBegun() // the headers are in: a cache entry exists from here
 		}
 		stream = "true"
-		return ex.relayEvents(ctx, cancel, resp)
+		var firstToken func()
+		if m != nil {
+			// The gate's adaptive limit learns from the time to first
+			// token, which a stream's length does not stretch.
+			sent := ex.sent
+			firstToken = func() { m.FirstToken(time.Since(sent)) }
+		}
+		return ex.relayEvents(ctx, cancel, resp, firstToken)
 	}
 	if m != nil {
 		m.MarkBegun()
@@ -305,6 +313,7 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
 	p := ex.p
 	sent := time.Now()
+	ex.sent = sent
 	stop := func() {}
 	if m == nil {
 		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)

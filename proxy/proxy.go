@@ -246,7 +246,11 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			if err != nil {
 				return nil, err
 			}
-			local, err := gate.New(gate.Fixed(cfg.MaxConcurrency), order)
+			limit, err := p.gateLimit(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("proxy: %w", err)
+			}
+			local, err := gate.New(limit, order)
 			if err != nil {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
@@ -330,6 +334,25 @@ func (p *Proxy) Close() {
 		p.sched.Close()
 	}
 	p.up.CloseIdleConnections()
+}
+
+// gateLimit is the gate's limit by GATE_LIMIT: BATCH_MAX_CONCURRENCY, or
+// an adaptive limit under it whose changes the metrics count.
+func (p *Proxy) gateLimit(cfg config.Config) (gate.Limit, error) {
+	ceiling := gate.Fixed(cfg.MaxConcurrency)
+	if cfg.GateLimit != "adaptive" {
+		return ceiling, nil
+	}
+	last := cfg.GateLimitFloor
+	return gate.NewAdaptive(gate.AdaptiveConfig{Ceiling: ceiling, Floor: cfg.GateLimitFloor,
+		OnChange: func(slots int) { // under the gate's lock, which also orders last
+			if slots > last {
+				p.metrics.GateLimitChanges.WithLabelValues("up").Inc()
+			} else {
+				p.metrics.GateLimitChanges.WithLabelValues("down").Inc()
+			}
+			last = slots
+		}})
 }
 
 // GateStats reports the gate's occupancy; zero when windowing is off.

@@ -44,6 +44,11 @@ type Config struct {
 	// Spikes multiply latency by Factor while the time since New is within
 	// [From, To). Overlapping spikes multiply.
 	Spikes []Spike
+	// CapacitySteps change Capacity and OverloadAt during a run: from each
+	// step's From (since New) until the next step's, its values hold, and
+	// before the first step Capacity and OverloadAt do. Steps must be in
+	// order of From.
+	CapacitySteps []CapacityStep
 
 	// RequestsPerMinute, InputTokensPerMinute and OutputTokensPerMinute are
 	// token-bucket rate limits refilled continuously. Zero turns a limit off
@@ -82,6 +87,15 @@ type Config struct {
 	// SlowStreamInterval is the gap between events under the slow-stream
 	// fault. Zero means 1s.
 	SlowStreamInterval time.Duration
+}
+
+// CapacityStep is the upstream's capacity from From after the server
+// started: Capacity generation slots (0: unlimited) and a 529 from
+// OverloadAt requests in flight (0: never).
+type CapacityStep struct {
+	From       time.Duration
+	Capacity   int
+	OverloadAt int
 }
 
 // Spike multiplies latency by Factor during [From, To) after the server started.
@@ -146,6 +160,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Jitter, "jitter", c.Jitter, "latency jitter as a fraction either way (0.1 = ±10%)")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "concurrent generation slots; beyond them requests share speed (0 = unlimited)")
 	fs.IntVar(&c.OverloadAt, "overload-at", c.OverloadAt, "in-flight requests at which new ones get 529 overloaded_error (0 = never)")
+	fs.Var((*stepList)(&c.CapacitySteps), "capacity-steps", "capacity changes as FROM:CAPACITY[:OVERLOAD_AT][,...] since start, e.g. 20s:8:12,40s:32:48")
 	fs.Var((*spikeList)(&c.Spikes), "spikes", "latency spikes as FROM-TO:FACTOR[,...] since start, e.g. 10s-20s:3")
 	fs.IntVar(&c.RequestsPerMinute, "rpm", c.RequestsPerMinute, "requests per minute limit (0 = off)")
 	fs.IntVar(&c.InputTokensPerMinute, "itpm", c.InputTokensPerMinute, "input tokens per minute limit (0 = off)")
@@ -201,6 +216,54 @@ func (l *spikeList) Set(v string) error {
 		}
 		if s.To <= s.From {
 			return fmt.Errorf("spike %q: TO must be after FROM", part)
+		}
+		out = append(out, s)
+	}
+	*l = out
+	return nil
+}
+
+// stepList is the flag.Value form of []CapacityStep:
+// FROM:CAPACITY[:OVERLOAD_AT][,...].
+type stepList []CapacityStep
+
+func (l *stepList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, s := range *l {
+		parts[i] = fmt.Sprintf("%s:%d:%d", s.From, s.Capacity, s.OverloadAt)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *stepList) Set(v string) error {
+	var out []CapacityStep
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		f := strings.Split(part, ":")
+		if len(f) < 2 || len(f) > 3 {
+			return fmt.Errorf("capacity step %q: want FROM:CAPACITY[:OVERLOAD_AT], e.g. 20s:8:12", part)
+		}
+		var s CapacityStep
+		var err error
+		if s.From, err = time.ParseDuration(f[0]); err != nil || s.From < 0 {
+			return fmt.Errorf("capacity step %q: from: want a duration >= 0", part)
+		}
+		if s.Capacity, err = strconv.Atoi(f[1]); err != nil || s.Capacity < 0 {
+			return fmt.Errorf("capacity step %q: capacity must be a whole number >= 0", part)
+		}
+		if len(f) == 3 {
+			if s.OverloadAt, err = strconv.Atoi(f[2]); err != nil || s.OverloadAt < 0 {
+				return fmt.Errorf("capacity step %q: overload-at must be a whole number >= 0", part)
+			}
+		}
+		if len(out) > 0 && s.From < out[len(out)-1].From {
+			return fmt.Errorf("capacity step %q: steps must be in order of FROM", part)
 		}
 		out = append(out, s)
 	}

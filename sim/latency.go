@@ -53,14 +53,28 @@ func (c *capacity) resetPeak() {
 	c.mu.Unlock()
 }
 
+// capacityAt is the generation slots and the 529 threshold at now: the
+// last capacity step begun, else Capacity and OverloadAt.
+func (s *Server) capacityAt(now time.Time) (slots, overloadAt int) {
+	slots, overloadAt = s.capacity.slots, s.cfg.OverloadAt
+	since := now.Sub(s.start)
+	for _, st := range s.cfg.CapacitySteps {
+		if since < st.From {
+			break
+		}
+		slots, overloadAt = st.Capacity, st.OverloadAt
+	}
+	return slots, overloadAt
+}
+
 // slowdown is how many times slower than full speed a request progresses
 // now: the sharing factor max(1, n/C) times every active spike's factor.
 func (s *Server) slowdown(now time.Time) float64 {
 	f := 1.0
-	if s.capacity.slots > 0 {
+	if slots, _ := s.capacityAt(now); slots > 0 {
 		n, _ := s.capacity.load()
-		if n > s.capacity.slots {
-			f = float64(n) / float64(s.capacity.slots)
+		if n > slots {
+			f = float64(n) / float64(slots)
 		}
 	}
 	since := now.Sub(s.start)

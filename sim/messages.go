@@ -136,9 +136,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	x.usage.OutputTokens = x.rep.outputTokens
 	x.usage.ServiceTier = "standard"
 
-	if !s.capacity.enter(s.cfg.OverloadAt) {
+	if _, overloadAt := s.capacityAt(now); !s.capacity.enter(overloadAt) {
 		lim.writeHeaders(w.Header(), now)
-		writeError(w, &apiError{529, "overloaded_error", "Overloaded: the simulator has " + strconv.Itoa(s.cfg.OverloadAt) + " requests in flight; retry with backoff"})
+		writeError(w, &apiError{529, "overloaded_error", "Overloaded: the simulator has " + strconv.Itoa(overloadAt) + " requests in flight; retry with backoff"})
 		return
 	}
 	defer s.capacity.leave()

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +89,69 @@ func TestSpikeSchedule(t *testing.T) {
 			t.Errorf("after spike: %v; want 1s", d)
 		}
 	})
+}
+
+// TestCapacitySteps steps the upstream from 4 slots to 1 and back: four
+// calls at once run at full speed, then at a quarter with 529 from the
+// second step's threshold, then at full speed again.
+func TestCapacitySteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{TTFT: time.Second, Capacity: 4, OverloadAt: 8,
+			CapacitySteps: []CapacityStep{{From: 10 * time.Second, Capacity: 1, OverloadAt: 4}, {From: 30 * time.Second, Capacity: 4}}})
+		defer s.Close()
+		// four sends four calls at once and, while they run, a fifth; it
+		// returns the four's times and the fifth's status.
+		four := func() ([]time.Duration, int) {
+			var wg sync.WaitGroup
+			times := make([]time.Duration, 4)
+			for i := range times {
+				wg.Go(func() { times[i], _ = timed(s, helloBody, "x-sim-output-tokens", "1") })
+			}
+			synctest.Wait()
+			fifth := make(chan int, 1)
+			wg.Go(func() { _, code := timed(s, helloBody, "x-sim-output-tokens", "1"); fifth <- code })
+			wg.Wait()
+			return times, <-fifth
+		}
+		for _, step := range []struct {
+			name      string
+			each      time.Duration
+			fifth     int
+			sleepNext time.Duration
+		}{
+			{"capacity 4, 529 at 8", time.Second, 200, 10 * time.Second},
+			{"capacity 1, 529 at 4", 4 * time.Second, 529, 20 * time.Second},
+			{"capacity 4 again, no 529", time.Second, 200, 0},
+		} {
+			times, fifth := four()
+			for i, d := range times {
+				// The fifth, when admitted, shares the slots for part of the time.
+				if d < step.each-5*shareStep || d > step.each*5/4+shareStep {
+					t.Errorf("%s: call %d of 4 took %v; want about %v", step.name, i, d, step.each)
+				}
+			}
+			if fifth != step.fifth {
+				t.Errorf("%s: a fifth call got %d; want %d", step.name, fifth, step.fifth)
+			}
+			time.Sleep(step.sleepNext)
+		}
+	})
+}
+
+func TestCapacityStepsFlag(t *testing.T) {
+	var l stepList
+	if err := l.Set("20s:8:12, 40s:32"); err != nil {
+		t.Fatal(err)
+	}
+	want := stepList{{From: 20 * time.Second, Capacity: 8, OverloadAt: 12}, {From: 40 * time.Second, Capacity: 32}}
+	if fmt.Sprint(l) != fmt.Sprint(want) {
+		t.Errorf("Set = %v; want %v", l, want)
+	}
+	for _, bad := range []string{"20s", "x:8", "20s:-1", "20s:8:y", "40s:8,20s:4", "1s:2:3:4"} {
+		if err := new(stepList).Set(bad); err == nil {
+			t.Errorf("Set(%q) = nil; want an error", bad)
+		}
+	}
 }
 
 func TestRateLimits(t *testing.T) {

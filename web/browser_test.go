@@ -136,6 +136,12 @@ type stack struct {
 
 func newStack(t *testing.T, slots int) *stack {
 	t.Helper()
+	return newStackWith(t, slots, nil)
+}
+
+// newStackWith is newStack with edit applied to sluice's settings.
+func newStackWith(t *testing.T, slots int, edit func(*config.Config)) *stack {
+	t.Helper()
 	// An input-token limit far above what the tests send: its headers
 	// give the live view a bucket to show.
 	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1, InputTokensPerMinute: 1_000_000})
@@ -146,6 +152,9 @@ func newStack(t *testing.T, slots int) *stack {
 	// which idle release would close at once while slots are free.
 	cfg.IdleRelease = false
 	cfg.UpstreamURL, _ = url.Parse(simSrv.URL)
+	if edit != nil {
+		edit(&cfg)
+	}
 	live := NewLive(nil)
 	p, err := proxy.New(cfg, proxy.Options{Observer: live, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -353,6 +362,25 @@ func TestPageShowsLiveWaves(t *testing.T) {
 		t.Errorf("tenant row %v; want %s with 4 served", cells, tenant)
 	}
 	shot(t, ctx, "page-390x844.png")
+	console.check(t)
+}
+
+// With GATE_LIMIT=adaptive the live view shows the limit now, which
+// starts at its floor, and says it is adaptive, under which ceiling.
+func TestPageShowsAdaptiveLimit(t *testing.T) {
+	st := newStackWith(t, 6, func(c *config.Config) { c.GateLimit, c.GateLimitFloor = "adaptive", 2 })
+	ctx, console := browser(t, 1280, 800)
+	openLive(t, ctx, st)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-gate[data-slots="2"]`))); err != nil {
+		t.Fatalf("the live view did not show the adaptive limit's 2 slots: %v", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live-gate").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0 of 2 slots held (adaptive limit, at most 6)"; text != want {
+		t.Errorf("the gate reads %q; want %q", text, want)
+	}
 	console.check(t)
 }
 

@@ -41,9 +41,13 @@ type Gauges struct {
 	Windowed  bool `json:"windowed"`    // BATCH_ENABLED
 	MaxSize   int  `json:"max_size"`    // BATCH_MAX_SIZE
 	MaxWaitMS int  `json:"max_wait_ms"` // BATCH_MAX_WAIT_MS
-	Slots     int  `json:"slots"`       // BATCH_MAX_CONCURRENCY
-	InFlight  int  `json:"in_flight"`   // gate slots held
-	Queued    int  `json:"queued"`      // waiting in a window or for a slot
+	Slots     int  `json:"slots"`       // the gate's limit now: BATCH_MAX_CONCURRENCY, unless adaptive
+	// Adaptive says the limit is learned (GATE_LIMIT=adaptive), up to
+	// MaxSlots, BATCH_MAX_CONCURRENCY.
+	Adaptive bool `json:"adaptive,omitempty"`
+	MaxSlots int  `json:"max_slots,omitempty"`
+	InFlight int  `json:"in_flight"` // gate slots held
+	Queued   int  `json:"queued"`    // waiting in a window or for a slot
 	// Buckets is sluice's estimate of each upstream key's rate-limit
 	// buckets (RATE_LIMIT_PACING=buckets), keys by their short hash.
 	Buckets []metrics.Bucket `json:"buckets"`
@@ -55,8 +59,10 @@ type Gauges struct {
 // GaugesOf reads the gauges of p, which runs with cfg.
 func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 	return func() Gauges {
+		st := p.GateStats()
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
-			Slots: cfg.MaxConcurrency, InFlight: p.GateStats().InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants()}
+			Slots: st.Capacity, Adaptive: cfg.GateLimit == "adaptive", MaxSlots: cfg.MaxConcurrency,
+			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants()}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -69,7 +75,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 // equal reports whether g and o show the same.
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
-		g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants)
+		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants)
 }
 
 // LiveWave is one flushed window.

@@ -362,7 +362,8 @@ function live() {
   es.addEventListener("live", (e) => {
     const u = JSON.parse(e.data), gz = u.gauges;
     const gate = $("live-gate");
-    gate.textContent = gz.windowed ? gz.in_flight + " of " + gz.slots + " slots held" : "windowing off (BATCH_ENABLED=0): no gate";
+    gate.textContent = !gz.windowed ? "windowing off (BATCH_ENABLED=0): no gate"
+      : gz.in_flight + " of " + gz.slots + " slots held" + (gz.adaptive ? " (adaptive limit, at most " + gz.max_slots + ")" : "");
     gate.dataset.inflight = gz.in_flight; gate.dataset.slots = gz.slots;
     $("live-gate-bar").style.width = gz.windowed && gz.slots ? Math.min(100, (100 * gz.in_flight) / gz.slots) + "%" : "0";
     const q = $("live-queued"); q.textContent = gz.queued; q.dataset.queued = gz.queued;
