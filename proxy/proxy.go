@@ -343,8 +343,11 @@ func (p *Proxy) gateLimit(cfg config.Config) (gate.Limit, error) {
 	if cfg.GateLimit != "adaptive" {
 		return ceiling, nil
 	}
-	last := cfg.GateLimitFloor
-	return gate.NewAdaptive(gate.AdaptiveConfig{Ceiling: ceiling, Floor: cfg.GateLimitFloor,
+	// From the ceiling, as a static cap would start: probing up from the
+	// floor cost a fifth of capacity-shift's first phase (docs/benchmarks.md,
+	// Adaptive limit), and a loaded baseline only makes it cut later.
+	last := cfg.MaxConcurrency
+	return gate.NewAdaptive(gate.AdaptiveConfig{Ceiling: ceiling, Floor: cfg.GateLimitFloor, StartAtCeiling: true,
 		OnChange: func(slots int) { // under the gate's lock, which also orders last
 			if slots > last {
 				p.metrics.GateLimitChanges.WithLabelValues("up").Inc()
