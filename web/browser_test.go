@@ -366,19 +366,19 @@ func TestPageShowsLiveWaves(t *testing.T) {
 }
 
 // With GATE_LIMIT=adaptive the live view shows the limit now, which
-// starts at its floor, and says it is adaptive, under which ceiling.
+// starts at its ceiling, and says it is adaptive, under which ceiling.
 func TestPageShowsAdaptiveLimit(t *testing.T) {
 	st := newStackWith(t, 6, func(c *config.Config) { c.GateLimit, c.GateLimitFloor = "adaptive", 2 })
 	ctx, console := browser(t, 1280, 800)
 	openLive(t, ctx, st)
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-gate[data-slots="2"]`))); err != nil {
-		t.Fatalf("the live view did not show the adaptive limit's 2 slots: %v", err)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-gate[data-slots="6"]`))); err != nil {
+		t.Fatalf("the live view did not show the adaptive limit's 6 slots: %v", err)
 	}
 	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live-gate").textContent`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "0 of 2 slots held (adaptive limit, at most 6)"; text != want {
+	if want := "0 of 6 slots held (adaptive limit, at most 6)"; text != want {
 		t.Errorf("the gate reads %q; want %q", text, want)
 	}
 	console.check(t)
