@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -72,21 +74,31 @@ func TestGateLearnsTimeToFirstToken(t *testing.T) {
 }
 
 // GATE_LIMIT=adaptive gives the gate an adaptive limit that starts at
-// GATE_LIMIT_FLOOR under BATCH_MAX_CONCURRENCY; static keeps the cap.
+// BATCH_MAX_CONCURRENCY and learns down from an overloaded upstream's 529;
+// static keeps the cap whatever the upstream answers.
 func TestGateLimitSetting(t *testing.T) {
-	up := startUpstream(t, apiHandler)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Should-Retry", "false")
+		w.WriteHeader(529)
+		io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	})
 	for _, tc := range []struct {
 		limit string
-		want  int
-	}{{"static", 12}, {"adaptive", 3}} {
+		after int // the gate's capacity after one 529
+	}{{"static", 12}, {"adaptive", 9}} {
 		p, px := startProxyWith(t, testConfig(t, up.URL, true, func(c *config.Config) {
 			c.MaxConcurrency, c.GateLimit, c.GateLimitFloor = 12, tc.limit, 3
 		}), Options{})
-		if got := p.GateStats().Capacity; got != tc.want {
-			t.Errorf("GATE_LIMIT=%s: gate capacity %d at the start; want %d", tc.limit, got, tc.want)
+		if got := p.GateStats().Capacity; got != 12 {
+			t.Errorf("GATE_LIMIT=%s: gate capacity %d at the start; want 12, BATCH_MAX_CONCURRENCY", tc.limit, got)
 		}
-		if r := post(t, px.URL, "/v1/messages", requestJSON); r.StatusCode != 200 {
-			t.Fatalf("GATE_LIMIT=%s: status %d", tc.limit, r.StatusCode)
+		if r := post(t, px.URL, "/v1/messages", requestJSON); r.StatusCode != 529 {
+			t.Fatalf("GATE_LIMIT=%s: status %d; want the upstream's 529", tc.limit, r.StatusCode)
+		}
+		if got := p.GateStats().Capacity; got != tc.after {
+			t.Errorf("GATE_LIMIT=%s: gate capacity %d after a 529; want %d", tc.limit, got, tc.after)
 		}
 	}
 }
