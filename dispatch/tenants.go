@@ -129,7 +129,10 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 		}
 	case TenantFromMetadata:
 		name = d.UserID
-	case TenantFromInbound:
+	case TenantFromInbound, TenantFromKey:
+		// With inbound keys, the key a client brings is its sluice key
+		// (the upstream's is sluice's own, the same for everyone): under
+		// key as under inbound, its tenant is the key's.
 		if in := d.Inbound; in != nil {
 			name = in.Tenant
 			if name == "" {

@@ -25,7 +25,8 @@ func TestIdentify(t *testing.T) {
 		want    string
 		class   string
 	}{
-		{TenantFromKey, hdr, in, "u1", keyTenant, ClassBatch},
+		{TenantFromKey, hdr, nil, "u1", keyTenant, ClassBatch},
+		{TenantFromKey, hdr, in, "u1", "ci", ClassBatch}, // with inbound keys, the sluice key it brings
 		{TenantFromHeader, hdr, nil, "u1", "team-a", ClassBatch},
 		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, ClassInteractive},
 		{TenantFromMetadata, nil, nil, "u1", "u1", ClassInteractive},
