@@ -40,19 +40,9 @@ func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 			writeMessage(w)
 		}, func(c *config.Config) { c.MaxConcurrency = 2; c.MaxSize = 1; c.RateLimitPacing = "reset" })
 		send := func(name string) <-chan int {
-			done := make(chan int, 1)
-			go func() {
-				resp, err := rig.post(t, context.Background(), `{"model":"m","max_tokens":1,"messages":[],"n":"`+name+`"}`)
-				if err != nil {
-					t.Error(err)
-					done <- 0
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				done <- resp.StatusCode
-			}()
-			return done
+			return statusOf(t, func() (*http.Response, error) {
+				return rig.post(t, context.Background(), `{"model":"m","max_tokens":1,"messages":[],"n":"`+name+`"}`)
+			})
 		}
 		if s := <-send("a"); s != 200 {
 			t.Fatalf("first status %d", s)
@@ -141,21 +131,11 @@ func TestSpentBucketHoldsItsKeyOutsideTheGateAndOnlyUntilItsCostRefills(t *testi
 		// About 5,000 tokens each (request.CharsPerToken characters a token).
 		prompt := strings.Repeat("x", 5000*4-200)
 		send := func(key string) <-chan int {
-			done := make(chan int, 1)
-			go func() {
+			return statusOf(t, func() (*http.Response, error) {
 				req, _ := http.NewRequest("POST", rig.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"`+prompt+`"}]}`))
 				req.Header.Set("X-Api-Key", key)
-				resp, err := rig.client.Do(req)
-				if err != nil {
-					t.Error(err)
-					done <- 0
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				done <- resp.StatusCode
-			}()
-			return done
+				return rig.client.Do(req)
+			})
 		}
 		if s := <-send("key-a"); s != 200 {
 			t.Fatalf("first status %d", s)
@@ -198,4 +178,22 @@ func TestSpentBucketHoldsItsKeyOutsideTheGateAndOnlyUntilItsCostRefills(t *testi
 			}
 		}
 	})
+}
+
+// statusOf runs do in a goroutine and sends the status of its response,
+// read to the end, or 0 when it failed.
+func statusOf(t *testing.T, do func() (*http.Response, error)) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		resp, err := do()
+		if err != nil {
+			t.Error(err)
+			done <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return done
 }
