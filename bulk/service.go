@@ -174,10 +174,14 @@ func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()
+	ws := make([]*window.Window[string], 0, len(s.windows))
 	for _, w := range s.windows {
-		w.Close() // their flushes find the service stopped and drop the ids
+		ws = append(ws, w)
 	}
 	s.mu.Unlock()
+	for _, w := range ws {
+		w.Close() // their flushes find the service stopped and drop the ids
+	}
 	s.store.Close()
 }
 

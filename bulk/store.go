@@ -169,3 +169,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, err
 }
+
+// Where names the store for a log line: the SQLite file, or "postgresql"
+// (never the DSN, which may carry a password).
+func (s *Store) Where() string { return s.where }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/config"
@@ -142,6 +143,11 @@ type Options struct {
 	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
 	// requests over the last 10 s, never fewer than 10 retries a second.
 	RetryBudget *retry.Budget
+
+	// Bulk, if set, serves /v1/bulk/ (the async bulk endpoint, package
+	// bulk), and Collectors are registered beside the proxy's metrics.
+	Bulk       http.Handler
+	Collectors []prometheus.Collector
 }
 
 // New builds a proxy for cfg.
@@ -240,6 +246,14 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
 	p.mux.HandleFunc("/v1/messages", p.messages)
+	if opt.Bulk != nil {
+		p.mux.Handle("/v1/bulk/", opt.Bulk)
+	}
+	for _, c := range opt.Collectors {
+		if err := p.metrics.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: register a collector: %w", err)
+		}
+	}
 	p.mux.HandleFunc("/", p.relay)
 	return p, nil
 }

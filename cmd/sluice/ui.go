@@ -21,6 +21,18 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger) (p *pr
 		return nil, nil, nil, err
 	}
 	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider}
+	bk, err := startBulk(ctx, cfg, log)
+	if err != nil {
+		flushSpans()
+		return nil, nil, nil, err
+	}
+	if bk != nil {
+		opt.Bulk, opt.Collectors = bk, bk.Collectors()
+		// Stopped after the drain, with the spans: no request is then
+		// being stored.
+		spans := flushSpans
+		flushSpans = func() { bk.Close(); spans() }
+	}
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)
