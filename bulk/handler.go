@@ -366,4 +366,3 @@ func (b *byteBudget) give(n int64) {
 func (s *Service) Batches(ctx context.Context, limit int) ([]BatchView, error) {
 	return s.store.recentBatches(ctx, limit)
 }
-

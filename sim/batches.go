@@ -50,7 +50,9 @@ type batchStore struct {
 	faults BatchFaults
 }
 
-func newBatchStore() *batchStore { return &batchStore{byID: map[string]*batch{}, seen: map[string]int{}} }
+func newBatchStore() *batchStore {
+	return &batchStore{byID: map[string]*batch{}, seen: map[string]int{}}
+}
 
 // BatchFaults are the Message Batches faults and speed a test controls at
 // run time. Items also fail on their own: one whose params contain the

@@ -78,7 +78,7 @@ type Window[T comparable] struct {
 	maxSize  int
 	maxBytes int64 // 0: no byte threshold
 	maxWait  time.Duration
-	flush   func(*Wave[T])
+	flush    func(*Wave[T])
 
 	mu       sync.Mutex
 	open     *Wave[T]
