@@ -544,7 +544,11 @@ func (s *Store) storeResults(ctx context.Context, rs []resultRow) error {
 			return fmt.Errorf("bulk: store results: %w", err)
 		}
 	}
-	st, err := tx.PrepareContext(ctx, s.q(`UPDATE requests SET status = 'ended', result = CASE WHEN cancel = 1 THEN ? ELSE ? END, ended_at = ?, body = NULL WHERE id = ? AND status IN ('submitting', 'in_progress')`))
+	update := `UPDATE requests SET status = 'ended', result = CASE WHEN cancel = 1 THEN ? ELSE ? END, ended_at = ?, body = NULL WHERE id = ? AND status IN ('submitting', 'in_progress')`
+	if s.pg { // a parameter in a CASE is taken for text unless told
+		update = strings.Replace(update, "THEN ? ELSE ? END", "THEN ?::bytea ELSE ?::bytea END", 1)
+	}
+	st, err := tx.PrepareContext(ctx, s.q(update))
 	if err != nil {
 		return fmt.Errorf("bulk: store results: %w", err)
 	}
