@@ -141,9 +141,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		if m.version <= have {
 			continue
 		}
-		text := m.sqlite
+		text := m.sql
 		if s.pg {
-			text = m.postgres
+			text = pgSQL(text)
 		}
 		for stmt := range strings.SplitSeq(text, ";") {
 			if strings.TrimSpace(stmt) == "" {
