@@ -31,7 +31,6 @@ const (
 	ModeWindowedFIFO = "windowed-fifo"
 )
 
-
 // Options configure Run.
 type Options struct {
 	// Scenario is what to run. Required.

@@ -73,6 +73,18 @@ type Config struct {
 	TenantWeights       map[string]float64 // TENANT_WEIGHTS; nil: every tenant 1
 	TenantMaxConcurrent int                // TENANT_MAX_CONCURRENT; 0: no limit
 	TenantMaxWaiting    int                // TENANT_MAX_WAITING; 0: no limit
+
+	// The async bulk endpoint (package bulk, docs/bulk.md).
+	BulkEnabled       bool          // BULK_ENABLED
+	BulkStore         string        // BULK_STORE: "sqlite" or a postgres:// DSN (a secret: never logged)
+	DataDir           string        // DATA_DIR
+	BulkMaxWait       time.Duration // BULK_MAX_WAIT_S
+	BulkMaxRequests   int           // BULK_MAX_BATCH_REQUESTS
+	BulkMaxBytes      int64         // BULK_MAX_BATCH_MB, in bytes
+	BulkRetention     time.Duration // BULK_RETENTION
+	BulkPoll          time.Duration // BULK_POLL_MS
+	BulkSecret        string        // BULK_SECRET (never logged)
+	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
 }
 
 // Setting is one row of the configuration table.
@@ -260,6 +272,66 @@ var Settings = []Setting{
 	{Env: "TLS_KEY_FILE", Flag: "tls-key-file", Default: "", Accepts: "a path to a PEM private key, or empty",
 		Meaning: "The private key of TLS_CERT_FILE; set both or neither.",
 		apply:   func(c *Config, v string) error { c.TLSKeyFile = v; return nil }},
+	{Env: "BULK_ENABLED", Flag: "bulk-enabled", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Serve the async bulk endpoint, POST /v1/bulk/messages: single Messages requests stored durably, answered 202, sent upstream as Message Batches at half the price (see docs/bulk.md).",
+		apply:   func(c *Config, v string) (err error) { c.BulkEnabled, err = parseBool(v); return }},
+	{Env: "BULK_STORE", Flag: "bulk-store", Default: "sqlite", Accepts: "sqlite, or a postgres:// or postgresql:// DSN",
+		Meaning: "Where bulk requests and results are kept: SQLite in DATA_DIR (one sluice), or PostgreSQL, which several replicas may share (each request is submitted once). The DSN is never logged.",
+		apply: func(c *Config, v string) error {
+			if v != "sqlite" && !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
+				return errors.New("not sqlite nor a postgres:// DSN")
+			}
+			c.BulkStore = v
+			return nil
+		}},
+	{Env: "DATA_DIR", Flag: "data-dir", Default: "data", Accepts: "a directory path",
+		Meaning: "Directory for sluice's data: the bulk SQLite store and, without BULK_SECRET, the generated key that encrypts stored API keys (bulk.key, mode 0600).",
+		apply: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("empty")
+			}
+			c.DataDir = v
+			return nil
+		}},
+	{Env: "BULK_MAX_WAIT_S", Flag: "bulk-max-wait-s", Default: "300", Accepts: "whole seconds >= 1",
+		Meaning: "How long bulk requests of one API key gather, counted from the first, before they go upstream as one Message Batch (sooner at BULK_MAX_BATCH_REQUESTS or BULK_MAX_BATCH_MB).",
+		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.BulkMaxWait })},
+	{Env: "BULK_MAX_BATCH_REQUESTS", Flag: "bulk-max-batch-requests", Default: "100000", Accepts: "a whole number from 1 to 100000",
+		Meaning: "Requests per upstream Message Batch at most (the API's limit is 100,000).",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			if err == nil && n > 100_000 {
+				err = errors.New("must be at most 100000, the Batches API's limit")
+			}
+			c.BulkMaxRequests = n
+			return err
+		}},
+	{Env: "BULK_MAX_BATCH_MB", Flag: "bulk-max-batch-mb", Default: "240", Accepts: "whole megabytes from 1 to 250",
+		Meaning: "Bytes of request bodies per upstream Message Batch at most (the API's limit is 256 MB, less room for the batch's own JSON).",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			if err == nil && n > 250 {
+				err = errors.New("must be at most 250, under the Batches API's 256 MB")
+			}
+			c.BulkMaxBytes = int64(n) << 20
+			return err
+		}},
+	{Env: "BULK_RETENTION", Flag: "bulk-retention", Default: "29d", Accepts: "a duration: 29d, 36h, 90m",
+		Meaning: "How long bulk results stay readable after they arrive (the Batches API keeps results 29 days); then they are deleted.",
+		apply: func(c *Config, v string) error {
+			d, err := parseDays(v)
+			c.BulkRetention = d
+			return err
+		}},
+	{Env: "BULK_POLL_MS", Flag: "bulk-poll-ms", Default: "30000", Accepts: "whole milliseconds >= 100",
+		Meaning: "How often bulk batches in progress are polled upstream, lost creates reconciled and webhooks retried.",
+		apply:   wholeUnits(time.Millisecond, 100, func(c *Config) *time.Duration { return &c.BulkPoll })},
+	{Env: "BULK_SECRET", Flag: "bulk-secret", Default: "", Accepts: "any text, or empty",
+		Meaning: "Secret the key that encrypts stored API keys (AES-256-GCM) is derived from; replicas sharing a BULK_STORE need the same one. Empty: a random key generated into DATA_DIR/bulk.key. Never logged.",
+		apply:   func(c *Config, v string) error { c.BulkSecret = v; return nil }},
+	{Env: "BULK_WEBHOOK_SECRET", Flag: "bulk-webhook-secret", Default: "", Accepts: "any text, or empty",
+		Meaning: "Key of the HMAC-SHA256 signature on bulk webhook deliveries (Sluice-Webhook-Signature). Empty: submissions asking for a webhook are refused. Never logged.",
+		apply:   func(c *Config, v string) error { c.BulkWebhookSecret = v; return nil }},
 }
 
 // parseRedisURL checks REDIS_URL without ever quoting it: it may hold a
@@ -308,6 +380,22 @@ func parseTrustedProxies(c *Config, v string) error {
 		c.TrustedProxies = append(c.TrustedProxies, pf.Masked())
 	}
 	return nil
+}
+
+// parseDays reads a Go duration, or whole days as "29d".
+func parseDays(v string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		d, err := strconv.Atoi(n)
+		if err != nil || d < 1 {
+			return 0, errors.New("whole days must be a number >= 1")
+		}
+		return time.Duration(d) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, errors.New("not a duration of at least 1m")
+	}
+	return d, nil
 }
 
 func parsePublicURL(c *Config, v string) error {

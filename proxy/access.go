@@ -148,6 +148,9 @@ func routeOf(r *http.Request) string {
 			return "root" // answered by sluice (see Proxy.root), not relayed
 		}
 	}
+	if strings.HasPrefix(r.URL.Path, "/v1/bulk/") {
+		return "bulk"
+	}
 	return "relay"
 }
 

@@ -152,7 +152,8 @@ type Options struct {
 	// Releaser puts each closed wave's members in line. If nil, all at once
 	// in arrival order.
 	Releaser dispatch.Releaser
-	// Collectors are more metrics to serve at /metrics: a shared gate's.
+	// Collectors are more metrics to serve at /metrics: a shared gate's,
+	// the bulk endpoint's.
 	Collectors []prometheus.Collector
 	// Inbound, if set, makes sluice hold the upstream key and take sluice
 	// keys from its clients (see inbound.go and LoadInbound). If nil, each
@@ -161,6 +162,10 @@ type Options struct {
 	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
 	// requests over the last 10 s, never fewer than 10 retries a second.
 	RetryBudget *retry.Budget
+
+	// Bulk, if set, serves /v1/bulk/ (the async bulk endpoint, package
+	// bulk).
+	Bulk http.Handler
 }
 
 // New builds a proxy for cfg.
@@ -300,6 +305,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
 	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
+	if opt.Bulk != nil {
+		p.mux.Handle("/v1/bulk/", p.RequireKey(opt.Bulk))
+	}
 	p.mux.Handle("/", p.RequireKey(http.HandlerFunc(p.relay)))
 	return p, nil
 }

@@ -24,6 +24,7 @@ type batch struct {
 	endedAt    time.Time
 	cancelAt   time.Time
 	customIDs  []string
+	duration   time.Duration
 	params     []json.RawMessage
 	results    [][]byte // one JSONL line per item once done
 	counts     requestCounts
@@ -42,9 +43,63 @@ type batchStore struct {
 	mu    sync.Mutex
 	byID  map[string]*batch
 	order []*batch // creation order
+	// seen counts how many times each custom_id reached a created batch:
+	// a test checks that no request was submitted twice.
+	seen map[string]int
+	// fault and timing are set at run time (SetBatchFaults).
+	faults BatchFaults
 }
 
-func newBatchStore() *batchStore { return &batchStore{byID: map[string]*batch{}} }
+func newBatchStore() *batchStore {
+	return &batchStore{byID: map[string]*batch{}, seen: map[string]int{}}
+}
+
+// BatchFaults are the Message Batches faults and speed a test controls at
+// run time. Items also fail on their own: one whose params contain the
+// text "sim-fault:item-error" ends errored with an api_error.
+type BatchFaults struct {
+	// LoseCreateAnswers is how many of the next creates make their batch
+	// and then drop the connection instead of answering.
+	LoseCreateAnswers int
+	// HangCreateAnswers is how many of the next creates make their batch
+	// and then hold the answer until the client leaves or the simulator
+	// closes (a client killed mid-create).
+	HangCreateAnswers int
+	// Duration, if positive, replaces Config.BatchDuration for batches
+	// created from now on; Expiry, if positive, Config.BatchExpiry (set it
+	// below Duration and batches expire).
+	Duration, Expiry time.Duration
+	// Paused holds every batch's processing until cleared.
+	Paused bool
+}
+
+// itemErrorMarker in an item's params makes it end errored.
+const itemErrorMarker = "sim-fault:item-error"
+
+// SetBatchFaults sets the batch faults and speed; the zero value clears them.
+func (s *Server) SetBatchFaults(f BatchFaults) {
+	st := s.batches
+	st.mu.Lock()
+	st.faults = f
+	st.mu.Unlock()
+}
+
+// CustomIDCounts returns how many times each custom_id reached a created
+// batch.
+func (s *Server) CustomIDCounts() map[string]int {
+	st := s.batches
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string]int, len(st.seen))
+	for k, v := range st.seen {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Server) handleBatchItems(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"custom_ids": s.CustomIDCounts()})
+}
 
 type batchJSON struct {
 	ID                string        `json:"id"`
@@ -111,7 +166,14 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	b := &batch{id: "msgbatch_" + s.newID(), created: now, expires: now.Add(s.cfg.BatchExpiry),
+	s.batches.mu.Lock()
+	f := s.batches.faults
+	s.batches.mu.Unlock()
+	expiry := s.cfg.BatchExpiry
+	if f.Expiry > 0 {
+		expiry = f.Expiry
+	}
+	b := &batch{id: "msgbatch_" + s.newID(), created: now, expires: now.Add(expiry), duration: s.cfg.BatchDuration,
 		status: "in_progress", cancelling: make(chan struct{})}
 	seen := make(map[string]bool, len(in.Requests))
 	for i, req := range in.Requests {
@@ -137,13 +199,37 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{529, "overloaded_error", "simulator is shutting down; retry against a running one"})
 		return
 	}
+	if st.faults.Duration > 0 {
+		b.duration = st.faults.Duration
+	}
 	st.byID[b.id] = b
 	st.order = append(st.order, b)
+	for _, id := range b.customIDs {
+		st.seen[id]++
+	}
+	lose, hang := st.faults.LoseCreateAnswers > 0, false
+	if lose {
+		st.faults.LoseCreateAnswers--
+	} else if st.faults.HangCreateAnswers > 0 {
+		st.faults.HangCreateAnswers--
+		hang = true
+	}
 	s.wg.Add(1)
 	v := b.view(r)
 	st.mu.Unlock()
 	go s.runBatch(b)
-	writeJSON(w, http.StatusOK, v)
+	switch {
+	case lose:
+		// Closed before a byte of the answer: the client cannot tell
+		// whether the batch was made.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	case hang:
+		s.hang(w, r)
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
 }
 
 // runBatch processes b's items evenly over BatchDuration until done,
@@ -151,7 +237,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runBatch(b *batch) {
 	defer s.wg.Done()
 	st := s.batches
-	step := s.cfg.BatchDuration / time.Duration(len(b.params))
+	step := b.duration / time.Duration(len(b.params))
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -171,9 +257,14 @@ func (s *Server) runBatch(b *batch) {
 		}
 		b.status, b.endedAt = "ended", time.Now()
 	}
+	paused := false
 	for next < len(b.params) {
 		untilExpiry := time.Until(b.expires)
-		timer.Reset(min(step, max(untilExpiry, 0)))
+		wait := step
+		if paused {
+			wait = max(step, 10*time.Millisecond)
+		}
+		timer.Reset(min(wait, max(untilExpiry, 0)))
 		select {
 		case <-s.ctx.Done():
 			return
@@ -185,6 +276,12 @@ func (s *Server) runBatch(b *batch) {
 		if !time.Now().Before(b.expires) {
 			finish("expired")
 			return
+		}
+		st.mu.Lock()
+		paused = st.faults.Paused
+		st.mu.Unlock()
+		if paused {
+			continue
 		}
 		line, ok := s.batchResult(b.customIDs[next], b.params[next])
 		st.mu.Lock()
@@ -220,6 +317,9 @@ func (s *Server) batchResult(customID string, params json.RawMessage) ([]byte, b
 	}
 	if len(bytes.TrimSpace(params)) == 0 || string(params) == "null" {
 		return fail(errInvalid("params: field required"))
+	}
+	if bytes.Contains(params, []byte(itemErrorMarker)) {
+		return fail(&apiError{500, "api_error", "Internal server error (injected item fault)"})
 	}
 	req, p, aerr := decodeMessages(params, true)
 	if aerr != nil {

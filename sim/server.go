@@ -70,6 +70,7 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /v1/models/{id}", s.handleModelGet)
 	mux.HandleFunc("GET /sim/stats", s.handleStats)
 	mux.HandleFunc("POST /sim/reset", s.handleReset)
+	mux.HandleFunc("GET /sim/batch-items", s.handleBatchItems)
 	s.mux = mux
 	return s
 }

@@ -1,7 +1,11 @@
 // Package window groups items that arrive together. A window opens with its
-// first item and closes when it holds MaxSize items or MaxWait after that
-// first item arrived, whichever comes first; the closed window is a Wave,
-// handed to a flush function in the order the waves closed.
+// first item and closes when it holds MaxSize items, when its items' bytes
+// reach MaxBytes (if set), or MaxWait after that first item arrived,
+// whichever comes first; the closed window is a Wave, handed to a flush
+// function in the order the waves closed. It serves both the realtime
+// path (windows of a few requests, milliseconds long) and the bulk path
+// (up to 100,000 items and minutes): nothing is allocated for the maximum
+// size up front, and withdrawing an item is O(1) in a large window.
 package window
 
 import (
@@ -18,6 +22,7 @@ const (
 	ReasonAge                     // MaxWait passed since its first item
 	ReasonFlush                   // Flush or Close was called (shutdown)
 	ReasonIdle                    // FlushEarly: its owner saw nothing to wait for
+	ReasonBytes                   // the next item would pass MaxBytes, or it reached it
 )
 
 func (r Reason) String() string {
@@ -30,6 +35,8 @@ func (r Reason) String() string {
 		return "flush"
 	case ReasonIdle:
 		return "idle"
+	case ReasonBytes:
+		return "bytes"
 	}
 	return "unknown"
 }
@@ -38,15 +45,29 @@ func (r Reason) String() string {
 var ErrClosed = errors.New("window: closed")
 
 // Wave is a closed window: the items that arrived together.
-type Wave[T any] struct {
+type Wave[T comparable] struct {
 	ID       uint64    // 1, 2, 3... in the order waves opened
 	Items    []T       // in arrival order; the flush function may reorder them
 	Reason   Reason    // why the window closed
 	OpenedAt time.Time // when the first item arrived
 	ClosedAt time.Time // when the window closed
+	Bytes    int64     // the sizes AddSized gave its items, summed
 
 	done chan struct{}
+	live int // items not withdrawn
+	// index, gone and sizes are kept once a wave passes indexFrom items,
+	// so that Withdraw is O(1): index finds an item's place, gone marks
+	// the withdrawn places until the wave closes and is compacted. sizes
+	// holds each item's bytes (when MaxBytes is set).
+	index map[T]int
+	gone  []bool
+	sizes []int64
 }
+
+// indexFrom is the number of items from which a wave indexes them. Below
+// it a linear scan is cheaper than a map, and the realtime path's windows
+// of 16 never pay for one.
+const indexFrom = 64
 
 // Done is closed once the flush function has returned for this wave, so an
 // item's owner can wait for its wave to be dispatched.
@@ -54,9 +75,10 @@ func (w *Wave[T]) Done() <-chan struct{} { return w.done }
 
 // Window collects items into waves. Its zero value is not usable; call New.
 type Window[T comparable] struct {
-	maxSize int
-	maxWait time.Duration
-	flush   func(*Wave[T])
+	maxSize  int
+	maxBytes int64 // 0: no byte threshold
+	maxWait  time.Duration
+	flush    func(*Wave[T])
 
 	mu       sync.Mutex
 	open     *Wave[T]
@@ -88,11 +110,29 @@ func New[T comparable](maxSize int, maxWait time.Duration, flush func(*Wave[T]))
 	return &Window[T]{maxSize: maxSize, maxWait: maxWait, flush: flush}, nil
 }
 
+// SetMaxBytes makes a window close on bytes too: an item given to AddSized
+// that would take the open window past n bytes closes it first (and joins
+// the next), and a window that reaches n closes at once. Call it before
+// the first Add; n <= 0 turns the threshold off.
+func (w *Window[T]) SetMaxBytes(n int64) {
+	w.mu.Lock()
+	w.maxBytes = max(n, 0)
+	w.mu.Unlock()
+}
+
 // Add puts item in the open window, opening one if needed, and returns the
 // wave it joined. If item fills the window, the wave is flushed before Add
 // returns.
-func (w *Window[T]) Add(item T) (*Wave[T], error) {
+func (w *Window[T]) Add(item T) (*Wave[T], error) { return w.AddSized(item, 0) }
+
+// AddSized is Add for an item of n bytes, counted against SetMaxBytes. An
+// item larger than the threshold alone still goes, in a wave of its own.
+func (w *Window[T]) AddSized(item T, n int64) (*Wave[T], error) {
 	w.mu.Lock()
+	for w.maxBytes > 0 && w.open != nil && w.open.Bytes+n > w.maxBytes {
+		w.closeLocked(ReasonBytes) // releases mu
+		w.mu.Lock()
+	}
 	if w.closed {
 		w.mu.Unlock()
 		return nil, ErrClosed
@@ -102,7 +142,7 @@ func (w *Window[T]) Add(item T) (*Wave[T], error) {
 		w.nextID++
 		wave = &Wave[T]{
 			ID:       w.nextID,
-			Items:    make([]T, 0, w.maxSize),
+			Items:    make([]T, 0, min(w.maxSize, indexFrom)),
 			OpenedAt: time.Now(),
 			done:     make(chan struct{}),
 		}
@@ -111,9 +151,13 @@ func (w *Window[T]) Add(item T) (*Wave[T], error) {
 			w.timer = time.AfterFunc(w.maxWait, func() { w.expire(wave) })
 		}
 	}
-	wave.Items = append(wave.Items, item)
-	if len(wave.Items) >= w.maxSize {
+	wave.add(item, n, w.maxBytes > 0)
+	if wave.live >= w.maxSize {
 		w.closeLocked(ReasonSize)
+		return wave, nil
+	}
+	if w.maxBytes > 0 && wave.Bytes >= w.maxBytes {
+		w.closeLocked(ReasonBytes)
 		return wave, nil
 	}
 	if w.draining {
@@ -131,22 +175,82 @@ func (w *Window[T]) Withdraw(item T) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wave := w.open
-	if wave == nil {
+	if wave == nil || !wave.withdraw(item) {
 		return false
 	}
-	for i, it := range wave.Items {
-		if it != item {
-			continue
+	if wave.live == 0 {
+		// Nobody is left to wait for this wave: drop it unflushed.
+		w.open = nil
+		w.stopTimer()
+	}
+	return true
+}
+
+// add appends item of n bytes; sized says whether sizes are kept.
+func (wv *Wave[T]) add(item T, n int64, sized bool) {
+	wv.Items = append(wv.Items, item)
+	wv.live++
+	wv.Bytes += n
+	if sized {
+		wv.sizes = append(wv.sizes, n)
+	}
+	switch {
+	case wv.index != nil:
+		wv.index[item] = len(wv.Items) - 1
+		wv.gone = append(wv.gone, false)
+	case len(wv.Items) == indexFrom:
+		wv.index = make(map[T]int, 2*indexFrom)
+		for i, it := range wv.Items {
+			wv.index[it] = i
 		}
-		wave.Items = append(wave.Items[:i], wave.Items[i+1:]...)
-		if len(wave.Items) == 0 {
-			// Nobody is left to wait for this wave: drop it unflushed.
-			w.open = nil
-			w.stopTimer()
+		wv.gone = make([]bool, len(wv.Items), 2*indexFrom)
+	}
+}
+
+// withdraw takes item out of an open wave, in O(1) once it is indexed.
+func (wv *Wave[T]) withdraw(item T) bool {
+	if wv.index != nil {
+		i, ok := wv.index[item]
+		if !ok {
+			return false
+		}
+		delete(wv.index, item)
+		wv.gone[i] = true
+		wv.live--
+		if wv.sizes != nil {
+			wv.Bytes -= wv.sizes[i]
 		}
 		return true
 	}
+	for i, it := range wv.Items {
+		if it != item {
+			continue
+		}
+		wv.Items = append(wv.Items[:i], wv.Items[i+1:]...)
+		if wv.sizes != nil {
+			wv.Bytes -= wv.sizes[i]
+			wv.sizes = append(wv.sizes[:i], wv.sizes[i+1:]...)
+		}
+		wv.live--
+		return true
+	}
 	return false
+}
+
+// seal compacts the withdrawn places out of Items and drops the index, as
+// the wave closes.
+func (wv *Wave[T]) seal() {
+	if wv.live < len(wv.Items) {
+		kept := wv.Items[:0]
+		for i, it := range wv.Items {
+			if !wv.gone[i] {
+				kept = append(kept, it)
+			}
+		}
+		clear(wv.Items[len(kept):]) // let withdrawn items be collected
+		wv.Items = kept
+	}
+	wv.index, wv.gone, wv.sizes = nil, nil, nil
 }
 
 // Flush closes the open window now, if there is one.
@@ -206,7 +310,7 @@ func (w *Window[T]) Pending() int {
 	if w.open == nil {
 		return 0
 	}
-	return len(w.open.Items)
+	return w.open.live
 }
 
 func (w *Window[T]) expire(wave *Wave[T]) {
@@ -226,6 +330,7 @@ func (w *Window[T]) closeLocked(reason Reason) {
 	w.stopTimer()
 	wave.Reason = reason
 	wave.ClosedAt = time.Now()
+	wave.seal()
 	w.flushMu.Lock()
 	w.mu.Unlock()
 	defer w.flushMu.Unlock()

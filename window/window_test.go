@@ -421,7 +421,7 @@ func TestMaxSizeOne(t *testing.T) {
 }
 
 func TestReasonString(t *testing.T) {
-	for r, want := range map[Reason]string{ReasonSize: "size", ReasonAge: "age", ReasonFlush: "flush", ReasonIdle: "idle", 0: "unknown"} {
+	for r, want := range map[Reason]string{ReasonSize: "size", ReasonAge: "age", ReasonFlush: "flush", ReasonIdle: "idle", ReasonBytes: "bytes", 0: "unknown"} {
 		if got := r.String(); got != want {
 			t.Errorf("Reason(%d).String() = %q; want %q", r, got, want)
 		}

@@ -40,6 +40,19 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	}
 	flush := flushSpans
 	flushSpans = func() { flush(); closeGate() } // and this replica leaves the shared gate
+	bk, err := startBulk(ctx, cfg, log)
+	if err != nil {
+		flushSpans()
+		return nil, err
+	}
+	if bk != nil {
+		opt.Bulk = bk
+		opt.Collectors = append(opt.Collectors, bk.Collectors()...)
+		// Stopped after the drain, with the spans: no request is then
+		// being stored.
+		spans := flushSpans
+		flushSpans = func() { bk.Close(); spans() }
+	}
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)

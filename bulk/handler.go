@@ -1,0 +1,368 @@
+package bulk
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody is the Messages API's body limit, which a bulk submission keeps.
+const maxBody = 32 << 20
+
+// ServeHTTP answers the bulk endpoint's routes under /v1/bulk/messages.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	rest, ok := strings.CutPrefix(path, "/v1/bulk/messages")
+	if !ok || (rest != "" && rest[0] != '/') {
+		writeError(w, http.StatusNotFound, "not_found_error", "no bulk route at "+r.URL.Path+"; the bulk endpoint is /v1/bulk/messages")
+		return
+	}
+	cred, ok := credentialFrom(r)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "authentication_error", "missing credentials: send your API key in x-api-key (or Authorization: Bearer), as for /v1/messages")
+		return
+	}
+	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	switch {
+	case id == "" && r.Method == http.MethodPost:
+		s.handleSubmit(w, r, cred)
+	case id == "" && r.Method == http.MethodGet:
+		s.handleList(w, r, cred)
+	case id != "" && action == "" && r.Method == http.MethodGet:
+		s.handleGet(w, r, cred, id)
+	case id != "" && action == "cancel" && r.Method == http.MethodPost:
+		s.handleCancel(w, r, cred, id)
+	case id == "":
+		methodNotAllowed(w, "GET, POST")
+	case action == "":
+		methodNotAllowed(w, "GET")
+	case action == "cancel":
+		methodNotAllowed(w, "POST")
+	default:
+		writeError(w, http.StatusNotFound, "not_found_error", "no bulk route at "+r.URL.Path+"; see docs/bulk.md")
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method not allowed on this path; use "+allow)
+}
+
+// credentialFrom returns the request's API key as it was sent.
+func credentialFrom(r *http.Request) (credential, bool) {
+	if v := strings.TrimSpace(r.Header.Get("x-api-key")); v != "" {
+		return credential{"x-api-key", v}, true
+	}
+	if v := r.Header.Get("Authorization"); strings.HasPrefix(v, "Bearer ") && strings.TrimSpace(v[7:]) != "" {
+		return credential{"Authorization", v}, true
+	}
+	return credential{}, false
+}
+
+// hash is the credential's short hash: the only form of it in a row key,
+// a log or the page.
+func (c credential) hash() string {
+	h := sha256.Sum256(c.bytes())
+	return hex.EncodeToString(h[:16])
+}
+
+func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred credential) {
+	refuse := func(status int, typ, msg string) {
+		s.m.submissions.WithLabelValues("refused").Inc()
+		writeError(w, status, typ, msg)
+	}
+	if r.ContentLength > maxBody {
+		refuse(http.StatusRequestEntityTooLarge, "request_too_large", "request body exceeds the 32 MB limit of a Messages request; send a smaller request")
+		return
+	}
+	hold := r.ContentLength
+	if hold < 0 {
+		hold = maxBody
+	}
+	if !s.budget.take(hold) {
+		w.Header().Set("Retry-After", "1")
+		refuse(529, "overloaded_error", "sluice holds as many bulk bodies as it may at once; retry after retry-after")
+		return
+	}
+	defer s.budget.give(hold)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			refuse(http.StatusRequestEntityTooLarge, "request_too_large", "request body exceeds the 32 MB limit of a Messages request; send a smaller request")
+			return
+		}
+		refuse(http.StatusBadRequest, "invalid_request_error", "could not read the request body: "+err.Error())
+		return
+	}
+	var head struct {
+		Model  string          `json:"model"`
+		Stream json.RawMessage `json:"stream"`
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &head) != nil {
+		refuse(http.StatusBadRequest, "invalid_request_error", "the request body must be a JSON object: a Messages request with model, max_tokens and messages, as sent to /v1/messages")
+		return
+	}
+	if string(head.Stream) == "true" {
+		refuse(http.StatusBadRequest, "invalid_request_error", `stream: a bulk request is answered later, not streamed; remove "stream": true (or send it to /v1/messages)`)
+		return
+	}
+	idem := r.Header.Get("Idempotency-Key")
+	if len(idem) > 255 {
+		refuse(http.StatusBadRequest, "invalid_request_error", "Idempotency-Key is longer than 255 characters; use a shorter key, such as a UUID")
+		return
+	}
+	hook := r.Header.Get(HeaderWebhookURL)
+	if hook != "" {
+		u, err := url.Parse(hook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			refuse(http.StatusBadRequest, "invalid_request_error", HeaderWebhookURL+" must be an absolute http:// or https:// URL")
+			return
+		}
+		if s.cfg.WebhookSecret == "" {
+			refuse(http.StatusBadRequest, "invalid_request_error", "this sluice has no BULK_WEBHOOK_SECRET to sign webhooks with; ask its operator to set one, or poll GET /v1/bulk/messages/{id}")
+			return
+		}
+	}
+	sum := sha256.Sum256(trimmed)
+	key := cred.hash()
+	nr := &newRequest{Request: Request{ID: newID("bulkmsg_"), KeyHash: key, Model: head.Model, Status: StatusQueued, CreatedAt: nowMS()},
+		idemKey: idem, bodyHash: hex.EncodeToString(sum[:]), body: trimmed, webhook: hook, sealed: s.seal.seal(cred.bytes(), key)}
+	if err := s.submit(r.Context(), nr); err != nil {
+		if errors.Is(err, errStopping) {
+			w.Header().Set("Retry-After", "1")
+			refuse(529, "overloaded_error", "sluice is shutting down and stores no new bulk requests; retry against another instance or in a moment")
+			return
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		s.log.Error("bulk: a submission could not be stored", "err", err)
+		refuse(http.StatusInternalServerError, "api_error", "sluice could not store the request; it was not accepted: retry it")
+		return
+	}
+	switch {
+	case nr.err != nil:
+		refuse(http.StatusConflict, "invalid_request_error", "Idempotency-Key "+strconv.Quote(idem)+" was already used with a different body; use a new key for a new request")
+		return
+	case nr.existing != nil:
+		s.m.submissions.WithLabelValues("duplicate").Inc()
+		ex, err := s.store.get(r.Context(), key, nr.existing.ID)
+		if err != nil || ex == nil {
+			ex = nr.existing
+		}
+		writeJSON(w, http.StatusAccepted, view(ex))
+		return
+	}
+	s.m.submissions.WithLabelValues("accepted").Inc()
+	writeJSON(w, http.StatusAccepted, view(&nr.Request))
+}
+
+// maxWait bounds a long poll.
+const maxWait = 60 * time.Second
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, cred credential, id string) {
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			n, err2 := strconv.Atoi(v)
+			d, err = time.Duration(n)*time.Second, err2
+		}
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "wait must be a duration such as 30s (at most 60s), or whole seconds")
+			return
+		}
+		wait = min(d, maxWait)
+	}
+	key := cred.hash()
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	tick := time.NewTicker(time.Second) // another replica may store the result
+	defer tick.Stop()
+	for {
+		ch := s.changes()
+		req, err := s.store.get(r.Context(), key, id)
+		if err != nil {
+			if r.Context().Err() == nil {
+				writeError(w, http.StatusInternalServerError, "api_error", "sluice could not read the request; retry")
+			}
+			return
+		}
+		if req == nil {
+			writeError(w, http.StatusNotFound, "not_found_error", "bulk request "+strconv.Quote(id)+" not found for this API key; list yours with GET /v1/bulk/messages")
+			return
+		}
+		if req.Status == StatusEnded || ctx.Err() != nil || wait == 0 {
+			writeJSON(w, http.StatusOK, view(req))
+			return
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+			writeJSON(w, http.StatusOK, view(req))
+			return
+		}
+	}
+}
+
+var listStatuses = map[string]bool{StatusQueued: true, StatusSubmitting: true, StatusInProgress: true, StatusEnded: true}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request, cred credential) {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "limit must be a whole number from 1 to 1000")
+			return
+		}
+		limit = n
+	}
+	status := q.Get("status")
+	if status != "" && !listStatuses[status] {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "status must be one of queued, submitting, in_progress, ended")
+		return
+	}
+	if q.Get("after_id") != "" && q.Get("before_id") != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "give after_id or before_id, not both")
+		return
+	}
+	rs, more, err := s.store.list(r.Context(), cred.hash(), status, q.Get("after_id"), q.Get("before_id"), limit)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "api_error", "sluice could not list requests; retry")
+		return
+	}
+	page := struct {
+		Data    []requestView `json:"data"`
+		HasMore bool          `json:"has_more"`
+		FirstID *string       `json:"first_id"`
+		LastID  *string       `json:"last_id"`
+	}{Data: make([]requestView, len(rs)), HasMore: more}
+	for i, r := range rs {
+		page.Data[i] = view(r)
+	}
+	if len(rs) > 0 {
+		page.FirstID, page.LastID = &rs[0].ID, &rs[len(rs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request, cred credential, id string) {
+	key := cred.hash()
+	req, err := s.store.cancel(r.Context(), key, id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "api_error", "sluice could not cancel the request; retry")
+		return
+	}
+	if req == nil {
+		writeError(w, http.StatusNotFound, "not_found_error", "bulk request "+strconv.Quote(id)+" not found for this API key; list yours with GET /v1/bulk/messages")
+		return
+	}
+	if req.Status == StatusEnded {
+		s.withdraw(key, id)
+	}
+	s.notify()
+	writeJSON(w, http.StatusOK, view(req))
+}
+
+// requestView is a bulk request as the API shows it.
+type requestView struct {
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	Status          string          `json:"status"`
+	Model           string          `json:"model"`
+	CreatedAt       string          `json:"created_at"`
+	EndedAt         *string         `json:"ended_at"`
+	BatchID         *string         `json:"batch_id"`
+	CancelRequested bool            `json:"cancel_requested"`
+	Result          json.RawMessage `json:"result,omitempty"`
+}
+
+func view(r *Request) requestView {
+	v := requestView{ID: r.ID, Type: "bulk_message", Status: r.Status, Model: r.Model, CancelRequested: r.Canceled,
+		CreatedAt: time.UnixMilli(r.CreatedAt).UTC().Format(time.RFC3339Nano), Result: r.Result}
+	if r.EndedAt > 0 {
+		t := time.UnixMilli(r.EndedAt).UTC().Format(time.RFC3339Nano)
+		v.EndedAt = &t
+	}
+	if r.UpstreamBatch != "" {
+		b := r.UpstreamBatch
+		v.BatchID = &b
+	}
+	return v
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// writeError writes an Anthropic-shaped error, with the request id the
+// proxy set (X-Sluice-Request-Id), so that the error, its header and the
+// access line agree.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	id := w.Header().Get("X-Sluice-Request-Id")
+	if id == "" {
+		id = "req_sluice_" + randomHex(12)
+	}
+	var b struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+	b.Type, b.Error.Type, b.Error.Message, b.RequestID = "error", typ, msg, id
+	data, _ := json.Marshal(b)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Request-Id", id)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(status)
+	w.Write(data)
+}
+
+// byteBudget bounds the submission bodies held in memory at once.
+type byteBudget struct {
+	mu    sync.Mutex
+	held  int64
+	limit int64
+}
+
+func (b *byteBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.limit {
+		return false
+	}
+	b.held += n
+	return true
+}
+
+func (b *byteBudget) give(n int64) {
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+}
+
+// Batches returns the newest bulk batches, for the page.
+func (s *Service) Batches(ctx context.Context, limit int) ([]BatchView, error) {
+	return s.store.recentBatches(ctx, limit)
+}

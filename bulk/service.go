@@ -1,0 +1,377 @@
+package bulk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/window"
+)
+
+// Config sets a Service up. Zero values take the documented defaults.
+type Config struct {
+	// Store is "sqlite" (the default: a file in DataDir) or a postgres://
+	// DSN (several replicas may share it).
+	Store string
+	// DataDir holds the SQLite file and the generated credential key. If
+	// empty, "data".
+	DataDir string
+	// Secret, if set, is what the credentials' encryption key is derived
+	// from; else a random key is generated into DataDir/bulk.key (0600).
+	// Replicas sharing a PostgreSQL need the same Secret.
+	Secret string
+	// WebhookSecret signs webhook deliveries (HMAC-SHA256). If empty,
+	// submissions asking for a webhook are refused.
+	WebhookSecret string
+	// MaxWait is how long a window gathers one credential's submissions
+	// before they go upstream as one batch. If zero, 5 minutes.
+	MaxWait time.Duration
+	// MaxRequests and MaxBytes close a window earlier: the Batches API's
+	// 100,000 requests and 256 MB, less headroom for the batch's own JSON.
+	// If zero, 100,000 and 240 MB.
+	MaxRequests int
+	MaxBytes    int64
+	// Retention is how long results stay readable. If zero, 29 days.
+	Retention time.Duration
+	// PollInterval is how often batches in progress are polled, lost
+	// creates reconciled and webhooks delivered. If zero, 30 s.
+	PollInterval time.Duration
+	// Upstream is the API's base URL; Client calls it (if nil, a client of
+	// its own).
+	Upstream *url.URL
+	Client   *http.Client
+	// WebhookClient delivers webhooks. If nil, a client with a 10 s timeout.
+	WebhookClient *http.Client
+	// Logger, if nil, slog.Default().
+	Logger *slog.Logger
+}
+
+// Service is the bulk endpoint: its HTTP handler, its store and the
+// goroutines that move submissions through (the group-commit writer, the
+// submitter, the poller, the webhook deliverer). Close stops them.
+type Service struct {
+	cfg    Config
+	store  *Store
+	seal   *sealer
+	api    *batchesAPI
+	hooks  *http.Client
+	log    *slog.Logger
+	m      *Metrics
+	owner  string // this replica, in batches' leases
+	lease  time.Duration
+	budget *byteBudget
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	writes chan *write // to the group-commit writer
+
+	mu       sync.Mutex // guards the fields below
+	windows  map[string]*window.Window[string]
+	inWindow map[string]bool     // ids in a local window
+	jobs     []job               // flushed waves for the submitter
+	creating map[string]bool     // local batches whose create is under way
+	changed  chan struct{}       // closed and replaced when a request changes
+	inFlight int                 // batches created and not ended, at the last poll
+	sizes    map[string]int64    // bytes of the ids in windows
+	kick     chan struct{}       // wakes the submitter
+	first    bool                // the first sweep (at start) has not run
+	pending  map[string]struct{} // keys whose window must flush at once after a sweep
+}
+
+// job is one flushed wave: one credential's requests for one batch.
+type job struct {
+	keyHash string
+	ids     []string
+}
+
+// write is one submission waiting for the group commit.
+type write struct {
+	req  *newRequest
+	done chan error
+}
+
+// New opens the store, recovers what a previous run left (queued
+// requests back into windows, batches to poll or reconcile) and starts
+// the service.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 5 * time.Minute
+	}
+	if cfg.MaxRequests <= 0 || cfg.MaxRequests > 100_000 {
+		cfg.MaxRequests = 100_000
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 240 << 20
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 29 * 24 * time.Hour
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 30 * time.Second
+	}
+	if cfg.Upstream == nil {
+		return nil, errors.New("bulk: no upstream URL")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 10 * time.Minute}
+	}
+	if cfg.WebhookClient == nil {
+		cfg.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	store, err := OpenStore(ctx, cfg.Store, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	seal, err := newSealer(cfg.Secret, cfg.DataDir)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, seal: seal, log: cfg.Logger, hooks: cfg.WebhookClient,
+		api:   &batchesAPI{base: strings.TrimSuffix(cfg.Upstream.String(), "/"), client: cfg.Client},
+		owner: randomHex(8), lease: min(max(3*cfg.PollInterval, time.Second), 5*time.Minute),
+		budget: &byteBudget{limit: 256 << 20}, writes: make(chan *write, 4096),
+		windows: map[string]*window.Window[string]{}, inWindow: map[string]bool{}, creating: map[string]bool{},
+		changed: make(chan struct{}), sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
+		pending: map[string]struct{}{}}
+	s.m = newMetrics(s)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// Queued requests of a previous run go back into windows before any
+	// new submission is taken.
+	if err := s.sweep(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	s.wg.Add(4)
+	go s.writer()
+	go s.submitter()
+	go s.poller()
+	go s.deliverer()
+	return s, nil
+}
+
+// Close stops taking submissions and stops the goroutines; a batch whose
+// create is under way is left to the next start's reconciliation. Open
+// windows are not flushed: their requests are stored and a restart puts
+// them back in windows.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	ws := make([]*window.Window[string], 0, len(s.windows))
+	for _, w := range s.windows {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.Close() // their flushes find the service stopped and drop the ids
+	}
+	s.store.Close()
+}
+
+// Store is the service's store (for the page and tests).
+func (s *Service) Store() *Store { return s.store }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newID returns prefix and an id that sorts by creation time.
+func newID(prefix string) string {
+	return fmt.Sprintf("%s%016x%s", prefix, time.Now().UnixNano(), randomHex(4))
+}
+
+// notify wakes every long poll.
+func (s *Service) notify() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Service) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// maxGroup bounds one group commit.
+const maxGroup = 2000
+
+// writer is the group-commit writer: it stores whatever submissions are
+// waiting in one transaction, answers each after the commit, and then puts
+// the new ones in their windows.
+func (s *Service) writer() {
+	defer s.wg.Done()
+	var group []*write
+	var reqs []*newRequest
+	for {
+		group, reqs = group[:0], reqs[:0]
+		select {
+		case <-s.ctx.Done():
+			s.refuseWaiting()
+			return
+		case w := <-s.writes:
+			group = append(group, w)
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case w := <-s.writes:
+				group = append(group, w)
+			default:
+				break more
+			}
+		}
+		for _, w := range group {
+			reqs = append(reqs, w.req)
+		}
+		start := time.Now()
+		err := s.store.insert(s.ctx, reqs)
+		s.m.commit.Observe(time.Since(start).Seconds())
+		s.m.groupSize.Observe(float64(len(group)))
+		for _, w := range group {
+			w.done <- err
+		}
+		if err != nil {
+			s.log.Error("bulk: storing submissions failed", "err", err, "n", len(group))
+			continue
+		}
+		for _, r := range reqs {
+			if r.existing == nil && r.err == nil {
+				s.accumulate(queuedRef{id: r.ID, keyHash: r.KeyHash, bytes: int64(len(r.body)), createdAt: r.CreatedAt})
+			}
+		}
+	}
+}
+
+// refuseWaiting answers the submissions still waiting when the service
+// stops; none of them was stored.
+func (s *Service) refuseWaiting() {
+	for {
+		select {
+		case w := <-s.writes:
+			w.done <- errStopping
+		default:
+			return
+		}
+	}
+}
+
+var errStopping = errors.New("bulk: shutting down")
+
+// submit stores r durably and returns once it is committed.
+func (s *Service) submit(ctx context.Context, r *newRequest) error {
+	w := &write{req: r, done: make(chan error, 1)}
+	select {
+	case s.writes <- w:
+	case <-s.ctx.Done():
+		return errStopping
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over, the answer comes whatever the client does: the
+	// submission may already be committed.
+	return <-w.done
+}
+
+// accumulate puts a queued request in its credential's window.
+func (s *Service) accumulate(q queuedRef) {
+	s.mu.Lock()
+	if s.inWindow[q.id] || s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	w := s.windows[q.keyHash]
+	if w == nil {
+		key := q.keyHash
+		w, _ = window.New(s.cfg.MaxRequests, s.cfg.MaxWait, func(wave *window.Wave[string]) { s.flushed(key, wave) })
+		// Each item is counted with the batch JSON around it.
+		w.SetMaxBytes(s.cfg.MaxBytes)
+		s.windows[key] = w
+	}
+	s.inWindow[q.id] = true
+	s.sizes[q.id] = q.bytes
+	s.mu.Unlock()
+	w.AddSized(q.id, q.bytes+itemOverhead)
+}
+
+// itemOverhead is the batch JSON around one request's params.
+const itemOverhead = 64
+
+// withdraw takes id out of its window, if it is in one here.
+func (s *Service) withdraw(keyHash, id string) {
+	s.mu.Lock()
+	w := s.windows[keyHash]
+	s.mu.Unlock()
+	if w != nil && w.Withdraw(id) {
+		s.mu.Lock()
+		delete(s.inWindow, id)
+		delete(s.sizes, id)
+		s.mu.Unlock()
+	}
+}
+
+// flushed is each window's flush: the wave becomes a job for the
+// submitter. It runs on an Add or a timer and must not block.
+func (s *Service) flushed(keyHash string, wave *window.Wave[string]) {
+	s.m.flushes.WithLabelValues(wave.Reason.String()).Inc()
+	s.mu.Lock()
+	for _, id := range wave.Items {
+		delete(s.inWindow, id)
+		delete(s.sizes, id)
+	}
+	if s.ctx.Err() == nil {
+		s.jobs = append(s.jobs, job{keyHash: keyHash, ids: wave.Items})
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// submitter turns flushed waves into upstream batches, one at a time.
+func (s *Service) submitter() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		var j job
+		have := len(s.jobs) > 0
+		if have {
+			j = s.jobs[0]
+			s.jobs[0] = job{}
+			s.jobs = s.jobs[1:]
+		}
+		s.mu.Unlock()
+		if !have {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.kick:
+			}
+			continue
+		}
+		if err := s.createBatch(s.ctx, j); err != nil && s.ctx.Err() == nil {
+			s.log.Error("bulk: submitting a batch failed; its requests stay queued and are retried", "err", err, "requests", len(j.ids))
+		}
+	}
+}
