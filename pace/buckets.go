@@ -291,9 +291,15 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 		hi := math.Min(limit, rem+slack)
 		if !b.known {
 			// First seen: the rounded count is the best guess (the true
-			// one is as likely above it as below); from here on the local
-			// estimate is only kept within the bounds.
-			*b = bucket{known: true, limit: limit, level: math.Min(limit, rem), at: now}
+			// one is as likely above it as below), less what was let go
+			// after d while the limit was unknown, which the headers
+			// cannot have seen; from here on the local estimate is only
+			// kept within the bounds.
+			level := math.Min(limit, rem)
+			if d.taken && d.Key == key {
+				level -= k.spent[kind] - d.spent[kind] - d.Cost.of(kind)
+			}
+			*b = bucket{known: true, limit: limit, level: level, at: now}
 			continue
 		}
 		b.limit = limit

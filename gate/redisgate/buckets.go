@@ -83,10 +83,20 @@ func (c *Client) fleet() int {
 //	take in out           debit the cost if it fits in every known bucket
 //	adjust d0 d1 d2 d3    give back d<i> of each kind (negative: take)
 //	observe holdms [rem lim slack base]×4
-//	                      an answer's headers: keep each level within
-//	                      [rem-slack-(spent-base), rem+slack] (base "" for
-//	                      no lower bound, rem "" for a kind not reported),
-//	                      and hold the key holdms from now
+//	                      an answer's headers: keep each level at most
+//	                      rem+slack (rem "" for a kind not reported; a
+//	                      bucket first seen starts at rem less what was
+//	                      debited after the answer's own debit, base being
+//	                      the running total with it, "" for none), and
+//	                      hold the key holdms from now
+//
+// Unlike pace.Buckets, the shared buckets never raise a level to the
+// lower bound rem-slack-(debited since): across replicas (and a shared
+// gate's line) a call debited before another may reach the upstream after
+// the other's answer, so what was debited since is not all the headers
+// cannot have seen, and raising to it let 5 % of a burst through as 429s
+// (TestThreeReplicasOneRateLimit). A level too low comes back by refill,
+// within a minute at most.
 //
 // It replies {ok, wait ms, held ms, spent before ×4, (limit, level)×4},
 // numbers as strings (Redis would truncate them to integers), a limit ""
@@ -165,12 +175,11 @@ elseif op == 'observe' then
     local rem, lim, slack, base = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
     if rem and lim and lim > 0 then
       local hi = math.min(lim, rem + slack)
-      if not limit[i] then
+      if not limit[i] then -- first seen: less what went after the debit, unknown to the headers
         level[i] = math.min(lim, rem)
+        if base then level[i] = level[i] - (spent[i] - base) end
       else
-        local lo = -math.huge
-        if base then lo = rem - slack - (spent[i] - base) end
-        level[i] = math.max(math.min(level[i], hi), math.min(lo, hi))
+        level[i] = math.min(level[i], hi)
       end
       limit[i] = lim
     end
