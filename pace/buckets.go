@@ -116,7 +116,7 @@ type Buckets struct {
 	mu    sync.Mutex
 	share float64                  // SetShare's; 0: the whole of each limit
 	keys  map[string]*list.Element // of *keyBuckets
-	lru  list.List
+	lru   list.List
 }
 
 // keyBuckets is one key's buckets.
