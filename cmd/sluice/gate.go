@@ -34,7 +34,11 @@ func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (cl
 	if err != nil {
 		return nil, err
 	}
-	g, err := c.Gate(sharedGateName, cfg.MaxConcurrency)
+	open := c.Gate
+	if cfg.GateOrder == "fair" {
+		open = c.FairGate
+	}
+	g, err := open(sharedGateName, cfg.MaxConcurrency)
 	if err != nil {
 		c.Close()
 		return nil, err

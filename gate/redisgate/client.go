@@ -168,10 +168,23 @@ func (c *Client) RoundTrips() int64 { return c.calls.Load() }
 // same gate shares its cap), of capacity slots. It is registered with
 // Redis now if Redis answers, and on the next heartbeat otherwise.
 func (c *Client) Gate(name string, capacity int) (*Gate, error) {
+	return c.open(name, capacity, false)
+}
+
+// FairGate is Gate in the fair order across tenants (GATE_ORDER=fair):
+// its line is scored by each ticket's start tag, reckoned in Redis from
+// each tenant's finish tag, so that one tenant's burst on one replica
+// cannot starve another tenant on another (docs/scaling.md).
+func (c *Client) FairGate(name string, capacity int) (*Gate, error) {
+	return c.open(name, capacity, true)
+}
+
+func (c *Client) open(name string, capacity int, fair bool) (*Gate, error) {
 	if capacity < 1 {
 		return nil, errors.New("gate: capacity must be at least 1")
 	}
 	g := newGate(c, name, capacity)
+	g.fair = fair
 	c.mu.Lock()
 	if _, dup := c.gates[g.channel+c.replica]; dup {
 		c.mu.Unlock()
