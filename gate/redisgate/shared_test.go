@@ -119,8 +119,11 @@ func TestThreeReplicasOneRateLimit(t *testing.T) {
 
 // cachedBody is a request whose 2,500-token system prompt, marked for
 // caching, is shared by every request of the test.
-func cachedBody(i int) string {
-	system := strings.Repeat("You are a careful agent; read each file before you edit it. ", 160)
+func cachedBody(i int) string { return prefixBody(0, i) }
+
+// prefixBody is cachedBody on prefix p of many.
+func prefixBody(p, i int) string {
+	system := strings.Repeat("You are a careful agent; read each file before you edit it. ", 160) + strconv.Itoa(p)
 	return fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,`+
 		`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
 		`"messages":[{"role":"user","content":"question %d"}]}`, system, i)
@@ -168,5 +171,64 @@ func TestCacheGroupAcrossReplicas(t *testing.T) {
 	}
 	if one := us[0].Write; st.Tokens.CacheCreation != int64(one) {
 		t.Errorf("the simulator counted %d tokens written; want one prefix's %d", st.Tokens.CacheCreation, one)
+	}
+}
+
+// TestSharedPartsWhenRedisStops: Redis killed in the middle of a load of
+// cached and plain requests on a rate-limited key: every request is
+// answered, each replica's buckets and cache groups go over to its own
+// (sluice_redis_fallback is 1 for both), and come back when Redis does.
+func TestSharedPartsWhenRedisStops(t *testing.T) {
+	const n = 200
+	srv := redistest.Start(t)
+	cfg := sim.DefaultConfig()
+	cfg.TTFT, cfg.PerToken, cfg.Jitter = 100*time.Millisecond, 0, 0
+	cfg.RequestsPerMinute = 60000
+	_, up := simUpstream(t, cfg)
+	rs := []*replica{
+		startReplica(t, "r0", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
+		startReplica(t, "r1", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
+	}
+	codes := make([]int, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 5 * time.Millisecond)))
+		if i == n*2/5 {
+			srv.Stop()
+		}
+		body := small(i)
+		if i%4 < 2 { // both replicas take both kinds, each on a prefix of its own
+			body = prefixBody(i, i)
+		}
+		wg.Go(func() { codes[i], _ = post(rs[i%2], body) })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("request %d: status %d; want every request answered 200 with Redis gone", i, c)
+		}
+	}
+	for _, r := range rs {
+		for _, part := range []string{"buckets", "cache"} {
+			if v := r.metric(t, `sluice_redis_fallback{part="`+part+`"}`); v != 1 {
+				t.Errorf("%s: sluice_redis_fallback{part=%q} = %v with Redis gone; want 1", r.name, part, v)
+			}
+		}
+	}
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, r := range rs {
+		for _, part := range []string{"buckets", "cache"} {
+			for r.metric(t, `sluice_redis_fallback{part="`+part+`"}`) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the shared %s did not resume within 5 s of Redis coming back", r.name, part)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	if code, _ := post(rs[0], cachedBody(n)); code != http.StatusOK {
+		t.Errorf("after Redis came back: status %d", code)
 	}
 }
