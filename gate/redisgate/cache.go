@@ -88,7 +88,7 @@ for i = 1, #KEYS - 1 do
     redis.call('PUBLISH', ch, name .. ' e')
   end
 end
-return 0
+return {}
 `)
 
 func (g *CacheGroups) key(k uint64) string { return g.prefix + strconv.FormatUint(k, 16) }

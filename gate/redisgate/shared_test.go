@@ -172,6 +172,11 @@ func TestCacheGroupAcrossReplicas(t *testing.T) {
 	if one := us[0].Write; st.Tokens.CacheCreation != int64(one) {
 		t.Errorf("the simulator counted %d tokens written; want one prefix's %d", st.Tokens.CacheCreation, one)
 	}
+	for _, r := range rs { // no Redis call failed, the cache groups' among them
+		if v := r.metric(t, "sluice_gate_redis_errors_total"); v != 0 {
+			t.Errorf("%s: %v Redis calls failed with Redis up", r.name, v)
+		}
+	}
 }
 
 // TestSharedPartsWhenRedisStops: Redis killed in the middle of a load of
