@@ -78,7 +78,8 @@ func TestThreeReplicasOneRateLimit(t *testing.T) {
 	s, up := simUpstream(t, cfg)
 	rs := make([]*replica, 3)
 	for i := range rs {
-		rs[i] = startReplica(t, "r"+strconv.Itoa(i), srv.URL, up.URL, 64, "RATE_LIMIT_PACING=buckets")
+		rs[i] = startReplica(t, "r"+strconv.Itoa(i), srv.URL, up.URL, 64, "RATE_LIMIT_PACING=buckets",
+			"REDIS_TIMEOUT_MS=1000") // what is tested is sharing, not an outage: room for a loaded machine
 	}
 	// One call first teaches the fleet the key's limits: a key none of
 	// whose limits is known yet takes anything (pace.Buckets), so a cold
