@@ -358,15 +358,7 @@ func (c *CacheAware) remote(key uint64, ttl time.Duration, begun bool) {
 	e.remote = false
 	if begun {
 		e.ttl = max(e.ttl, ttl)
-		e.warmUntil = r.now.Add(e.ttl)
-		for _, f := range e.held {
-			if f.at(flushed) {
-				c.free(f, ReleasedBegun, &r)
-			}
-		}
-		clear(e.held)
-		e.held = nil
-		c.disarm(e)
+		c.warm(e, &r)
 	} else {
 		c.promote(e, nil, promoted, &r)
 		r.ended = nil // the fleet has heard: its leader's replica said so
@@ -459,16 +451,9 @@ func (c *CacheAware) begun(m *Member, led []*prefixEntry, answered bool) {
 			continue
 		}
 		if answered {
-			e.leader, e.warmUntil = nil, r.now.Add(e.ttl)
+			e.leader = nil
 			r.begun = append(r.begun, SharedPrefix{e.key, e.ttl})
-			for _, f := range e.held {
-				if f.at(flushed) {
-					c.free(f, ReleasedBegun, &r)
-				}
-			}
-			clear(e.held)
-			e.held = nil
-			c.disarm(e)
+			c.warm(e, &r)
 			continue
 		}
 		c.promote(e, m, promoted, &r)
@@ -476,6 +461,20 @@ func (c *CacheAware) begun(m *Member, led []*prefixEntry, answered bool) {
 	c.sendFreedWith(&r, promoted)
 	c.mu.Unlock()
 	c.finish(&r)
+}
+
+// warm makes e warm for its TTL, its leader's response having begun, and
+// frees its followers to read it. c.mu is held.
+func (c *CacheAware) warm(e *prefixEntry, r *release) {
+	e.warmUntil = r.now.Add(e.ttl)
+	for _, f := range e.held {
+		if f.at(flushed) {
+			c.free(f, ReleasedBegun, r)
+		}
+	}
+	clear(e.held)
+	e.held = nil
+	c.disarm(e)
 }
 
 // free ends f's hold. c.mu is held.

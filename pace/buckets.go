@@ -336,6 +336,10 @@ func (bs *Buckets) block(k *keyBuckets, until, now time.Time) {
 	}
 }
 
+// HeaderInt is header name of h as a count: false when absent or not a
+// whole number >= 0.
+func HeaderInt(h http.Header, name string) (float64, bool) { return headerInt(h, name) }
+
 func headerInt(h http.Header, name string) (float64, bool) {
 	v := h.Get(name)
 	if v == "" {

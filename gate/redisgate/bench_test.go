@@ -50,6 +50,17 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportMetric(float64(c.RoundTrips()-calls)/float64(len(lat)), "round-trips/op")
 }
 
+// benchClient is a client of a real loopback Redis, closed when b ends.
+func benchClient(b *testing.B) *Client {
+	srv := redistest.Start(b)
+	c, err := Open(Options{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
 // benchLoop times f b.N times and reports its p50, p99 and Redis round
 // trips per call.
 func benchLoop(b *testing.B, c *Client, f func(i int)) {
@@ -77,12 +88,7 @@ func benchLoop(b *testing.B, c *Client, f func(i int)) {
 // its Take, the Observe of its answer's headers and the Correct of its
 // usage, against a real loopback Redis (compare pace's in-process ones).
 func BenchmarkSharedBuckets(b *testing.B) {
-	srv := redistest.Start(b)
-	c, err := Open(Options{URL: srv.URL})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchClient(b)
 	bs := c.Buckets("bench")
 	h := limits(1e9, 1e9, 1e9, 1e9)
 	bs.Observe("k", pace.Debit{}, 200, h, time.Now())
@@ -102,12 +108,7 @@ func BenchmarkSharedBuckets(b *testing.B) {
 // with a cold prefix: its claim and, once the leader's response begins,
 // the begun that marks it warm and tells the other replicas.
 func BenchmarkSharedCacheGroup(b *testing.B) {
-	srv := redistest.Start(b)
-	c, err := Open(Options{URL: srv.URL})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchClient(b)
 	g := c.CacheGroups("bench")
 	benchLoop(b, c, func(i int) {
 		p := []dispatch.SharedPrefix{{Key: uint64(i + 1000), TTL: 5 * time.Minute}}

@@ -344,8 +344,8 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 	args := make([]any, 0, 1+4*pace.NumKinds)
 	for k := range pace.NumKinds {
 		prefix := "Anthropic-Ratelimit-" + pace.Kind(k).String()
-		limit, lok := headerInt(h, prefix+"-Limit")
-		rem, rok := headerInt(h, prefix+"-Remaining")
+		limit, lok := pace.HeaderInt(h, prefix+"-Limit")
+		rem, rok := pace.HeaderInt(h, prefix+"-Remaining")
 		if rok && (!lok || limit <= 0) && rem == 0 {
 			if reset, err := time.Parse(time.RFC3339, h.Get(prefix+"-Reset")); err == nil {
 				hold = max(hold, reset.Sub(now))
@@ -397,15 +397,3 @@ func (b *Buckets) Levels(now time.Time) []pace.Level {
 
 // Shared reports whether the shared buckets are in force (Redis answers).
 func (b *Buckets) Shared() bool { return b.out.up() }
-
-func headerInt(h http.Header, name string) (float64, bool) {
-	v := h.Get(name)
-	if v == "" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return float64(n), true
-}
