@@ -28,6 +28,20 @@ type Pacing interface {
 	Holds(r *request.Descriptor) bool
 }
 
+// BucketStore keeps the model of each upstream key's rate-limit buckets
+// that KeyBuckets paces by: a *pace.Buckets in this process, or one that
+// every replica shares (redisgate.Buckets). Its methods are pace.Buckets'.
+type BucketStore interface {
+	Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool, time.Time)
+	FitsAt(key string, c pace.Cost, now time.Time) time.Time
+	Refund(d pace.Debit, now time.Time)
+	Correct(d pace.Debit, spent pace.Cost, now time.Time)
+	Observe(key string, d pace.Debit, status int, h http.Header, now time.Time)
+	Levels(now time.Time) []pace.Level
+}
+
+var _ BucketStore = (*pace.Buckets)(nil)
+
 // Usage is what an answer says it spent of the limits.
 type Usage struct {
 	Input      int // uncached input tokens
@@ -75,7 +89,7 @@ func (m *Member) Used(u Usage) {
 // A held member costs a record in its key's line, and a key with held
 // members one timer: no goroutine.
 type KeyBuckets struct {
-	Buckets *pace.Buckets
+	Buckets BucketStore
 	// Held, if set, is called with how long a member was held each time
 	// a held member goes. It must be quick.
 	Held func(d time.Duration)

@@ -121,7 +121,13 @@ type CacheAware struct {
 	// Grouped, if set, is called each time a leader gets its first held
 	// follower: a group has formed. It must be quick.
 	Grouped func()
+	// Share, if set, shares the registry's cold and warm prefixes with
+	// other replicas, so that a follower here waits for a leader in
+	// flight on another replica too (see CacheShare). Set it before the
+	// first Release.
+	Share CacheShare
 
+	listen  sync.Once
 	mu      sync.Mutex
 	entries map[uint64]*list.Element // of *prefixEntry
 	lru     list.List                // most recently used first
@@ -131,17 +137,20 @@ type CacheAware struct {
 var _ Releaser = (*CacheAware)(nil)
 
 // prefixEntry is one prefix in the registry: cold with its leader in
-// flight (leader set), or warm until warmUntil.
+// flight (leader set; or remote, its leader on another replica until
+// remoteUntil at the latest), or warm until warmUntil.
 type prefixEntry struct {
-	key       uint64
-	ttl       time.Duration
-	leader    *Member
-	warmUntil time.Time
-	held      []*Member // followers, in arrival order
-	timer     *time.Timer
-	due       time.Time // when timer fires; zero when not armed
-	elem      *list.Element
-	gone      bool // dropped from the registry
+	key         uint64
+	ttl         time.Duration
+	leader      *Member
+	remote      bool
+	remoteUntil time.Time
+	warmUntil   time.Time
+	held        []*Member // followers, in arrival order
+	timer       *time.Timer
+	due         time.Time // when timer fires; zero when not armed
+	elem        *list.Element
+	gone        bool // dropped from the registry
 }
 
 // lead is a member put in line as the leader of some prefixes: once its
@@ -159,11 +168,55 @@ type release struct {
 	freed  []*Member // followers whose hold ended, to be sent in arrival order
 	leads  []lead
 	groups int
+	// claims is what Share said of the prefixes this replica did not
+	// know when the pass began; nil without Share.
+	claims map[uint64]CacheClaim
+	// shared is what Share is to be told: prefixes begun or given up.
+	begun, ended []SharedPrefix
 }
+
+// CacheShare shares CacheAware's registry with the other replicas of a
+// fleet, so that a fleet behind a load balancer pays one cache write per
+// prefix: the first replica to claim a cold prefix leads it fleet-wide,
+// and followers on every replica wait for its response to begin.
+// redisgate.CacheGroups is the one through Redis. Claim and Begun are
+// bounded by a short timeout; a share that cannot be reached claims
+// everything (each replica leads on its own, as without a share).
+type CacheShare interface {
+	// Claim asks, of prefixes this replica does not know, which are cold
+	// (now led from here for lease at most), led elsewhere, or warm: one
+	// answer per prefix, in order. It is called once per wave.
+	Claim(ps []SharedPrefix, lease time.Duration) []CacheClaim
+	// Begun tells the fleet that a leader here has had its response
+	// begin on begun (now warm for their TTLs) and has ended without one
+	// on ended (cold again).
+	Begun(begun, ended []SharedPrefix)
+	// Listen sets the function told of a prefix led elsewhere that has
+	// begun (warm for ttl) or ended without an answer. Called once.
+	Listen(f func(key uint64, ttl time.Duration, begun bool))
+}
+
+// SharedPrefix is a prefix as a CacheShare knows it.
+type SharedPrefix struct {
+	Key uint64
+	TTL time.Duration
+}
+
+// CacheClaim is a CacheShare's answer about one prefix.
+type CacheClaim uint8
+
+const (
+	ClaimLead      CacheClaim = iota // cold: led from here
+	ClaimElsewhere                   // cold, its leader in flight on another replica
+	ClaimWarm                        // warm
+)
 
 // Release puts each member of w in line or holds it, by its prefixes.
 func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
 	r := release{now: time.Now()}
+	if c.Share != nil {
+		c.claim(w.Items, &r)
+	}
 	c.mu.Lock()
 	for _, m := range w.Items {
 		m.cache.join = join
@@ -171,6 +224,34 @@ func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
 	}
 	c.mu.Unlock()
 	c.finish(&r)
+}
+
+// claim asks Share about the prefixes of ms that the registry does not
+// know, in one call, before the pass.
+func (c *CacheAware) claim(ms []*Member, r *release) {
+	c.listen.Do(func() { c.Share.Listen(c.remote) })
+	var ask []SharedPrefix
+	seen := map[uint64]bool{}
+	c.mu.Lock()
+	for _, m := range ms {
+		for _, p := range cacheable(m.req) {
+			if !seen[p.Key] && c.find(p.Key, r.now) == nil {
+				seen[p.Key] = true
+				ask = append(ask, SharedPrefix{p.Key, p.TTL})
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(ask) == 0 {
+		return
+	}
+	claims := c.Share.Claim(ask, c.leaderWait())
+	r.claims = make(map[uint64]CacheClaim, len(ask))
+	for i, p := range ask {
+		if i < len(claims) {
+			r.claims[p.Key] = claims[i]
+		}
+	}
 }
 
 // place decides m's role: c.mu is held.
@@ -184,10 +265,13 @@ func (c *CacheAware) place(m *Member, r *release) {
 	m.cache.seq = c.seq
 	for i := len(ps) - 1; i >= 0; i-- {
 		e := c.find(ps[i].Key, r.now)
+		if e == nil && r.claims[ps[i].Key] != ClaimLead {
+			e = c.addShared(ps[i], r)
+		}
 		switch {
 		case e == nil:
 			continue
-		case e.leader == nil:
+		case e.leader == nil && !e.remote:
 			e.ttl = max(e.ttl, ps[i].TTL)
 			e.warmUntil = r.now.Add(e.ttl) // a hit refreshes the entry, as the API does
 			m.cache.Role = CacheWarm
@@ -242,6 +326,68 @@ func (c *CacheAware) hold(e *prefixEntry, m *Member, r *release) {
 	c.arm(e, until)
 }
 
+// addShared registers p as another replica said it is: warm, or led
+// there (its followers here held until it begins, it ends, or its
+// lease would have run out). c.mu is held.
+func (c *CacheAware) addShared(p request.Prefix, r *release) *prefixEntry {
+	claim := r.claims[p.Key]
+	delete(r.claims, p.Key) // once: later members find the entry
+	e := c.add(p, nil, r)
+	if claim == ClaimWarm {
+		e.warmUntil = r.now.Add(p.TTL)
+		return e
+	}
+	e.remote, e.remoteUntil = true, r.now.Add(c.leaderWait())
+	c.arm(e, e.remoteUntil)
+	return e
+}
+
+// remote is Share's news of a prefix led on another replica: its
+// followers here go, reading the cache if it has begun; if its leader
+// ended without an answer, the first of them leads it here.
+func (c *CacheAware) remote(key uint64, ttl time.Duration, begun bool) {
+	r := release{now: time.Now()}
+	promoted := map[*Member]*prefixEntry{}
+	c.mu.Lock()
+	el := c.entries[key]
+	if el == nil || !el.Value.(*prefixEntry).remote {
+		c.mu.Unlock()
+		return
+	}
+	e := el.Value.(*prefixEntry)
+	e.remote = false
+	if begun {
+		e.ttl = max(e.ttl, ttl)
+		c.warm(e, &r)
+	} else {
+		c.promote(e, nil, promoted, &r)
+		r.ended = nil // the fleet has heard: its leader's replica said so
+	}
+	c.sendFreedWith(&r, promoted)
+	c.mu.Unlock()
+	c.finish(&r)
+}
+
+// promote hands e, whose leader (m, or one on another replica) ended
+// without an answer, to its first follower still waiting, or drops it.
+// c.mu is held.
+func (c *CacheAware) promote(e *prefixEntry, m *Member, promoted map[*Member]*prefixEntry, r *release) {
+	for len(e.held) > 0 && e.leader == m {
+		f := e.held[0]
+		e.held[0] = nil
+		e.held = e.held[1:]
+		if f.at(flushed) {
+			e.leader, f.cache.Role = f, CacheLeader
+			promoted[f] = e
+			c.free(f, ReleasedPromoted, r)
+		}
+	}
+	if e.leader == m {
+		c.remove(e) // nobody to hand it to: cold again
+		r.ended = append(r.ended, SharedPrefix{e.key, e.ttl})
+	}
+}
+
 // arm makes e's timer fire by t. c.mu is held.
 func (c *CacheAware) arm(e *prefixEntry, t time.Time) {
 	if !e.due.IsZero() && !t.Before(e.due) {
@@ -266,10 +412,11 @@ func (c *CacheAware) expire(e *prefixEntry) {
 	e.due = time.Time{}
 	keep := e.held[:0]
 	var next time.Time
+	lapsed := e.remote && !e.remoteUntil.After(r.now) // the remote leader's lease ran out
 	for _, f := range e.held {
 		switch {
 		case !f.at(flushed): // it left: nothing to do
-		case !f.cache.until.After(r.now):
+		case lapsed || !f.cache.until.After(r.now):
 			c.free(f, ReleasedBound, &r)
 		default:
 			keep = append(keep, f)
@@ -280,8 +427,13 @@ func (c *CacheAware) expire(e *prefixEntry) {
 	}
 	clear(e.held[len(keep):])
 	e.held = keep
-	if !next.IsZero() {
+	if lapsed {
+		c.remove(e)
+	} else if !next.IsZero() {
 		c.arm(e, next)
+	}
+	if e.remote && !lapsed {
+		c.arm(e, e.remoteUntil)
 	}
 	c.sendFreed(&r)
 	c.mu.Unlock()
@@ -299,34 +451,30 @@ func (c *CacheAware) begun(m *Member, led []*prefixEntry, answered bool) {
 			continue
 		}
 		if answered {
-			e.leader, e.warmUntil = nil, r.now.Add(e.ttl)
-			for _, f := range e.held {
-				if f.at(flushed) {
-					c.free(f, ReleasedBegun, &r)
-				}
-			}
-			clear(e.held)
-			e.held = nil
-			c.disarm(e)
+			e.leader = nil
+			r.begun = append(r.begun, SharedPrefix{e.key, e.ttl})
+			c.warm(e, &r)
 			continue
 		}
-		for len(e.held) > 0 && e.leader == m {
-			f := e.held[0]
-			e.held[0] = nil
-			e.held = e.held[1:]
-			if f.at(flushed) {
-				e.leader, f.cache.Role = f, CacheLeader
-				promoted[f] = e
-				c.free(f, ReleasedPromoted, &r)
-			}
-		}
-		if e.leader == m {
-			c.remove(e) // nobody to hand it to: cold again
-		}
+		c.promote(e, m, promoted, &r)
 	}
 	c.sendFreedWith(&r, promoted)
 	c.mu.Unlock()
 	c.finish(&r)
+}
+
+// warm makes e warm for its TTL, its leader's response having begun, and
+// frees its followers to read it. c.mu is held.
+func (c *CacheAware) warm(e *prefixEntry, r *release) {
+	e.warmUntil = r.now.Add(e.ttl)
+	for _, f := range e.held {
+		if f.at(flushed) {
+			c.free(f, ReleasedBegun, r)
+		}
+	}
+	clear(e.held)
+	e.held = nil
+	c.disarm(e)
 }
 
 // free ends f's hold. c.mu is held.
@@ -356,6 +504,9 @@ func (c *CacheAware) sendFreedWith(r *release, promoted map[*Member]*prefixEntry
 
 // finish does what a pass decided, with c.mu no longer held.
 func (c *CacheAware) finish(r *release) {
+	if c.Share != nil && (len(r.begun) > 0 || len(r.ended) > 0) {
+		c.Share.Begun(r.begun, r.ended)
+	}
 	if c.Grouped != nil {
 		for range r.groups {
 			c.Grouped()
@@ -377,7 +528,7 @@ func (c *CacheAware) find(key uint64, now time.Time) *prefixEntry {
 		return nil
 	}
 	e := el.Value.(*prefixEntry)
-	if e.leader == nil && !now.Before(e.warmUntil) {
+	if e.leader == nil && !e.remote && !now.Before(e.warmUntil) {
 		c.remove(e)
 		return nil
 	}

@@ -66,12 +66,33 @@ type Debit struct {
 	// spent is the key's running total of debits, by kind, when this one
 	// was taken: what was debited after it is what its answer's headers
 	// cannot have seen yet.
-	spent [numKinds]float64
-	taken bool
+	spent  [numKinds]float64
+	taken  bool
+	shared bool
 }
 
 // Taken reports whether d holds a debit.
 func (d Debit) Taken() bool { return d.taken }
+
+// NumKinds is how many limits there are.
+const NumKinds = int(numKinds)
+
+// SharedDebit is a debit of c from key taken by a store other than
+// Buckets (one that replicas share), spent being the key's running totals
+// of debits, by kind, before it: Observe's lower bound is reckoned from
+// them.
+func SharedDebit(key string, c Cost, spent [NumKinds]float64) Debit {
+	return Debit{Key: key, Cost: c, spent: spent, taken: true, shared: true}
+}
+
+// Shared reports whether d was made by SharedDebit.
+func (d Debit) Shared() bool { return d.shared }
+
+// Spent is the key's running totals of debits, by kind, when d was taken.
+func (d Debit) Spent() [NumKinds]float64 { return d.spent }
+
+// Of is c's amount of kind k (1 of Requests).
+func (c Cost) Of(k Kind) float64 { return c.of(k) }
 
 // tokenSlack is how far a token count in the headers may be from the
 // bucket's level: the API rounds them to thousands (to the nearest, which
@@ -92,9 +113,10 @@ type Buckets struct {
 	// value cannot stall a key for long; zero means 60 s.
 	MaxHold time.Duration
 
-	mu   sync.Mutex
-	keys map[string]*list.Element // of *keyBuckets
-	lru  list.List
+	mu    sync.Mutex
+	share float64                  // SetShare's; 0: the whole of each limit
+	keys  map[string]*list.Element // of *keyBuckets
+	lru   list.List
 }
 
 // keyBuckets is one key's buckets.
@@ -263,12 +285,21 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 		if kind != Requests && int64(rem)%1000 == 0 {
 			slack = tokenSlack
 		}
+		if bs.share > 0 {
+			limit, rem, slack = limit*bs.share, rem*bs.share, slack*bs.share
+		}
 		hi := math.Min(limit, rem+slack)
 		if !b.known {
 			// First seen: the rounded count is the best guess (the true
-			// one is as likely above it as below); from here on the local
-			// estimate is only kept within the bounds.
-			*b = bucket{known: true, limit: limit, level: math.Min(limit, rem), at: now}
+			// one is as likely above it as below), less what was let go
+			// after d while the limit was unknown, which the headers
+			// cannot have seen; from here on the local estimate is only
+			// kept within the bounds.
+			level := math.Min(limit, rem)
+			if d.taken && d.Key == key {
+				level -= k.spent[kind] - d.spent[kind] - d.Cost.of(kind)
+			}
+			*b = bucket{known: true, limit: limit, level: level, at: now}
 			continue
 		}
 		b.limit = limit
@@ -305,6 +336,10 @@ func (bs *Buckets) block(k *keyBuckets, until, now time.Time) {
 	}
 }
 
+// HeaderInt is header name of h as a count: false when absent or not a
+// whole number >= 0.
+func HeaderInt(h http.Header, name string) (float64, bool) { return headerInt(h, name) }
+
 func headerInt(h http.Header, name string) (float64, bool) {
 	v := h.Get(name)
 	if v == "" {
@@ -315,6 +350,19 @@ func headerInt(h http.Header, name string) (float64, bool) {
 		return 0, false
 	}
 	return float64(n), true
+}
+
+// SetShare makes bs model share (in (0, 1]) of every limit the headers
+// report, from the next answer on: a replica that falls back to its own
+// buckets when those it shares with others cannot be reached takes its
+// share of the organisation's limits, not all of them.
+func (bs *Buckets) SetShare(share float64) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if share <= 0 || share >= 1 {
+		share = 0
+	}
+	bs.share = share
 }
 
 // Level is one known bucket of one key, as of now.

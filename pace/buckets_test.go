@@ -199,3 +199,34 @@ func TestKeysAreBounded(t *testing.T) {
 		t.Errorf("%d buckets known; want 2 keys × 2 limits", n)
 	}
 }
+
+// A bucket first seen in an answer starts at what the headers say
+// remains less what was let go after that answer's own debit while the
+// limit was unknown: the headers cannot have seen those.
+func TestFirstSeenCountsWhatWentSince(t *testing.T) {
+	var bs Buckets
+	first, _, _ := bs.Take("k", Cost{Input: 10}, t0)
+	for range 5 {
+		bs.Take("k", Cost{Input: 10}, t0)
+	}
+	bs.Observe("k", first, 200, headers(10, 9, 100000, 100000, t0), t0)
+	if got := level(t, &bs, "k", Requests, t0); got != 4 {
+		t.Fatalf("requests level %v; want 9 remaining less the 5 let go since = 4", got)
+	}
+}
+
+// SetShare models a share of each limit: a replica's part of a fleet's.
+func TestSetShare(t *testing.T) {
+	var bs Buckets
+	bs.SetShare(0.5)
+	bs.Observe("k", Debit{}, 200, headers(10, 10, 100000, 100000, t0), t0)
+	got := 0
+	for range 10 {
+		if _, ok, _ := bs.Take("k", Cost{Input: 1}, t0); ok {
+			got++
+		}
+	}
+	if got != 5 {
+		t.Fatalf("took %d of a limit of 10 at a share of 1/2; want 5", got)
+	}
+}

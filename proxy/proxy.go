@@ -152,6 +152,13 @@ type Options struct {
 	// Releaser puts each closed wave's members in line. If nil, all at once
 	// in arrival order.
 	Releaser dispatch.Releaser
+	// Buckets keeps the model of each upstream key's rate-limit buckets
+	// under RATE_LIMIT_PACING=buckets. If nil, a pace.Buckets in this
+	// process; GATE_BACKEND=redis shares one (redisgate.Buckets).
+	Buckets dispatch.BucketStore
+	// CacheShare, if set, shares CACHE_AWARE's cache groups with other
+	// replicas (redisgate.CacheGroups).
+	CacheShare dispatch.CacheShare
 	// Collectors are more metrics to serve at /metrics: a shared gate's,
 	// the bulk endpoint's.
 	Collectors []prometheus.Collector
@@ -275,12 +282,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		}
 		var pacing dispatch.Pacing
 		if cfg.RateLimitPacing == "buckets" {
-			p.buckets = &dispatch.KeyBuckets{Buckets: &pace.Buckets{}, Held: func(d time.Duration) { p.metrics.BucketWait.Observe(d.Seconds()) }}
+			var store dispatch.BucketStore = &pace.Buckets{}
+			if opt.Buckets != nil {
+				store = opt.Buckets
+			}
+			p.buckets = &dispatch.KeyBuckets{Buckets: store, Held: func(d time.Duration) { p.metrics.BucketWait.Observe(d.Seconds()) }}
 			pacing = p.buckets
 		}
 		releaser := opt.Releaser
 		if releaser == nil && cfg.CacheAware {
-			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc}
+			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc, Share: opt.CacheShare}
 			releaser = p.cache
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,

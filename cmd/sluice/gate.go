@@ -13,7 +13,16 @@ import (
 // /db).
 const sharedGateName = "sluice:gate"
 
-// withSharedGate puts the Redis gate into opt when GATE_BACKEND=redis and
+// sharedBucketsName and sharedCacheName are the rate-limit buckets and
+// the cache groups every replica on one Redis shares under
+// GATE_BACKEND=redis.
+const (
+	sharedBucketsName = "sluice:bucket"
+	sharedCacheName   = "sluice:cache"
+)
+
+// withSharedGate puts the Redis gate, and the shared buckets and cache
+// groups when their policies are on, into opt when GATE_BACKEND=redis and
 // windowing is on, and returns the function that takes this replica out
 // of Redis once the server has drained.
 func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (closeGate func(), err error) {
@@ -25,12 +34,22 @@ func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (cl
 	if err != nil {
 		return nil, err
 	}
-	g, err := c.Gate(sharedGateName, cfg.MaxConcurrency)
+	open := c.Gate
+	if cfg.GateOrder == "fair" {
+		open = c.FairGate
+	}
+	g, err := open(sharedGateName, cfg.MaxConcurrency)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	opt.Gate = g
+	if cfg.RateLimitPacing == "buckets" {
+		opt.Buckets = c.Buckets(sharedBucketsName)
+	}
+	if cfg.CacheAware {
+		opt.CacheShare = c.CacheGroups(sharedCacheName)
+	}
 	opt.Collectors = append(opt.Collectors, c.Collectors()...)
 	log.Info("the gate is shared through Redis", "redis", redisgate.Redacted(cfg.RedisURL), "replica", c.Replica(),
 		"cap", cfg.MaxConcurrency, "shared_now", g.Shared())

@@ -62,8 +62,11 @@ type Client struct {
 	interval time.Duration // between heartbeats: LeaseTTL/4
 	lease    time.Duration // how long each renewal lasts: 0.7 × LeaseTTL
 
-	mu    sync.Mutex
-	gates map[string]*Gate // by grant channel
+	mu       sync.Mutex
+	gates    map[string]*Gate            // by grant channel
+	handlers map[string]func(msg string) // the other channels': the shared cache groups'
+	ticks    []func()                    // called on each heartbeat tick: the other parts' probes
+	parts    []*outage                   // the shared parts other than the gates, for the gauge
 
 	calls    atomic.Int64 // Redis round trips made, for the tests and the bench
 	errors   atomic.Int64
@@ -165,10 +168,23 @@ func (c *Client) RoundTrips() int64 { return c.calls.Load() }
 // same gate shares its cap), of capacity slots. It is registered with
 // Redis now if Redis answers, and on the next heartbeat otherwise.
 func (c *Client) Gate(name string, capacity int) (*Gate, error) {
+	return c.open(name, capacity, false)
+}
+
+// FairGate is Gate in the fair order across tenants (GATE_ORDER=fair):
+// its line is scored by each ticket's start tag, reckoned in Redis from
+// each tenant's finish tag, so that one tenant's burst on one replica
+// cannot starve another tenant on another (docs/scaling.md).
+func (c *Client) FairGate(name string, capacity int) (*Gate, error) {
+	return c.open(name, capacity, true)
+}
+
+func (c *Client) open(name string, capacity int, fair bool) (*Gate, error) {
 	if capacity < 1 {
 		return nil, errors.New("gate: capacity must be at least 1")
 	}
 	g := newGate(c, name, capacity)
+	g.fair = fair
 	c.mu.Lock()
 	if _, dup := c.gates[g.channel+c.replica]; dup {
 		c.mu.Unlock()
@@ -196,9 +212,13 @@ func (c *Client) receive(msgs <-chan *redis.Message) {
 	for m := range msgs {
 		c.mu.Lock()
 		g := c.gates[m.Channel]
+		h := c.handlers[m.Channel]
 		c.mu.Unlock()
-		if g != nil {
+		switch {
+		case g != nil:
 			g.grantedElsewhere(m.Payload)
+		case h != nil:
+			h(m.Payload)
 		}
 	}
 }
@@ -222,7 +242,11 @@ func (c *Client) beat() {
 		for _, g := range c.gates {
 			gates = append(gates, g)
 		}
+		ticks := c.ticks
 		c.mu.Unlock()
+		for _, f := range ticks {
+			f()
+		}
 		due := time.Since(last) >= c.interval
 		if due {
 			last = time.Now()
@@ -254,6 +278,42 @@ func (c *Client) run(s *redis.Script, g *Gate, epoch uint64, extra ...any) (repl
 	return parseReply(v)
 }
 
+// eval runs s on keys with args under the timeout, counting the round
+// trip (and the error, if any).
+func (c *Client) eval(s *redis.Script, keys []string, args ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
+	defer cancel()
+	c.calls.Add(1)
+	v, err := s.Run(ctx, c.rdb, keys, args...).Slice()
+	if err != nil {
+		c.errors.Add(1)
+	}
+	return v, err
+}
+
+// subscribe makes h hear every message on channel, from now and after
+// each reconnection.
+func (c *Client) subscribe(channel string, h func(msg string)) {
+	c.mu.Lock()
+	if c.handlers == nil {
+		c.handlers = map[string]func(string){}
+	}
+	c.handlers[channel] = h
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
+	c.ps.Subscribe(ctx, channel) // remembered, and renewed on reconnect, even if it fails now
+	cancel()
+}
+
+// onTick makes f run on every heartbeat tick (every 0.5 s or LeaseTTL/4,
+// if shorter), on the heartbeat's goroutine: a shared part probes Redis
+// there while it is on its fallback.
+func (c *Client) onTick(f func()) {
+	c.mu.Lock()
+	c.ticks = append(c.ticks, f)
+	c.mu.Unlock()
+}
+
 // ping asks Redis whether it answers, within the timeout.
 func (c *Client) ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
@@ -263,10 +323,11 @@ func (c *Client) ping() error {
 }
 
 // Collectors are the client's metrics, for a Prometheus registry:
-// sluice_gate_fallback, sluice_gate_replicas and
-// sluice_gate_redis_errors_total (docs/metrics.md).
+// sluice_gate_fallback, sluice_gate_replicas,
+// sluice_gate_redis_errors_total and, for each shared part made before the
+// call, sluice_redis_fallback{part} (docs/metrics.md).
 func (c *Client) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	out := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_gate_fallback",
 			Help: "1 while the shared gate cannot reach Redis and this replica runs on its local fallback cap of ceil(cap / replicas), else 0."},
 			func() float64 { return float64(min(c.fallback.Load(), 1)) }),
@@ -277,6 +338,14 @@ func (c *Client) Collectors() []prometheus.Collector {
 			Help: "Redis calls of the shared gate that failed or timed out."},
 			func() float64 { return float64(c.errors.Load()) }),
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.parts {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_redis_fallback",
+			Help:        "1 while this shared part (buckets: the rate-limit buckets; cache: the cache groups) cannot reach Redis and runs on this replica's own, else 0.",
+			ConstLabels: prometheus.Labels{"part": o.part}}, o.gauge))
+	}
+	return out
 }
 
 // crash stops the client as a killed process would: no goodbye, its

@@ -1,6 +1,7 @@
 package redisgate
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -202,3 +203,131 @@ func TestFallbackAndResume(t *testing.T) {
 type tWriter struct{ t *testing.T }
 
 func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// TestFairAcrossReplicas: tenant a bursts 40 tickets on one replica; then
+// tenant b, on another replica, asks for 4. With the fair order shared,
+// b's tickets are granted within the next few slots (alternating with
+// a's), not after a's 40; the FIFO gate serves a's burst first.
+func TestFairAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, fair := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			ca, cb := open(t, srv.URL, Options{}), open(t, srv.URL, Options{})
+			name := fmt.Sprintf("test%d", names.Add(1))
+			opener := func(c *Client) func(string, int) (*Gate, error) {
+				if fair {
+					return c.FairGate
+				}
+				return c.Gate
+			}
+			ga, err := opener(ca)(name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gb, err := opener(cb)(name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var as, bs []*gate.Ticket
+			for range 40 {
+				tk := &gate.Ticket{Key: "a", Cost: 1000}
+				ga.Join(tk)
+				as = append(as, tk)
+			}
+			for range 4 {
+				tk := &gate.Ticket{Key: "b", Cost: 1000}
+				gb.Join(tk)
+				bs = append(bs, tk)
+			}
+			// Serve: each round releases a's oldest holder, or b's, and
+			// counts the grants until all of b's hold a slot.
+			grants := 2 // a's first two were granted at once
+			held := []*gate.Ticket{as[0], as[1]}
+			released := map[*gate.Ticket]bool{}
+			waitReady(t, as[0], time.Second, "a's first")
+			waitReady(t, as[1], time.Second, "a's second")
+			bDone := func() bool {
+				for _, tk := range bs {
+					if !ready(tk) {
+						return false
+					}
+				}
+				return true
+			}
+			for !bDone() && grants < 44 {
+				tk := held[0]
+				held = held[1:]
+				g := ga
+				if tk.Key == "b" {
+					g = gb
+				}
+				g.Release(tk, gate.Outcome{})
+				released[tk] = true
+				// The next grant: whichever ticket gets the freed slot.
+				deadline := time.Now().Add(time.Second)
+				for {
+					var next *gate.Ticket
+					for _, x := range append(append([]*gate.Ticket{}, as...), bs...) {
+						if ready(x) && !contains(held, x) && !released[x] {
+							next = x
+							break
+						}
+					}
+					if next != nil {
+						held = append(held, next)
+						grants++
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no grant within 1 s of a release (grants so far %d)", grants)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			t.Logf("fair=%v: b's 4 tickets all granted by grant %d of 44", fair, grants)
+			if fair && grants > 2+8+1 {
+				t.Errorf("b's 4 tickets took %d grants; want them within about 8 (alternating with a's)", grants)
+			}
+			if !fair && grants < 44 {
+				t.Errorf("FIFO granted b's 4 tickets by grant %d; want them after a's 40", grants)
+			}
+			for _, x := range append(as, bs...) {
+				if released[x] {
+					continue
+				}
+				if ready(x) {
+					if x.Key == "b" {
+						gb.Release(x, gate.Outcome{})
+					} else {
+						ga.Release(x, gate.Outcome{})
+					}
+				} else {
+					if x.Key == "b" {
+						gb.Leave(x)
+					} else {
+						ga.Leave(x)
+					}
+				}
+			}
+		})
+	}
+}
+
+// ready reports whether tk has been granted a slot (its Ready is closed).
+func ready(tk *gate.Ticket) bool {
+	select {
+	case <-tk.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+func contains(ts []*gate.Ticket, t *gate.Ticket) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}

@@ -27,6 +27,7 @@ type Gate struct {
 	keys     []string
 	channel  string // "{name}:grant:", the replica's id completes it
 	capacity int
+	fair     bool // GATE_ORDER=fair: the line is scored by start tags
 
 	mu       sync.Mutex
 	byTicket map[*gate.Ticket]*entry
@@ -57,10 +58,18 @@ type entry struct {
 	done    bool // released, left or declined
 }
 
+// weight is t's weight in the fair order, 1 if unset.
+func weight(t *gate.Ticket) float64 {
+	if t.Weight > 0 {
+		return t.Weight
+	}
+	return 1
+}
+
 func newGate(c *Client, name string, capacity int) *Gate {
 	tag := "{" + name + "}"
 	return &Gate{c: c, name: name, capacity: capacity, channel: tag + ":grant:",
-		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n"},
+		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f"},
 		byTicket: map[*gate.Ticket]*entry{}, byID: map[string]*entry{}}
 }
 
@@ -108,7 +117,13 @@ func (g *Gate) Join(t *gate.Ticket) {
 	epoch := g.epoch
 	g.mu.Unlock()
 
-	r, err := g.c.run(joinScript, g, epoch, e.id)
+	var r reply
+	var err error
+	if g.fair {
+		r, err = g.c.run(joinScript, g, epoch, e.id, t.Key, float64(max(t.Cost, 1))/weight(t), int(t.Class))
+	} else {
+		r, err = g.c.run(joinScript, g, epoch, e.id)
+	}
 
 	g.mu.Lock()
 	e.joining = false

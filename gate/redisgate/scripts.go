@@ -15,6 +15,8 @@ import "github.com/redis/go-redis/v9"
 //	           ends (Redis's own clock, in ms)
 //	{name}:e   hash: each live replica's epoch (see resync)
 //	{name}:n   counter: arrival numbers and the snapshot version
+//	{name}:f   hash, a fair gate's (GATE_ORDER=fair): each tenant's finish
+//	           tag, and under the field "" the line's virtual time
 //
 // A lease is held by its replica's entry in {name}:r: a replica renews the
 // entry with every script and every heartbeat, and a replica whose entry
@@ -33,10 +35,13 @@ import "github.com/redis/go-redis/v9"
 // scriptHead is the part every script shares: its arguments, the clock,
 // reaping, granting and the reply.
 const scriptHead = `
-local H, W, WR, R, E, N = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local H, W, WR, R, E, N, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local me, epoch, cap, ttl, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- A fair line's score is its class times classGap plus its start tag.
+local classGap = 1e13
 
 local function range(r) return '[' .. r .. '|', '[' .. r .. '|\255' end
 
@@ -63,6 +68,11 @@ local function grant()
     local head = redis.call('ZPOPMIN', W)
     if #head == 0 then return end
     local id = head[1]
+    if redis.call('EXISTS', F) == 1 then -- a fair line: its virtual time moves to the granted start tag
+      local v = tonumber(head[2]) % classGap
+      if v > (tonumber(redis.call('HGET', F, '')) or 0) then redis.call('HSET', F, '', v) end
+      if redis.call('ZCARD', W) == 0 then redis.call('DEL', F) end -- credit and debt last one busy stretch
+    end
     redis.call('ZREM', WR, id)
     redis.call('ZADD', H, 0, id)
     local r = string.match(id, '^([^|]+)|')
@@ -80,17 +90,36 @@ reap()
 `
 
 // joinScript puts ARGV[6] in line, or gives it a free slot at once when
-// nobody waits. Status 1: granted.
+// nobody waits. Status 1: granted. A fair gate's join also names the
+// ticket's tenant (ARGV[7]), its cost over its weight (ARGV[8]) and its
+// class (ARGV[9]): its start tag is the later of the tenant's finish tag
+// and the virtual time, the tenant's finish tag moves on by its cost, and
+// it waits scored by class and start tag instead of arrival number.
 var joinScript = redis.NewScript(scriptHead + `
 if stale() then return {-1} end
 renew()
 grant()
 local id = ARGV[6]
-if redis.call('ZCARD', H) < cap and redis.call('ZCARD', W) == 0 then
+local score
+if ARGV[7] then
+  local v = tonumber(redis.call('HGET', F, '')) or 0
+  local start = math.max(v, tonumber(redis.call('HGET', F, ARGV[7])) or 0)
+  redis.call('HSET', F, ARGV[7], start + tonumber(ARGV[8]))
+  if redis.call('ZCARD', H) < cap and redis.call('ZCARD', W) == 0 then
+    redis.call('HSET', F, '', start)
+    redis.call('PEXPIRE', F, 600000)
+    redis.call('ZADD', H, 0, id)
+    return reply(1)
+  end
+  redis.call('PEXPIRE', F, 600000)
+  score = tonumber(ARGV[9]) * classGap + start
+elseif redis.call('ZCARD', H) < cap and redis.call('ZCARD', W) == 0 then
   redis.call('ZADD', H, 0, id)
   return reply(1)
+else
+  score = redis.call('INCR', N)
 end
-redis.call('ZADD', W, redis.call('INCR', N), id)
+redis.call('ZADD', W, score, id)
 redis.call('ZADD', WR, 0, id)
 return reply(0)
 `)
