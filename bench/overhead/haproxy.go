@@ -19,7 +19,7 @@ import (
 // upstream connections reused by any client, no logging (sluice's access
 // line is on, as a user gets it; HAProxy's log would go to syslog).
 const haproxyConfig = `global
-    maxconn 4096
+    maxconn %d
 
 defaults
     mode http
@@ -51,7 +51,7 @@ func startHAProxy(ctx context.Context, exe, upstream, dir string) (*target, stri
 		return nil, "", err
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, addr, upstream), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, haproxyMaxConn(), addr, upstream), 0o644); err != nil {
 		return nil, "", err
 	}
 	t := &target{name: HAProxy, url: "http://" + addr, cmd: exec.CommandContext(ctx, exe, "-db", "-f", cfg)}
@@ -83,4 +83,14 @@ func startHAProxy(ctx context.Context, exe, upstream, dir string) (*target, stri
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// haproxyMaxConn is 4,096 connections, or fewer where the file limit would
+// not let haproxy start: it wants two descriptors a connection.
+func haproxyMaxConn() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max > 2*4096+100 {
+		return 4096
+	}
+	return max(64, int(lim.Max-100)/2)
 }
