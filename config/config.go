@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -59,6 +60,7 @@ type Config struct {
 	InboundKeysFile string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
 	UpstreamKeyFile string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
 	AdminListenAddr string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
+	PprofListenAddr string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
 	LiveMaxWatchers int            // LIVE_MAX_WATCHERS
 	UIBenchRuns     string         // UI_BENCH_RUNS: auto, on or off
 	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
@@ -257,6 +259,9 @@ var Settings = []Setting{
 			}
 			return parseAddr(&c.AdminListenAddr, v)
 		}},
+	{Env: "PPROF_LISTEN_ADDR", Flag: "pprof-listen", Default: "", Accepts: "a loopback host:port, or empty",
+		Meaning: "Serve Go's profiles (/debug/pprof/: CPU, allocations, goroutines) on this loopback address, for finding where sluice spends its time (sluice bench --overhead --profile uses it). Empty: not served.",
+		apply:   parsePprofAddr},
 	{Env: "LIVE_MAX_WATCHERS", Flag: "live-max-watchers", Default: "64", Accepts: "a whole number >= 1",
 		Meaning: "Max open live views of the page at once (each costs sluice CPU); one more is answered 503.",
 		apply:   func(c *Config, v string) (err error) { c.LiveMaxWatchers, err = parseInt(v, 1); return }},
@@ -625,6 +630,24 @@ func parseInt(v string, min int) (int, error) {
 		return 0, fmt.Errorf("must be at least %d", min)
 	}
 	return n, nil
+}
+
+// parsePprofAddr accepts only a loopback address: the profiles show the
+// program's insides, and a CPU profile costs CPU while it runs.
+func parsePprofAddr(c *Config, v string) error {
+	if v == "" {
+		c.PprofListenAddr = ""
+		return nil
+	}
+	host, _, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if ip := net.ParseIP(host); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return errors.New("want a loopback address (127.0.0.1, ::1 or localhost): profiles are not for the network")
+	}
+	c.PprofListenAddr = v
+	return nil
 }
 
 func parseListen(c *Config, v string) error { return parseAddr(&c.ListenAddr, v) }

@@ -161,3 +161,20 @@ func TestRedisURLNeverShown(t *testing.T) {
 		t.Errorf("a good redis config: %+v, %v", c, err)
 	}
 }
+
+// TestPprofOnlyOnLoopback: the profiles show sluice's insides, so
+// PPROF_LISTEN_ADDR takes a loopback address or nothing.
+func TestPprofOnlyOnLoopback(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"": true, "127.0.0.1:6060": true, "[::1]:6060": true, "localhost:6060": true,
+		"0.0.0.0:6060": false, ":6060": false, "10.0.0.5:6060": false, "pprof.example:6060": false, "127.0.0.1": false,
+	} {
+		c, err := Load(nil, env(map[string]string{"PPROF_LISTEN_ADDR": addr}))
+		if (err == nil) != ok {
+			t.Errorf("PPROF_LISTEN_ADDR=%q: err %v, want accepted %v", addr, err, ok)
+		}
+		if ok && c.PprofListenAddr != addr {
+			t.Errorf("PPROF_LISTEN_ADDR=%q: read as %q", addr, c.PprofListenAddr)
+		}
+	}
+}

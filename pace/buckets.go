@@ -265,9 +265,9 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 	defer bs.mu.Unlock()
 	k := bs.get(key)
 	for kind := range numKinds {
-		prefix := "Anthropic-Ratelimit-" + kindNames[kind]
-		limit, lok := headerInt(h, prefix+"-Limit")
-		rem, rok := headerInt(h, prefix+"-Remaining")
+		names := &kindHeaders[kind]
+		limit, lok := headerInt(h, names.limit)
+		rem, rok := headerInt(h, names.remaining)
 		if !rok {
 			continue
 		}
@@ -275,7 +275,7 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 			// A partial set, without the limit: no bucket to model, but
 			// one that reads empty holds the key until its reset, as
 			// nothing better is known.
-			if reset, err := time.Parse(time.RFC3339, h.Get(prefix+"-Reset")); err == nil && rem == 0 {
+			if reset, err := time.Parse(time.RFC3339, headerOf(h, names.reset)); err == nil && rem == 0 {
 				bs.block(k, reset, now)
 			}
 			continue
@@ -338,10 +338,34 @@ func (bs *Buckets) block(k *keyBuckets, until, now time.Time) {
 
 // HeaderInt is header name of h as a count: false when absent or not a
 // whole number >= 0.
-func HeaderInt(h http.Header, name string) (float64, bool) { return headerInt(h, name) }
+func HeaderInt(h http.Header, name string) (float64, bool) {
+	return headerInt(h, http.CanonicalHeaderKey(name))
+}
 
+// kindHeaders are each kind's header names, canonical, made once: Observe
+// runs on every answer, and building and canonicalizing six names there
+// was most of its cost.
+var kindHeaders = func() (names [numKinds]struct{ limit, remaining, reset string }) {
+	for kind := range numKinds {
+		prefix := "Anthropic-Ratelimit-" + kindNames[kind]
+		names[kind].limit = http.CanonicalHeaderKey(prefix + "-Limit")
+		names[kind].remaining = http.CanonicalHeaderKey(prefix + "-Remaining")
+		names[kind].reset = http.CanonicalHeaderKey(prefix + "-Reset")
+	}
+	return names
+}()
+
+// headerOf is h.Get(name) for a canonical name.
+func headerOf(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// headerInt is the whole number >= 0 that h's canonical header name holds.
 func headerInt(h http.Header, name string) (float64, bool) {
-	v := h.Get(name)
+	v := headerOf(h, name)
 	if v == "" {
 		return 0, false
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"path"
@@ -177,14 +176,12 @@ func (p *Proxy) countTokens(model string, u usage) {
 	}
 }
 
-// countMessageTokens reads model and usage from a JSON Messages response.
+// countMessageTokens reads model and usage from a JSON Messages response
+// (in one walk that skips the content: encoding/json's decode was a
+// twentieth of the plain path's CPU).
 func (ex *exchange) countMessageTokens(data []byte) {
-	var m struct {
-		Model string `json:"model"`
-		Usage usage  `json:"usage"`
-	}
-	if json.Unmarshal(data, &m) == nil {
-		ex.countTokens(m.Model, m.Usage)
+	if model, u, ok := request.ParseAnswer(data); ok {
+		ex.countTokens(model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead})
 	}
 }
 
@@ -241,32 +238,40 @@ func (s *streamUsage) observe(ev []byte) {
 	if j := bytes.IndexByte(data, '\n'); j >= 0 {
 		data = data[:j]
 	}
-	var v struct {
-		Message struct {
-			Model string `json:"model"`
-			Usage usage  `json:"usage"`
-		} `json:"message"`
-		Usage usage `json:"usage"`
+	// Read in one walk each, as a whole answer is (countMessageTokens):
+	// encoding/json's decode of the two was a sixteenth of a stream's CPU.
+	if start {
+		msg, ok := request.MemberOf(data, "message")
+		if !ok {
+			return
+		}
+		var model string
+		var u request.Usage
+		if msg != nil && string(msg) != "null" { // without its message: no usage, as encoding/json read it
+			if model, u, ok = request.ParseAnswer(msg); !ok {
+				return
+			}
+		}
+		s.seen = true
+		s.model, s.u = model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead}
+		return
 	}
-	if json.Unmarshal(data, &v) != nil {
+	_, u, ok := request.ParseAnswer(data)
+	if !ok {
 		return
 	}
 	s.seen = true
-	if start {
-		s.model, s.u = v.Message.Model, v.Message.Usage
-		return
-	}
 	// message_delta's usage is cumulative; input fields appear there only
 	// on newer API versions.
-	s.u.Output = v.Usage.Output
-	if v.Usage.Input > 0 {
-		s.u.Input = v.Usage.Input
+	s.u.Output = u.Output
+	if u.Input > 0 {
+		s.u.Input = u.Input
 	}
-	if v.Usage.CacheWrite > 0 {
-		s.u.CacheWrite = v.Usage.CacheWrite
+	if u.CacheWrite > 0 {
+		s.u.CacheWrite = u.CacheWrite
 	}
-	if v.Usage.CacheRead > 0 {
-		s.u.CacheRead = v.Usage.CacheRead
+	if u.CacheRead > 0 {
+		s.u.CacheRead = u.CacheRead
 	}
 }
 

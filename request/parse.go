@@ -184,7 +184,11 @@ func Tenant(h http.Header) string {
 // x-stainless-timeout header in whole seconds; 0 when it is absent, 0 or
 // not a positive whole number of seconds that a Duration can hold.
 func Patience(h http.Header) time.Duration {
-	n, err := strconv.ParseInt(h.Get("X-Stainless-Timeout"), 10, 64)
+	v := h.Get("X-Stainless-Timeout")
+	if v == "" {
+		return 0 // most requests: no ParseInt, whose error allocates
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > math.MaxInt64/int64(time.Second) {
 		return 0
 	}

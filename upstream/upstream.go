@@ -149,6 +149,14 @@ func CopyHeader(dst, src http.Header) {
 			}
 		}
 	}
+	// One backing array for every value, not one a header: each header's
+	// slice is capped at its own values, so an append to one copies
+	// rather than overwriting the next.
+	n := 0
+	for _, vv := range src {
+		n += len(vv)
+	}
+	vals := make([]string, 0, n)
 next:
 	for k, vv := range src {
 		for _, h := range hopByHop {
@@ -161,6 +169,8 @@ next:
 				continue next
 			}
 		}
-		dst[k] = append(dst[k][:0:0], vv...)
+		start := len(vals)
+		vals = append(vals, vv...)
+		dst[k] = vals[start:len(vals):len(vals)]
 	}
 }

@@ -20,11 +20,16 @@ func runBench(args []string) error {
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
+	var ov overheadFlags
+	ov.register(fs)
 	fs.Usage = func() {
 		o := fs.Output()
-		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n\n"+
+		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
+			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
-			"and prints the modes side by side. Flags:\n")
+			"and prints the modes side by side. With --overhead, measures what sluice adds to a call instead: an\n"+
+			"upstream that answers at once, HAProxy (when on PATH), sluice plain and windowed, and the load\n"+
+			"generator, each its own process, in interleaved rounds. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -32,6 +37,9 @@ func runBench(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if ov.on {
+		return ov.run(fs, *quiet)
 	}
 	if *out != "" {
 		// Before the run, not after it: a long run should not end in a

@@ -49,7 +49,14 @@ func runServe(args []string) error {
 		ex.close()
 		return err
 	}
-	defer hs.flushSpans()               // after serve's drain: the last requests' spans go too
+	defer hs.flushSpans() // after serve's drain: the last requests' spans go too
+	stopPprof, err := servePprof(cfg.PprofListenAddr, log)
+	if err != nil {
+		ln.Close()
+		ex.close()
+		return err
+	}
+	defer stopPprof()
 	defer ex.reloadOnHangup(ctx, log)() // before the line that says sluice is up
 	logListening(log, ln.Addr(), cfg)
 	srv := &proxy.Server{Proxy: hs.proxy, Handler: hs.api, ShutdownDelay: cfg.ShutdownDelay, DrainTimeout: cfg.DrainTimeout, Log: log,

@@ -1,0 +1,418 @@
+// Package overhead measures what sluice adds to a call, out of process:
+// an upstream that answers at once, sluice on the plain and the windowed
+// path, HAProxy as the yardstick when it is installed, and a load
+// generator, each a process of its own, driven in interleaved rounds so
+// that a busy machine's noise falls on every path alike. It reports the
+// added latency at one client, the throughput at many against the
+// upstream alone, the CPU each proxy spends per request (from
+// /proc/<pid>/stat), and the same for many concurrent streams.
+//
+// `sluice bench --overhead` runs it; the children are the sluice
+// executable itself (`sluice serve`, and the upstream and the load
+// generator under ChildEnv), so nothing is built and nothing is shared.
+package overhead
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// Options says what to run.
+type Options struct {
+	Exe      string        // the sluice executable: `Exe serve`, and the children
+	Rounds   int           // each round runs every phase on every path once
+	Warmup   time.Duration // each measurement's unrecorded start
+	Duration time.Duration // each measurement's recorded span
+	Clients  int           // the throughput phase's concurrent clients
+	Streams  int           // the stream phase's concurrent streams
+	Cap      int           // the windowed path's BATCH_MAX_CONCURRENCY
+	// HAProxy is the haproxy executable; empty: looked up on PATH, and
+	// skipped (with a word in the report) when it is not there.
+	HAProxy string
+	// ProfileDir, when set, gets CPU profiles of each sluice over the last
+	// round's throughput and stream phases, and each one's allocation
+	// profile at the end (PPROF_LISTEN_ADDR).
+	ProfileDir string
+	Progress   io.Writer // a line per measurement; nil: none
+}
+
+// Defaults is the full run: about two and a half minutes.
+func Defaults() Options {
+	return Options{Rounds: 5, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second, Clients: 64, Streams: 1000, Cap: 256}
+}
+
+// Short is a run of a few seconds, for tests: its figures mean little.
+func Short() Options {
+	return Options{Rounds: 1, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Clients: 8, Streams: 32, Cap: 256}
+}
+
+// The paths, in the order of each round.
+const (
+	Direct   = "direct"
+	HAProxy  = "haproxy"
+	Plain    = "plain"
+	Windowed = "windowed"
+)
+
+// The phases of a round.
+const (
+	phaseLatency    = "latency"    // one client
+	phaseThroughput = "throughput" // Options.Clients clients
+	phaseStreams    = "streams"    // Options.Streams concurrent streams
+)
+
+// target is one path under measurement.
+type target struct {
+	name   string
+	url    string
+	pprof  string // a sluice's pprof address; empty: none
+	cmd    *exec.Cmd
+	stderr *os.File
+}
+
+func (t *target) pid() int {
+	if t.cmd == nil {
+		return 0
+	}
+	return t.cmd.Process.Pid
+}
+
+// Run runs opt and returns its report.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	if opt.Exe == "" || opt.Rounds < 1 || opt.Duration <= 0 || opt.Clients < 1 || opt.Streams < 1 || opt.Cap < 1 {
+		return nil, errors.New("overhead: Exe, Rounds, Duration, Clients, Streams and Cap must be set")
+	}
+	if opt.ProfileDir != "" {
+		if err := os.MkdirAll(opt.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "sluice-overhead-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	rep := &Report{Rounds: opt.Rounds, Seconds: opt.Duration.Seconds(), Clients: opt.Clients, Streams: opt.Streams, Cap: opt.Cap,
+		LoadStart: loadAvg()}
+
+	up, upAddr, err := startUpstream(ctx, opt.Exe, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stop(up)
+	targets := []*target{{name: Direct, url: "http://" + upAddr}}
+	defer func() {
+		for _, t := range targets {
+			stop(t)
+		}
+	}()
+	hap := opt.HAProxy
+	if hap == "" {
+		hap, _ = exec.LookPath("haproxy")
+	}
+	if hap == "" {
+		rep.HAProxy = "skipped: haproxy is not on PATH"
+	} else {
+		t, version, err := startHAProxy(ctx, hap, upAddr, dir)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+		rep.HAProxy = version
+	}
+	for _, s := range []struct {
+		name string
+		env  []string
+	}{
+		{Plain, []string{"BATCH_ENABLED=0"}},
+		{Windowed, []string{"BATCH_ENABLED=1", fmt.Sprintf("BATCH_MAX_CONCURRENCY=%d", opt.Cap)}},
+	} {
+		t, err := startSluice(ctx, opt.Exe, s.name, "http://"+upAddr, dir, opt.ProfileDir != "", s.env)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+
+	phases := []struct {
+		name    string
+		clients int
+		stream  bool
+	}{{phaseLatency, 1, false}, {phaseThroughput, opt.Clients, false}, {phaseStreams, opt.Streams, true}}
+	for round := range opt.Rounds {
+		last := round == opt.Rounds-1
+		for _, ph := range phases {
+			for _, t := range targets {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				var prof chan error
+				if last && opt.ProfileDir != "" && t.pprof != "" && ph.name != phaseLatency {
+					prof = make(chan error, 1)
+					go func() {
+						prof <- fetchProfile(ctx, t.pprof, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(opt.Duration.Seconds()))),
+							filepath.Join(opt.ProfileDir, t.name+"-"+ph.name+".cpu.pprof"))
+					}()
+				}
+				var pids []int
+				if t.pid() != 0 {
+					pids = []int{t.pid()}
+				}
+				res, err := runLoad(ctx, opt.Exe, childSpec{Role: "load", URL: t.url, Clients: ph.clients, Warmup: opt.Warmup,
+					Duration: opt.Duration, Stream: ph.stream, PIDs: pids})
+				if prof != nil {
+					if perr := <-prof; err == nil {
+						err = perr
+					}
+				}
+				if err != nil {
+					return nil, fmt.Errorf("overhead: round %d, %s, %s: %w%s", round+1, ph.name, t.name, err, t.tail())
+				}
+				rep.Runs = append(rep.Runs, Measurement{Round: round + 1, Path: t.name, Phase: ph.name, Result: *res})
+				if opt.Progress != nil {
+					fmt.Fprintf(opt.Progress, "round %d %-10s %-8s %8.0f req/s  p50 %.3f ms  errors %d\n",
+						round+1, ph.name, t.name, float64(res.Requests)/res.Seconds, res.P50, res.Errors)
+				}
+			}
+		}
+	}
+	if opt.ProfileDir != "" {
+		for _, t := range targets {
+			if t.pprof != "" {
+				if err := fetchProfile(ctx, t.pprof, "/debug/pprof/allocs", filepath.Join(opt.ProfileDir, t.name+".allocs.pprof")); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	rep.LoadEnd = loadAvg()
+	rep.summarize()
+	return rep, nil
+}
+
+// tail is the end of a child's stderr, for an error that may be its fault.
+func (t *target) tail() string {
+	if t.stderr == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(t.stderr.Name())
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	return "\n" + t.name + "'s stderr ends:\n" + string(b)
+}
+
+// startUpstream starts the instant upstream and returns its address.
+func startUpstream(ctx context.Context, exe, dir string) (*target, string, error) {
+	spec, _ := json.Marshal(childSpec{Role: "upstream"})
+	t := &target{name: "upstream", cmd: exec.CommandContext(ctx, exe)}
+	t.cmd.Env = append(os.Environ(), ChildEnv+"="+string(spec))
+	t.cmd.SysProcAttr = orphanless()
+	out, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if t.stderr, err = os.Create(filepath.Join(dir, "upstream.stderr")); err != nil {
+		return nil, "", err
+	}
+	t.cmd.Stderr = t.stderr
+	if err := t.cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("overhead: start the upstream: %w", err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop(t)
+		return nil, "", fmt.Errorf("overhead: the upstream said no address: %w%s", err, t.tail())
+	}
+	return t, strings.TrimSpace(line), nil
+}
+
+// startSluice starts `sluice serve` on a free port against upstream, with
+// env over a clean environment (no setting of the caller's own), and
+// waits until it answers /healthz.
+func startSluice(ctx context.Context, exe, name, upstream, dir string, pprof bool, env []string) (*target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	t := &target{name: name, url: "http://" + addr, cmd: exec.CommandContext(ctx, exe, "serve")}
+	t.cmd.Env = append(cleanEnv(), "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream)
+	if pprof {
+		if t.pprof, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		t.cmd.Env = append(t.cmd.Env, "PPROF_LISTEN_ADDR="+t.pprof)
+	}
+	t.cmd.Env = append(t.cmd.Env, env...)
+	if t.stderr, err = os.Create(filepath.Join(dir, name+".stderr")); err != nil {
+		return nil, err
+	}
+	t.cmd.Stdout, t.cmd.Stderr = io.Discard, t.stderr
+	t.cmd.SysProcAttr = orphanless()
+	t.cmd.Cancel = func() error { return t.cmd.Process.Signal(syscall.SIGTERM) }
+	t.cmd.WaitDelay = 10 * time.Second
+	if err := t.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("overhead: start sluice (%s): %w", name, err)
+	}
+	if err := waitReady(ctx, t.url+"/healthz", t.cmd); err != nil {
+		stop(t)
+		return nil, fmt.Errorf("overhead: sluice (%s): %w%s", name, err, t.tail())
+	}
+	return t, nil
+}
+
+// cleanEnv is this process's environment without sluice's settings, so
+// that a setting exported in the caller's shell does not change what is
+// measured.
+func cleanEnv() []string {
+	skip := map[string]bool{ChildEnv: true}
+	for _, s := range config.Settings {
+		skip[s.Env] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !skip[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls url until it answers 200, cmd exits, or 15 s pass.
+func waitReady(ctx context.Context, url string, cmd *exec.Cmd) error {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		if resp, err := c.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if cmd.ProcessState != nil {
+			return errors.New("exited")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s did not answer 200 within 15 s", url)
+}
+
+// stop ends a child: SIGTERM, then a kill if it lingers.
+func stop(t *target) {
+	if t == nil || t.cmd == nil || t.cmd.Process == nil {
+		return
+	}
+	if t.cmd.ProcessState == nil {
+		t.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { t.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if t.stderr != nil {
+		t.stderr.Close()
+	}
+	t.cmd = nil
+}
+
+// runLoad runs one load generator and returns what it measured.
+func runLoad(ctx context.Context, exe string, sp childSpec) (*loadResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, sp.Warmup+sp.Duration+2*time.Minute)
+	defer cancel()
+	spec, _ := json.Marshal(sp)
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), ChildEnv+"="+string(spec))
+	cmd.SysProcAttr = orphanless()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("load generator: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var res loadResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("load generator's answer: %w", err)
+	}
+	if res.Requests == 0 {
+		return nil, fmt.Errorf("no request answered (%d errors; the first: %s)", res.Errors, res.FirstErr)
+	}
+	return &res, nil
+}
+
+// fetchProfile saves a pprof endpoint's answer to file.
+func fetchProfile(ctx context.Context, addr, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: status %d", path, resp.StatusCode)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// loadAvg is the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// orphanless makes a child end with the benchmark, even when the
+// benchmark is killed.
+func orphanless() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/overhead"
+)
+
+// overheadFlags are the flags of `sluice bench --overhead`.
+type overheadFlags struct {
+	on, short          bool
+	rounds             int
+	duration           time.Duration
+	clients, streams   int
+	markdown, jsonFile string
+	profile, haproxy   string
+}
+
+func (f *overheadFlags) register(fs *flag.FlagSet) {
+	d := overhead.Defaults()
+	fs.BoolVar(&f.on, "overhead", false, "measure what sluice adds to a call, out of process, against HAProxy (see above)")
+	fs.BoolVar(&f.short, "short", false, "with --overhead: a run of a few seconds, whose figures mean little (for tests)")
+	fs.IntVar(&f.rounds, "rounds", d.Rounds, "with --overhead: interleaved `rounds` of every path and phase")
+	fs.DurationVar(&f.duration, "duration", d.Duration, "with --overhead: each measurement's recorded span")
+	fs.IntVar(&f.clients, "clients", d.Clients, "with --overhead: concurrent clients of the throughput phase")
+	fs.IntVar(&f.streams, "streams", d.Streams, "with --overhead: concurrent streams of the stream phase")
+	fs.StringVar(&f.markdown, "markdown", "", "with --overhead: also write the table to this `file`")
+	fs.StringVar(&f.jsonFile, "json", "", "with --overhead: write every measurement and the rows as JSON to this `file`")
+	fs.StringVar(&f.profile, "profile", "", "with --overhead: write pprof CPU and allocation profiles of each sluice into this `directory`")
+	fs.StringVar(&f.haproxy, "haproxy", "", "with --overhead: the haproxy executable (default: haproxy on PATH, skipped when absent)")
+}
+
+// run runs the overhead benchmark with the sluice executable itself as
+// `sluice serve` and as the children, and prints its table.
+func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench --overhead: %w", err)
+	}
+	opt := overhead.Defaults()
+	if f.short {
+		opt = overhead.Short()
+	}
+	fs.Visit(func(fl *flag.Flag) { // a flag given beats --short's choice
+		switch fl.Name {
+		case "rounds":
+			opt.Rounds = f.rounds
+		case "duration":
+			opt.Duration = f.duration
+		case "clients":
+			opt.Clients = f.clients
+		case "streams":
+			opt.Streams = f.streams
+		}
+	})
+	opt.Exe, opt.ProfileDir, opt.HAProxy = exe, f.profile, f.haproxy
+	if !quiet {
+		opt.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := overhead.Run(ctx, opt)
+	if err != nil {
+		return err
+	}
+	rep.WriteMarkdown(os.Stdout)
+	if f.markdown != "" {
+		out, err := os.Create(f.markdown)
+		if err != nil {
+			return err
+		}
+		rep.WriteMarkdown(out)
+		if err := out.Close(); err != nil {
+			return err
+		}
+	}
+	if f.jsonFile != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(f.jsonFile, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
