@@ -58,7 +58,7 @@ func TestPageShowsBulkBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{bs[0].UpstreamID, bs[0].Key[:12], "5", "5", "0", "0", "ended"}
+	want := []string{bs[0].UpstreamID, bs[0].Key, "5", "5", "0", "0", "ended"}
 	if len(cells) != 8 || strings.Join(cells[:7], "|") != strings.Join(want, "|") {
 		t.Errorf("batch row %v; want %v and when", cells, want)
 	}

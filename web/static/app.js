@@ -436,7 +436,7 @@ async function bulkBatches() {
       tr.dataset.batch = b.id; tr.dataset.key = b.key; tr.dataset.status = b.status;
       tr.dataset.count = b.count; tr.dataset.succeeded = b.succeeded; tr.dataset.pending = b.pending;
       const errored = b.errored + b.canceled + b.expired;
-      [b.upstream_id || b.id, b.key.slice(0, 12), b.count, b.succeeded, errored, b.pending, b.status.replace("_", " "), ago(b.created_at_ms, u.now_ms)]
+      [b.upstream_id || b.id, b.key, b.count, b.succeeded, errored, b.pending, b.status.replace("_", " "), ago(b.created_at_ms, u.now_ms)]
         .forEach((c) => { const td = document.createElement("td"); td.textContent = String(c); tr.append(td); });
       return tr;
     }));
