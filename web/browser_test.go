@@ -327,8 +327,12 @@ func openLive(t *testing.T, ctx context.Context, st *stack) {
 
 // postMessage sends one Messages body to the stack and reads the answer,
 // which must be a 200.
-func postMessage(t *testing.T, base, body string) {
-	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+func postMessage(t *testing.T, base, body string) { postAs(t, base+"/v1/messages", body, 200) }
+
+// postAs posts body with the tests' key and reads the answer, which must
+// have status want.
+func postAs(t *testing.T, u, body string, want int) {
+	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
 	req.Header.Set("x-api-key", "sk-test")
 	req.Header.Set("content-type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -336,10 +340,10 @@ func postMessage(t *testing.T, base, body string) {
 		t.Error(err)
 		return
 	}
-	io.Copy(io.Discard, resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("status %d for %.60s", resp.StatusCode, body)
+	if resp.StatusCode != want {
+		t.Errorf("status %d for %.60s: %.200s; want %d", resp.StatusCode, body, b, want)
 	}
 }
 

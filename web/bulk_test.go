@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,24 +16,6 @@ import (
 	"github.com/sluicehq/sluice/bulk"
 )
 
-// postBulk submits one Messages body to the stack's bulk endpoint, which
-// must answer 202.
-func postBulk(t *testing.T, base, body string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/v1/bulk/messages", strings.NewReader(body))
-	req.Header.Set("x-api-key", "sk-test")
-	req.Header.Set("content-type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("bulk submission: %d %s", resp.StatusCode, b)
-	}
-}
-
 // The page lists the bulk batch of five requests with its key's hash and
 // follows it to the end: five succeeded, none pending.
 func TestPageShowsBulkBatches(t *testing.T) {
@@ -42,7 +23,7 @@ func TestPageShowsBulkBatches(t *testing.T) {
 	ctx, console := browser(t, 1280, 800)
 	openLive(t, ctx, st)
 	for i := range 5 {
-		postBulk(t, st.url, fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"bulk %d"}]}`, i))
+		postAs(t, st.url+"/v1/bulk/messages", fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"bulk %d"}]}`, i), http.StatusAccepted)
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#bulk-batches tr[data-count="5"]`))); err != nil {
 		t.Fatalf("the page shows no batch of 5: %v", err)
