@@ -89,6 +89,13 @@ type client struct {
 	// onAttempt, if set, is told of each attempt before it is sent, with
 	// the value of its x-bench-attempt header.
 	onAttempt func(key string)
+	// bulk sends each request through the bulk endpoint (mode bulk).
+	bulk bool
+	// noOutputHint leaves out x-sim-output-tokens, so that the simulator
+	// picks each reply's length from its prompt: what it does for a batch
+	// item, which carries no headers. Set for every mode of a run with
+	// mode bulk, so that the modes do the same work.
+	noOutputHint bool
 }
 
 func newJitter(seed uint64) func() float64 {
@@ -170,8 +177,12 @@ func requestBody(model, prefix string, tools []map[string]any, id int, a Arrival
 func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
 	body := requestBody(c.model, c.prefix, c.tools, id, a)
 	var out Outcome
+	try := c.attempt
+	if c.bulk {
+		try = c.bulkAttempt
+	}
 	for attempt := 0; ; attempt++ {
-		h, retry := c.attempt(ctx, id, attempt, a, body, &out)
+		h, retry := try(ctx, id, attempt, a, body, &out)
 		if !retry || attempt >= c.policy.max || ctx.Err() != nil {
 			out.Done = time.Now()
 			return out
@@ -201,15 +212,10 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 		return nil, false
 	}
 	key := fmt.Sprintf("%d.%d", id, attempt)
-	req.Header.Set("Content-Type", "application/json")
-	if a.Tenant != "" {
-		req.Header.Set("X-Api-Key", "sk-bench-"+a.Tenant)
-	} else {
-		req.Header.Set("X-Api-Key", "sk-bench")
+	c.setHeaders(req, a, attempt)
+	if !c.noOutputHint {
+		req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
 	}
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
-	req.Header.Set("X-Stainless-Retry-Count", strconv.Itoa(attempt))
 	// Like the SDKs, tell the server how long this attempt may take.
 	if secs := int(c.timeout.Seconds()); secs > 0 {
 		req.Header.Set("X-Stainless-Timeout", strconv.Itoa(secs))

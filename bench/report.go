@@ -211,6 +211,9 @@ type ModeReport struct {
 	Tokens               sim.TokenStats   `json:"tokens"`
 	CostUSD              float64          `json:"cost_usd"`
 	InputCostUSD         float64          `json:"input_cost_usd"`
+	// CostVsPlain is CostUSD over plain's, when plain ran and cost
+	// anything: bulk's is the Batches API's half price.
+	CostVsPlain float64 `json:"cost_vs_plain,omitempty"`
 	// Cap is BATCH_MAX_CONCURRENCY for the windowed mode, else 0.
 	Cap int `json:"cap,omitempty"`
 	// Windowed says the mode went through sluice's window and gate
@@ -398,6 +401,11 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 		m.Tenants = tenantReports(res.Records, tenants)
 		m.Phases = phaseReports(res, sc.phases())
 		r.Modes = append(r.Modes, m)
+	}
+	if p := r.Mode(ModePlain); p != nil && p.CostUSD > 0 {
+		for i := range r.Modes {
+			r.Modes[i].CostVsPlain = r.Modes[i].CostUSD / p.CostUSD
+		}
 	}
 	return r
 }
@@ -605,7 +613,9 @@ func windowed(m *ModeReport) bool      { return m.Windowed || m.Mode == ModeWind
 //     upstream, how often the client tried again, and the upstream's
 //     refusals.
 //   - tokens, cache write/read, cost: the simulator's counts and their
-//     price at list rates; cache rows only when a mode used the cache.
+//     price at list rates (batch items at half); cache rows only when a
+//     mode used the cache.
+//   - cost vs plain: each mode's cost over plain's, when bulk ran.
 //   - errors: failures by type.
 var tableRows = []tableRow{
 	{name: "sent", vals: one(func(m *ModeReport) float64 { return float64(m.Sent) }), show: showInt},
@@ -659,6 +669,11 @@ var tableRows = []tableRow{
 	// a second row of dollars read as a second total.
 	{name: "cost (input part)", vals: func(m *ModeReport) []float64 { return []float64{m.CostUSD, m.InputCostUSD} },
 		show: func(v []float64) string { return fmt.Sprintf("$%.4f ($%.4f)", v[0], v[1]) }},
+	// Shown when a mode's cost differs from plain's: bulk's half price.
+	{name: "cost vs plain", vals: one(func(m *ModeReport) float64 { return m.CostVsPlain }),
+		show: func(v []float64) string { return fmt.Sprintf("%.2fx", v[0]) },
+		only: func(m *ModeReport) bool { return m.CostVsPlain > 0 },
+		hide: func(r *Report) bool { return r.Mode(ModeBulk) == nil }},
 }
 
 func noCache(r *Report) bool { return !r.anyCache() }

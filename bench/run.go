@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,11 @@ const (
 	// ModeWindowedFIFO is windowed with GATE_ORDER=fifo: one line for
 	// every tenant, the seed's order, against windowed's default fair one.
 	ModeWindowedFIFO = "windowed-fifo"
+	// ModeBulk sends each request to sluice's bulk endpoint
+	// (/v1/bulk/messages, with a store in a temporary DATA_DIR) and
+	// long-polls it until it has ended: the same work as a Message Batch,
+	// at half the price; its latency is submission to result.
+	ModeBulk = "bulk"
 )
 
 // Options configure Run.
@@ -122,8 +128,8 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		modes = []string{ModePlain, ModeWindowed}
 	}
 	for _, m := range modes {
-		if m != ModeDirect && m != ModePlain && !sc.Windowed(m) {
-			want := "direct, plain or windowed"
+		if m != ModeDirect && m != ModePlain && m != ModeBulk && !sc.Windowed(m) {
+			want := "direct, plain, windowed or bulk"
 			for _, v := range sc.Variants {
 				want += ", " + v.Name
 			}
@@ -240,6 +246,14 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		if opt.Observer != nil {
 			popt.Observer = opt.Observer(mode)
 		}
+		if mode == ModeBulk {
+			svc, err := startBulk(ctx, cfg, popt.Logger)
+			if err != nil {
+				return nil, err
+			}
+			defer svc.Close() // after the proxy has stopped (deferred below)
+			popt.Bulk = svc
+		}
 		p, err = proxy.New(cfg, popt)
 		if err != nil {
 			return nil, err
@@ -260,6 +274,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		prefix: sharedPrefix(sc.Workload.SharedPrefixTokens - sc.Workload.SharedTools*toolTokens),
 		tools:  sharedTools(sc.Workload.SharedTools),
 		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
+		bulk:   mode == ModeBulk, noOutputHint: slices.Contains(opt.Modes, ModeBulk),
 	}
 	if c.model == "" {
 		c.model = "claude-sonnet-4-5"

@@ -62,6 +62,9 @@ type SimSpec struct {
 	RequestsPerMinute     int                `json:"requests_per_minute"`
 	InputTokensPerMinute  int                `json:"input_tokens_per_minute"`
 	OutputTokensPerMinute int                `json:"output_tokens_per_minute"`
+	// BatchDuration is how long the simulator takes over a whole message
+	// batch (mode bulk). Zero keeps the simulator's 2 s.
+	BatchDuration Duration `json:"batch_duration"`
 }
 
 // CapacityStepSpec is the upstream's capacity from From on.
@@ -95,6 +98,10 @@ type Sluice struct {
 	// GATE_LIMIT_FLOOR; max_concurrency is the adaptive limit's ceiling.
 	Limit      string `json:"limit"`
 	LimitFloor int    `json:"limit_floor"`
+	// BulkMaxWait and BulkPoll override BULK_MAX_WAIT_S and BULK_POLL_MS
+	// for mode bulk; zero keeps the defaults.
+	BulkMaxWait Duration `json:"bulk_max_wait"`
+	BulkPoll    Duration `json:"bulk_poll"`
 }
 
 // Client is how the load generator behaves, modelled on the official SDKs.
@@ -273,6 +280,8 @@ func (sc *Scenario) validate() error {
 		return errors.New("sim.jitter: must be in [0, 1)")
 	case s.Capacity < 0:
 		return errors.New("sim.capacity: must be >= 0 (0 = unlimited)")
+	case s.BatchDuration < 0:
+		return errors.New("sim.batch_duration: must not be negative")
 	case s.OverloadAt < 0:
 		return errors.New("sim.overload_at: must be >= 0 (0 = never)")
 	case s.RequestsPerMinute < 0 || s.InputTokensPerMinute < 0 || s.OutputTokensPerMinute < 0:
@@ -289,7 +298,7 @@ func (sc *Scenario) validate() error {
 	if err := sc.Sluice.validate("sluice"); err != nil {
 		return err
 	}
-	seen := map[string]bool{ModeDirect: true, ModePlain: true, ModeWindowed: true}
+	seen := map[string]bool{ModeDirect: true, ModePlain: true, ModeWindowed: true, ModeBulk: true}
 	for i, v := range sc.Variants {
 		if v.Name == "" || strings.ContainsAny(v.Name, ", ") {
 			return fmt.Errorf("variants[%d].name: want a name without commas or spaces", i)
@@ -396,8 +405,8 @@ func (sc *Scenario) validate() error {
 }
 
 func (s Sluice) validate(where string) error {
-	if s.MaxSize < 0 || s.MaxConcurrency < 0 || s.MaxWait < 0 || s.Timeout < 0 || s.LimitFloor < 0 {
-		return fmt.Errorf("%s: max_size, max_wait, max_concurrency, timeout and limit_floor must not be negative", where)
+	if s.MaxSize < 0 || s.MaxConcurrency < 0 || s.MaxWait < 0 || s.Timeout < 0 || s.LimitFloor < 0 || s.BulkMaxWait < 0 || s.BulkPoll < 0 {
+		return fmt.Errorf("%s: max_size, max_wait, max_concurrency, timeout, limit_floor, bulk_max_wait and bulk_poll must not be negative", where)
 	}
 	if s.Limit != "" && s.Limit != "static" && s.Limit != "adaptive" {
 		return fmt.Errorf("%s.limit: %q is not static or adaptive", where, s.Limit)
@@ -426,7 +435,7 @@ func (sc *Scenario) SimConfig() sim.Config {
 		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), PrefillPerToken: sc.Sim.PrefillPerToken.D(), Jitter: sc.Sim.Jitter,
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
-		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute,
+		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
 	}
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
@@ -492,6 +501,12 @@ func (s Sluice) apply(c *config.Config) {
 	}
 	if v := s.RateLimitPacing; v != "" {
 		c.RateLimitPacing = v
+	}
+	if v := s.BulkMaxWait; v > 0 {
+		c.BulkMaxWait = v.D()
+	}
+	if v := s.BulkPoll; v > 0 {
+		c.BulkPoll = v.D()
 	}
 }
 

@@ -36,15 +36,29 @@ type verdictFigure struct {
 // against plain and by how much, or "" unless both ran. After repeated
 // runs it compares the medians, and a figure whose ranges overlap between
 // the two paths is a tie too: the difference is within the noise.
+//
+// With mode bulk and plain, a second line compares bulk with plain the
+// same way: bulk should win on cost (0.50x) and lose on latency, the
+// price of waiting for a batch.
 func (r *Report) Verdict() string {
-	ps, ws := r.runsOf(ModePlain), r.runsOf(ModeWindowed)
-	if len(ps) == 0 || len(ws) == 0 {
+	ps := r.runsOf(ModePlain)
+	if len(ps) == 0 {
 		return ""
 	}
-	return verdict(ps, ws)
+	var lines []string
+	if ws := r.runsOf(ModeWindowed); len(ws) > 0 {
+		lines = append(lines, verdict(ps, ws))
+	}
+	if bs := r.runsOf(ModeBulk); len(bs) > 0 {
+		lines = append(lines, verdictOf(ps, bs, ModeBulk))
+	}
+	return strings.Join(lines, "\n")
 }
 
-func verdict(ps, ws []ModeReport) string {
+func verdict(ps, ws []ModeReport) string { return verdictOf(ps, ws, ModeWindowed) }
+
+// verdictOf compares mode's runs ws with plain's ps.
+func verdictOf(ps, ws []ModeReport, mode string) string {
 	var figs []verdictFigure
 	// compare gives the medians of a figure and whether windowed's is
 	// better; overlapping ranges tie (with one run each, only equal values
@@ -111,8 +125,8 @@ func verdict(ps, ws []ModeReport) string {
 	if len(ps) > 1 || len(ws) > 1 {
 		of = fmt.Sprintf(", or ranges that overlap; medians of %d runs", min(len(ps), len(ws)))
 	}
-	return fmt.Sprintf("verdict, windowed vs plain (a tie is within %.0f%% or %.0f ms%s): %s",
-		VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
+	return fmt.Sprintf("verdict, %s vs plain (a tie is within %.0f%% or %.0f ms%s): %s",
+		mode, VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
 }
 
 // spreadOf is the median, min and max of a figure over runs.

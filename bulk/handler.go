@@ -137,6 +137,9 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 	}
 	sum := sha256.Sum256(trimmed)
 	key := cred.hash()
+	if hook == "" {
+		hook = s.cfg.KeyWebhooks[key] // the key's default, if it has one
+	}
 	nr := &newRequest{Request: Request{ID: newID("bulkmsg_"), KeyHash: key, Model: head.Model, Status: StatusQueued, CreatedAt: nowMS()},
 		idemKey: idem, bodyHash: hex.EncodeToString(sum[:]), body: trimmed, webhook: hook, sealed: s.seal.seal(cred.bytes(), key)}
 	if err := s.submit(r.Context(), nr); err != nil {

@@ -31,6 +31,10 @@ type Config struct {
 	// WebhookSecret signs webhook deliveries (HMAC-SHA256). If empty,
 	// submissions asking for a webhook are refused.
 	WebhookSecret string
+	// KeyWebhooks are the keys' default completion webhooks, by the key's
+	// short hash (BULK_KEY_WEBHOOKS): a submission without
+	// Sluice-Webhook-Url gets its key's. They need WebhookSecret.
+	KeyWebhooks map[string]string
 	// MaxWait is how long a window gathers one credential's submissions
 	// before they go upstream as one batch. If zero, 5 minutes.
 	MaxWait time.Duration
@@ -124,6 +128,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.Upstream == nil {
 		return nil, errors.New("bulk: no upstream URL")
+	}
+	if len(cfg.KeyWebhooks) > 0 && cfg.WebhookSecret == "" {
+		return nil, errors.New("bulk: BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET to sign the deliveries with; set one")
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Minute}

@@ -60,8 +60,19 @@ func newHarness(t *testing.T, cfg Config) *harness {
 
 func (h *harness) do(method, path, body string, hdr ...string) (int, map[string]any) {
 	h.t.Helper()
+	return h.doWith(testKey, method, path, body, hdr...)
+}
+
+// doAs is a bodiless call with another key.
+func (h *harness) doAs(key, method, path string) (int, map[string]any) {
+	h.t.Helper()
+	return h.doWith(key, method, path, "")
+}
+
+func (h *harness) doWith(key, method, path, body string, hdr ...string) (int, map[string]any) {
+	h.t.Helper()
 	req, _ := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("x-api-key", key)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -286,5 +297,78 @@ func TestLostCreateAnswerIsReconciled(t *testing.T) {
 		if n := h.sim.CustomIDCounts()[id]; n != 1 {
 			t.Errorf("%s reached the upstream %d times after a lost create answer; want 1", id, n)
 		}
+	}
+}
+
+// A key with a default webhook (BULK_KEY_WEBHOOKS) gets it for a
+// submission that names none, signed like any other; a submission's own
+// Sluice-Webhook-Url wins; another key's requests get no webhook.
+func TestKeyWebhook(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]string{} // path -> webhook ids
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		id, ts := r.Header.Get(HeaderWebhookID), r.Header.Get(HeaderWebhookTimestamp)
+		if r.Header.Get(HeaderWebhookSignature) != Sign("whsec", id, ts, b) {
+			t.Errorf("delivery %s to %s is not signed with the webhook secret", id, r.URL.Path)
+		}
+		mu.Lock()
+		got[r.URL.Path] = append(got[r.URL.Path], id)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	keyHash := credential{"x-api-key", testKey}.hash()
+	h := newHarness(t, Config{WebhookSecret: "whsec", KeyWebhooks: map[string]string{keyHash: hook.URL + "/key"}})
+	byDefault := h.submit(msgBody("default"))
+	own := h.submit(msgBody("own"), HeaderWebhookURL, hook.URL+"/own")
+	req, _ := http.NewRequest("POST", h.url+"/v1/bulk/messages", strings.NewReader(msgBody("other key")))
+	req.Header.Set("x-api-key", "sk-ant-another-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&other)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || other.ID == "" {
+		t.Fatalf("the other key's submission: %d", resp.StatusCode)
+	}
+	h.await(byDefault)
+	h.await(own)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got["/key"]) + len(got["/own"])
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The other key's request ends too; give its (wrong) delivery a poll
+	// interval to show up.
+	for {
+		code, v := h.doAs("sk-ant-another-key", "GET", "/v1/bulk/messages/"+other.ID+"?wait=5s")
+		if code != 200 {
+			t.Fatalf("the other key's request: %d %v", code, v)
+		}
+		if v["status"] == StatusEnded || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || len(got["/key"]) != 1 || got["/key"][0] != "whk_"+byDefault || len(got["/own"]) != 1 || got["/own"][0] != "whk_"+own {
+		t.Errorf("deliveries %v; want whk_%s to /key and whk_%s to /own, none for the other key", got, byDefault, own)
+	}
+}
+
+// A key's default webhook needs a secret to sign it with.
+func TestKeyWebhooksNeedASecret(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Upstream: u, KeyWebhooks: map[string]string{"0123456789abcdef0123456789abcdef": "http://127.0.0.1:2/"}})
+	if err == nil || !strings.Contains(err.Error(), "BULK_WEBHOOK_SECRET") {
+		t.Fatalf("New without a webhook secret: %v; want it refused, naming BULK_WEBHOOK_SECRET", err)
 	}
 }

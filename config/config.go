@@ -87,6 +87,10 @@ type Config struct {
 	BulkPoll          time.Duration // BULK_POLL_MS
 	BulkSecret        string        // BULK_SECRET (never logged)
 	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
+	// BulkKeyWebhooks is BULK_KEY_WEBHOOKS: each API key's default
+	// completion webhook, by the key's short hash (the URLs may hold a
+	// token: never logged).
+	BulkKeyWebhooks map[string]string
 }
 
 // Setting is one row of the configuration table.
@@ -97,6 +101,8 @@ type Setting struct {
 	Accepts string // what values are accepted, for error messages
 	Meaning string
 	apply   func(c *Config, v string) error
+	// secret keeps the value out of error messages (it may hold a token).
+	secret bool
 }
 
 // Settings is the table: the single source for parsing, --help and docs.
@@ -337,6 +343,37 @@ var Settings = []Setting{
 	{Env: "BULK_WEBHOOK_SECRET", Flag: "bulk-webhook-secret", Default: "", Accepts: "any text, or empty",
 		Meaning: "Key of the HMAC-SHA256 signature on bulk webhook deliveries (Sluice-Webhook-Signature). Empty: submissions asking for a webhook are refused. Never logged.",
 		apply:   func(c *Config, v string) error { c.BulkWebhookSecret = v; return nil }},
+	{Env: "BULK_KEY_WEBHOOKS", Flag: "bulk-key-webhooks", Default: "", Accepts: "HASH=URL pairs, separated by commas or spaces, or empty",
+		Meaning: "Each API key's default bulk completion webhook, by the key's short hash as the page shows it (32 hex digits); a submission's own Sluice-Webhook-Url wins. Needs BULK_WEBHOOK_SECRET. The URLs are never logged.",
+		apply:   func(c *Config, v string) (err error) { c.BulkKeyWebhooks, err = parseKeyWebhooks(v); return }, secret: true},
+}
+
+// parseKeyWebhooks reads BULK_KEY_WEBHOOKS. An error names the entry by
+// its position and hash, never its URL, which may hold a token.
+func parseKeyWebhooks(v string) (map[string]string, error) {
+	fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(fields))
+	for i, f := range fields {
+		hash, raw, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("entry %d: want HASH=URL", i+1)
+		}
+		if len(hash) != 32 || strings.Trim(hash, "0123456789abcdef") != "" {
+			return nil, fmt.Errorf("entry %d: the key hash must be 32 lowercase hex digits, as the page shows it", i+1)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("entry %d (key %s): the webhook must be an absolute http:// or https:// URL", i+1, hash)
+		}
+		if _, dup := m[hash]; dup {
+			return nil, fmt.Errorf("entry %d: key %s is given twice", i+1, hash)
+		}
+		m[hash] = raw
+	}
+	return m, nil
 }
 
 // parseRedisURL checks REDIS_URL without ever quoting it: it may hold a
@@ -524,7 +561,11 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 			err = s.apply(&c, strings.TrimSpace(v))
 		}
 		if err != nil {
-			return Config{}, fmt.Errorf("invalid %s=%q (from %s): %v; accepted: %s", s.Env, redactURL(v), src, err, s.Accepts)
+			shown := strconv.Quote(redactURL(v))
+			if s.secret {
+				shown = "(not shown: it may hold a token)"
+			}
+			return Config{}, fmt.Errorf("invalid %s=%s (from %s): %v; accepted: %s", s.Env, shown, src, err, s.Accepts)
 		}
 	}
 	if c.GateBackend == "redis" && c.RedisURL == "" {

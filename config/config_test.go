@@ -178,3 +178,30 @@ func TestPprofOnlyOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// BULK_KEY_WEBHOOKS maps key hashes to URLs; a bad entry is named by its
+// place and hash, and no error quotes the value (a URL may hold a token).
+func TestBulkKeyWebhooks(t *testing.T) {
+	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	c, err := Load(nil, env(map[string]string{"BULK_KEY_WEBHOOKS": a + "=https://hooks.example/a?token=t0k, " + b + "=http://10.0.0.1:9000/b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.BulkKeyWebhooks) != 2 || c.BulkKeyWebhooks[a] != "https://hooks.example/a?token=t0k" || c.BulkKeyWebhooks[b] != "http://10.0.0.1:9000/b" {
+		t.Errorf("BulkKeyWebhooks %v", c.BulkKeyWebhooks)
+	}
+	if c := Default(); c.BulkKeyWebhooks != nil {
+		t.Errorf("default BulkKeyWebhooks %v; want none", c.BulkKeyWebhooks)
+	}
+	for _, tc := range []struct{ v, want string }{
+		{a + "=ftp://hooks.example/a?token=t0k", "entry 1 (key " + a + ")"},
+		{a + "=https://x/?token=t0k " + a + "=https://y/?token=t0k", "entry 2: key " + a + " is given twice"},
+		{"ABC=https://x/?token=t0k", "entry 1: the key hash must be 32 lowercase hex"},
+		{"https://x/t0k", "entry 1: want HASH=URL"},
+	} {
+		_, err := Load(nil, env(map[string]string{"BULK_KEY_WEBHOOKS": tc.v}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "t0k") {
+			t.Errorf("BULK_KEY_WEBHOOKS=%s: error %v; want %q, without the URL", tc.v, err, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/request"
@@ -128,10 +129,12 @@ func shot(t *testing.T, ctx context.Context, name string) {
 }
 
 // stack is a simulator, a windowed sluice in front of it with the live
-// view, and the page mounted in front of the proxy, as cmd/sluice does.
+// view, and the page mounted in front of the proxy, as cmd/sluice does;
+// with the bulk endpoint when newBulkStack built it.
 type stack struct {
 	url  string
 	live *Live
+	bulk *bulk.Service
 }
 
 func newStack(t *testing.T, slots int) *stack {
@@ -142,9 +145,23 @@ func newStack(t *testing.T, slots int) *stack {
 // newStackWith is newStack with edit applied to sluice's settings.
 func newStackWith(t *testing.T, slots int, edit func(*config.Config)) *stack {
 	t.Helper()
+	return buildStack(t, slots, edit, 0)
+}
+
+// newBulkStack is newStack with the bulk endpoint on (a window of 200 ms,
+// a store in a temporary directory), before a simulator that takes
+// batchDuration over each batch.
+func newBulkStack(t *testing.T, batchDuration time.Duration) *stack {
+	t.Helper()
+	return buildStack(t, 4, nil, batchDuration)
+}
+
+func buildStack(t *testing.T, slots int, edit func(*config.Config), batchDuration time.Duration) *stack {
+	t.Helper()
 	// An input-token limit far above what the tests send: its headers
 	// give the live view a bucket to show.
-	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1, InputTokensPerMinute: 1_000_000})
+	s := sim.New(sim.Config{TTFT: 150 * time.Millisecond, PerToken: time.Millisecond, Seed: 1, InputTokensPerMinute: 1_000_000,
+		BatchDuration: batchDuration})
 	simSrv := httptest.NewServer(s)
 	cfg := config.Default()
 	cfg.Enabled, cfg.MaxConcurrency, cfg.MaxSize = true, slots, 4
@@ -155,25 +172,40 @@ func newStackWith(t *testing.T, slots int, edit func(*config.Config)) *stack {
 	if edit != nil {
 		edit(&cfg)
 	}
-	live := NewLive(nil)
-	p, err := proxy.New(cfg, proxy.Options{Observer: live, Logger: slog.New(slog.DiscardHandler)})
+	st := &stack{live: NewLive(nil)}
+	popt := proxy.Options{Observer: st.live, Logger: slog.New(slog.DiscardHandler)}
+	wopt := Options{Live: st.live, Logger: slog.New(slog.DiscardHandler)}
+	if batchDuration > 0 {
+		svc, err := bulk.New(context.Background(), bulk.Config{DataDir: t.TempDir(), MaxWait: 200 * time.Millisecond,
+			PollInterval: 50 * time.Millisecond, Upstream: cfg.UpstreamURL, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.bulk, popt.Bulk, wopt.Bulk = svc, svc, svc
+	}
+	p, err := proxy.New(cfg, popt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live.SetGauges(GaugesOf(p, cfg))
+	st.live.SetGauges(GaugesOf(p, cfg))
 	ctx, cancel := context.WithCancel(context.Background())
+	wopt.Context = ctx
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := (&proxy.Server{Proxy: p, Handler: Mount(New(Options{Live: live, Context: ctx, Logger: slog.New(slog.DiscardHandler)}), p)}).Start(ln)
+	stop := (&proxy.Server{Proxy: p, Handler: Mount(New(wopt), p)}).Start(ln)
 	t.Cleanup(func() {
 		cancel()
 		stop()
+		if st.bulk != nil {
+			st.bulk.Close()
+		}
 		simSrv.Close()
 		s.Close()
 	})
-	return &stack{url: "http://" + ln.Addr().String(), live: live}
+	st.url = "http://" + ln.Addr().String()
+	return st
 }
 
 func attrInt(t *testing.T, ctx context.Context, sel, attr string) int {
@@ -295,8 +327,12 @@ func openLive(t *testing.T, ctx context.Context, st *stack) {
 
 // postMessage sends one Messages body to the stack and reads the answer,
 // which must be a 200.
-func postMessage(t *testing.T, base, body string) {
-	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+func postMessage(t *testing.T, base, body string) { postAs(t, base+"/v1/messages", body, 200) }
+
+// postAs posts body with the tests' key and reads the answer, which must
+// have status want.
+func postAs(t *testing.T, u, body string, want int) {
+	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
 	req.Header.Set("x-api-key", "sk-test")
 	req.Header.Set("content-type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -304,10 +340,10 @@ func postMessage(t *testing.T, base, body string) {
 		t.Error(err)
 		return
 	}
-	io.Copy(io.Discard, resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("status %d for %.60s", resp.StatusCode, body)
+	if resp.StatusCode != want {
+		t.Errorf("status %d for %.60s: %.200s; want %d", resp.StatusCode, body, b, want)
 	}
 }
 

@@ -42,6 +42,9 @@ type Options struct {
 	// with 403: each run spends the server's CPU for up to 30 s, which
 	// nobody beyond this host should be able to ask for (UI_BENCH_RUNS).
 	NoRuns bool
+	// Bulk, if set, lists the bulk endpoint's batches for the page
+	// (GET /ui/api/bulk); if nil, the page says the endpoint is off.
+	Bulk BulkBatches
 }
 
 // DefaultMaxWatchers is LIVE_MAX_WATCHERS's default: a team's worth of
@@ -51,9 +54,10 @@ const DefaultMaxWatchers = 64
 
 // Handler serves the page under /ui/ and its API under /ui/api/.
 type Handler struct {
-	opt    Options
-	mux    *http.ServeMux
-	runner *runner
+	opt      Options
+	mux      *http.ServeMux
+	runner   *runner
+	bulkFeed *bulkFeed
 }
 
 // New returns the handler for /ui/.
@@ -67,7 +71,7 @@ func New(opt Options) *Handler {
 	if opt.MaxWatchers <= 0 {
 		opt.MaxWatchers = DefaultMaxWatchers
 	}
-	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger)}
+	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger), bulkFeed: &bulkFeed{src: opt.Bulk}}
 	sub, _ := fs.Sub(static, "static")
 	files := http.StripPrefix("/ui", http.FileServerFS(sub))
 	h.mux.Handle("/ui/", noCache(getOnly(files)))
@@ -81,6 +85,7 @@ func New(opt Options) *Handler {
 		h.mux.HandleFunc("POST /ui/api/run", h.runner.serve)
 	}
 	h.mux.HandleFunc("GET /ui/api/live", h.live)
+	h.mux.HandleFunc("GET /ui/api/bulk", h.bulk)
 	h.mux.HandleFunc("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

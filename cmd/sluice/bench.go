@@ -16,7 +16,7 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "burst", "built-in scenario name ("+strings.Join(bench.Builtin(), ", ")+") or a scenario JSON file")
 	out := fs.String("out", "", "directory for report.json, trace.jsonl, series.json and the plots (none if empty)")
-	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo)")
+	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo), bulk (each request through /v1/bulk/messages, polled to its result)")
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")

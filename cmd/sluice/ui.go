@@ -67,7 +67,11 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	var ui http.Handler
 	if cfg.UIEnabled {
 		live.SetGauges(web.GaugesOf(p, cfg))
-		ui = web.New(web.Options{Live: live, Context: ctx, Logger: log, MaxWatchers: cfg.LiveMaxWatchers, NoRuns: !benchRuns(cfg)})
+		wopt := web.Options{Live: live, Context: ctx, Logger: log, MaxWatchers: cfg.LiveMaxWatchers, NoRuns: !benchRuns(cfg)}
+		if bk != nil {
+			wopt.Bulk = bk
+		}
+		ui = web.New(wopt)
 	}
 	switch {
 	case cfg.AdminListenAddr != "":

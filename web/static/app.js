@@ -413,6 +413,39 @@ function live() {
   });
 }
 
+// ---- bulk batches ----
+
+// The bulk endpoint's newest batches, read every two seconds (the server
+// reads its store at most once a second for all tabs). Errored counts
+// canceled and expired results too: every result that is not a success.
+async function bulkBatches() {
+  const status = $("bulk-status"), tb = $("bulk-batches");
+  try {
+    const r = await fetch("api/bulk", { cache: "no-store" });
+    if (!r.ok) throw new Error(r.statusText);
+    const u = await r.json();
+    status.dataset.state = u.enabled ? "on" : "off";
+    if (!u.enabled) {
+      status.textContent = "The bulk endpoint is off (BULK_ENABLED=0).";
+      tb.replaceChildren();
+      return;
+    }
+    status.textContent = u.batches.length ? "The newest " + u.batches.length + " batches, newest first." : "No bulk batches yet: requests sent to POST /v1/bulk/messages go upstream as one batch per key when their window closes.";
+    tb.replaceChildren(...u.batches.map((b) => {
+      const tr = document.createElement("tr");
+      tr.dataset.batch = b.id; tr.dataset.key = b.key; tr.dataset.status = b.status;
+      tr.dataset.count = b.count; tr.dataset.succeeded = b.succeeded; tr.dataset.pending = b.pending;
+      const errored = b.errored + b.canceled + b.expired;
+      [b.upstream_id || b.id, b.key, b.count, b.succeeded, errored, b.pending, b.status.replace("_", " "), ago(b.created_at_ms, u.now_ms)]
+        .forEach((c) => { const td = document.createElement("td"); td.textContent = String(c); tr.append(td); });
+      return tr;
+    }));
+  } catch (err) {
+    status.textContent = "Could not read the bulk batches: " + err.message;
+    status.dataset.state = "error";
+  }
+}
+
 // ---- start ----
 
 fetch("api/default")
@@ -420,3 +453,5 @@ fetch("api/default")
   .then((t) => load(t, "Showing the run that ships with sluice (" + t.params.burst + " requests at once). Press Play."))
   .catch((err) => { $("run-status").textContent = "Could not load the default trace: " + err.message; document.body.dataset.state = "error"; });
 live();
+bulkBatches();
+setInterval(bulkBatches, 2000);
