@@ -1,0 +1,166 @@
+package proxy
+
+// Attacks by a hostile client or a failing upstream on what issue 14
+// built: inbound keys, tenants, the fair order, the key buckets. A test
+// here that fails demonstrates a finding; one that passes is a defence
+// that held when attacked.
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// inboundRig is a bubble rig whose sluice holds heldKey and takes the
+// sluice keys of entries.
+func inboundRig(t *testing.T, upstream http.HandlerFunc, entries []string, edit ...func(*config.Config)) *bubbleRig {
+	t.Helper()
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, entries...)
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newBubbleRigWith(t, true, upstream, Options{Inbound: in}, edit...)
+}
+
+// With inbound keys and TENANT_FROM left at its default, each key's
+// max_waiting (and weight, max_concurrent) should be its own: bob's
+// requests waiting must not shed alice's first one. docs/deploy.md says
+// those members are "what the fair order and the per-tenant limits read
+// for the key's requests", and does not ask for TENANT_FROM=inbound.
+func TestHostileInboundKeysAreOneTenantUnderTheDefaultTenantFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sim.New(sim.Config{TTFT: simTTFT, PerToken: 10 * time.Millisecond})
+		t.Cleanup(s.Close)
+		rig := inboundRig(t, s.ServeHTTP, []string{keyEntry("alice", `"max_waiting":1`), keyEntry("bob", "")},
+			func(c *config.Config) { c.MaxConcurrency = 1 })
+		c := newTenantClient(t, rig)
+		c.send("b1", sluiceKey("bob"))
+		settle() // b1 holds the one slot
+		c.send("b2", sluiceKey("bob"))
+		c.send("b3", sluiceKey("bob"))
+		settle() // bob has two waiting
+		c.send("a1", sluiceKey("alice"))
+		if a := c.answer("a1"); a.status != http.StatusOK {
+			t.Errorf("alice's only request: %d %s; want 200 (bob's waiting requests shed alice: every inbound key is the held key's one tenant)", a.status, a.body)
+		}
+		var names []string
+		for _, tc := range rig.proxy.Tenants() {
+			if tc.Served+tc.Shed > 0 {
+				names = append(names, tc.Tenant)
+			}
+		}
+		if len(names) != 2 {
+			t.Errorf("tenants with requests: %v; want alice's and bob's apart", names)
+		}
+	})
+}
+
+// Under rate limiting, the fair order across tenants should still hold:
+// with inbound keys every tenant spends the one held key, and the key's
+// pacing line (dispatch.KeyBuckets) sits before the gate in FIFO order.
+// alice queues a burst; bob's one request, arriving after it, should be
+// served within about a round of alice's, not after all of them.
+func TestHostilePacingLineBeforeTheGateIgnoresTheFairOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perMinute = 5 // requests of 64 output tokens the bucket allows
+		s := sim.New(sim.Config{TTFT: 50 * time.Millisecond, PerToken: time.Millisecond,
+			OutputTokensPerMinute: 64 * perMinute, OutputTokensMin: 64, OutputTokensMax: 64})
+		t.Cleanup(s.Close)
+		rig := inboundRig(t, s.ServeHTTP, []string{keyEntry("alice", ""), keyEntry("bob", "")},
+			func(c *config.Config) { c.MaxConcurrency, c.TenantFrom, c.Timeout = 4, "inbound", 10*time.Minute })
+		c := newTenantClient(t, rig)
+		c.send("warm", sluiceKey("alice")) // the buckets are learned from its answer
+		c.answer("warm")
+		const burst = 12
+		for i := range burst {
+			c.send(fmt.Sprint("a", i), sluiceKey("alice"))
+		}
+		settle()
+		c.send("bob", sluiceKey("bob"))
+		bob := c.answer("bob")
+		if bob.status != http.StatusOK {
+			t.Fatalf("bob: %d %s", bob.status, bob.body)
+		}
+		before := 0
+		for i := range burst {
+			if a := c.answer(fmt.Sprint("a", i)); a.done < bob.done {
+				before++
+			}
+		}
+		if before > perMinute+1 {
+			t.Errorf("%d of alice's %d requests were answered before bob's one (after %v): the key's pacing line is FIFO across tenants, ahead of the fair order", before, burst, bob.done.Round(time.Second))
+		}
+	})
+}
+
+// An upstream (or a gateway before it) that answers 529 with an absurd
+// retry-after, 317 years, means: do not retry within this deadline. The
+// conversion to a Duration overflows to a negative wait, and sluice
+// retries at once, RETRY_MAX_ATTEMPTS times.
+func TestHostileAbsurdRetryAfterIsRetriedAtOnce(t *testing.T) {
+	for _, v := range []string{"1e10", "Inf"} {
+		t.Run(v, func(t *testing.T) {
+			var calls atomic.Int32
+			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Retry-After", v)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(529)
+				fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+			})
+			_, srv := startProxy(t, testConfig(t, up.URL, true))
+			resp := post(t, srv.URL, "/v1/messages", requestJSON)
+			readAll(t, resp.Body)
+			if n := calls.Load(); n != 1 {
+				t.Errorf("retry-after: %s: the upstream was called %d times; want 1 (a wait past the deadline is not retried)", v, n)
+			}
+		})
+	}
+}
+
+// A key limited to some models checks count_tokens and batch bodies with
+// encoding/json, which matches member names case-insensitively and lets
+// the last of two matching names win; the API matches names exactly. A
+// body the check reads as an allowed model can then carry another model
+// under the exact name the upstream reads.
+func TestHostileModelListBypassedByCaseVariantNames(t *testing.T) {
+	var seen atomic.Value
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b := readAll(t, r.Body)
+		seen.Store(b)
+		writeMessage(w)
+	})
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("haiku-only", `"models":["claude-haiku-4-5"]`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := startProxyWith(t, testConfig(t, up.URL, true), Options{Inbound: in})
+	opus := `{"model":"claude-opus-4-5","Model":"claude-haiku-4-5","messages":[{"role":"user","content":"hi"}]}`
+	batch := `{"requests":[{"custom_id":"a","params":{"model":"claude-opus-4-5","max_tokens":8,"messages":[]}}],"Requests":[]}`
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/messages/count_tokens", opus},
+		{"/v1/messages/batches", batch},
+	} {
+		status, body := send(t, "POST", srv.URL+tc.path, tc.body, "x-api-key", sluiceKey("haiku-only"))
+		if status != http.StatusForbidden {
+			got, _ := seen.Load().(string)
+			t.Errorf("POST %s naming claude-opus-4-5 under \"model\" with a haiku-only key: %d %.60s; want 403 (the upstream got %s)", tc.path, status, body, got)
+		}
+	}
+	// The same trick on /v1/messages, whose check reads exact names, holds.
+	msg := `{"model":"claude-opus-4-5","Model":"claude-haiku-4-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	if status, body := send(t, "POST", srv.URL+"/v1/messages", msg, "x-api-key", sluiceKey("haiku-only")); status != http.StatusForbidden {
+		t.Errorf("POST /v1/messages with a case variant: %d %s; want 403", status, body)
+	}
+}
