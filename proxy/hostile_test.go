@@ -6,9 +6,11 @@ package proxy
 // that held when attacked.
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -195,4 +197,45 @@ func TestHostileMadeUpKeysEvictAnotherKeysBuckets(t *testing.T) {
 			t.Errorf("the upstream answered %d 429s: sluice forgot the victim's spent bucket", n)
 		}
 	})
+}
+
+// "..;" is no dot segment to path.Clean, but Tomcat and the gateways
+// built on it drop a segment's ";parameters" and then read ".." there:
+// relayed, /v1/..;/..;/admin leaves UPSTREAM_URL's path prefix on such
+// an upstream, which is what the no-relay checks are for.
+func TestHostileSemicolonDotSegmentsAreRelayed(t *testing.T) {
+	seen := &upstreamSeen{}
+	up := startUpstream(t, seen.handler)
+	_, px := startProxy(t, testConfig(t, up.URL+"/anthropic", true))
+	addr := px.Listener.Addr().String()
+	for _, line := range []string{"GET /v1/..;/..;/admin HTTP/1.1", "GET /v1/%2e%2e;/%2e%2e;/admin HTTP/1.1", "GET /v1/models/..;x=1/..;/..;/admin HTTP/1.1"} {
+		conn := rawRequest(t, addr, line+"\r\nHost: "+addr+"\r\nX-Api-Key: sk-test", "")
+		resp, _ := readAnswer(t, conn, bufio.NewReader(conn))
+		if resp.StatusCode < 400 {
+			t.Errorf("%s: %d; want it refused like a dot segment", line, resp.StatusCode)
+		}
+	}
+	if n := seen.count(); n != 0 {
+		t.Errorf("the upstream saw %v", seen.paths)
+	}
+}
+
+// Headers that CGI-style gateways (and nginx with underscores_in_headers)
+// read as X-Forwarded-For or X-Real-IP reach the upstream: a spelling
+// with underscores canonicalises to another name in Go.
+func TestHostileUnderscoreForwardedHeadersPass(t *testing.T) {
+	seen := &upstreamSeen{}
+	up := startUpstream(t, seen.handler)
+	_, px := startProxy(t, testConfig(t, up.URL, false))
+	addr := px.Listener.Addr().String()
+	conn := rawRequest(t, addr, "GET /v1/models HTTP/1.1\r\nHost: "+addr+"\r\nX-Api-Key: sk-test\r\nX_Forwarded_For: 203.0.113.9\r\nX_Real_IP: 203.0.113.9", "")
+	readAnswer(t, conn, bufio.NewReader(conn))
+	if seen.count() != 1 {
+		t.Fatalf("the upstream saw %d requests", seen.count())
+	}
+	for k := range seen.heads[0] {
+		if strings.Contains(strings.ToLower(strings.ReplaceAll(k, "_", "-")), "forwarded") || strings.Contains(strings.ToLower(k), "real") {
+			t.Errorf("the upstream got %s: %q", k, seen.heads[0].Get(k))
+		}
+	}
 }
