@@ -8,6 +8,8 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -238,4 +240,81 @@ func TestHostileUnderscoreForwardedHeadersPass(t *testing.T) {
 			t.Errorf("the upstream got %s: %q", k, seen.heads[0].Get(k))
 		}
 	}
+}
+
+// A client that opens a TCP connection to the TLS listener and never
+// sends its ClientHello is cut off by the header timeout (10 s), like one
+// that never sends its request line: a handshake holds nothing forever.
+func TestHostileSilentTLSHandshakeIsCut(t *testing.T) {
+	certPEM, keyPEM, _ := testCert(t, 1)
+	f := startTLSProxy(t, startUpstream(t, apiHandler).URL, certPEM, keyPEM)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(20 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the silent connection was still open after %v", time.Since(start).Round(time.Second))
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("closed after %v; want about 10 s", took)
+	}
+}
+
+// One request whose max_tokens is past any model's (the API refuses it at
+// once, 400, counting nothing) needs a full output bucket in sluice's
+// estimate (pace.bucket.need), and waits at the head of the key's line
+// for it; with inbound keys everyone spends the one held key, so every
+// other tenant's requests wait behind it for the bucket to refill whole.
+func TestHostileAbsurdMaxTokensStallsTheSharedKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sim.New(sim.Config{TTFT: 50 * time.Millisecond, PerToken: time.Second,
+			OutputTokensPerMinute: 64000, OutputTokensMin: 64, OutputTokensMax: 64})
+		t.Cleanup(s.Close)
+		// The API's answer to a max_tokens above the model's maximum.
+		api := func(w http.ResponseWriter, r *http.Request) {
+			b := readAll(t, r.Body)
+			if strings.Contains(b, `"max_tokens":1000000000`) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(400)
+				fmt.Fprint(w, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 1000000000 > 64000, which is the maximum allowed"}}`)
+				return
+			}
+			r.Body = io.NopCloser(strings.NewReader(b))
+			s.ServeHTTP(w, r)
+		}
+		rig := inboundRig(t, api, []string{keyEntry("mallory", ""), keyEntry("bob", "")},
+			func(c *config.Config) { c.TenantFrom, c.Timeout = "inbound", 10*time.Minute })
+		c := newTenantClient(t, rig)
+		big := strings.Replace(streamRequestJSON, `"max_tokens":64`, `"max_tokens":32000`, 1)
+		c.sendBody("warm", sluiceKey("bob"), big) // a 64 s answer; half the bucket in use until it ends
+		time.Sleep(time.Second)                   // its headers are in: the buckets are learned
+		synctest.Wait()
+		c.sendBody("absurd", sluiceKey("mallory"), strings.Replace(requestJSON, `"max_tokens":64`, `"max_tokens":1000000000`, 1))
+		settle()
+		// bob's small stream: when its response begins is when it got past
+		// the key's line and the gate.
+		var begun time.Duration
+		c.wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, rig.url+"/v1/messages", strings.NewReader(streamRequestJSON))
+			req.Header.Set("X-Api-Key", sluiceKey("bob"))
+			resp, err := rig.client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			begun = time.Since(c.start)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+		if a := c.answer("absurd"); a.status != 400 {
+			t.Fatalf("the absurd request: %d %s", a.status, a.body)
+		}
+		if begun > 5*time.Second {
+			t.Errorf("bob's small stream (64 of a 64,000 bucket, sent at 1 s) began after %v: it waited behind mallory's absurd max_tokens for a full bucket (30 s of refill)", begun.Round(time.Second))
+		}
+	})
 }
