@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/retry"
 )
 
 // The API's rate limits are token buckets, one per organisation and limit:
@@ -154,6 +156,41 @@ func (b *bucket) wait(n float64) time.Duration {
 	return time.Duration(math.Ceil((n - b.level) / b.limit * float64(time.Minute)))
 }
 
+// within is c without what could never fit: an amount above its bucket's
+// whole size is the upstream's to refuse (the API rejects a max_tokens
+// past the model's maximum at once), and holding the request for a full
+// bucket would stall every request of its key behind it. That amount is
+// neither waited for nor debited; the answer's usage is (Correct).
+func (k *keyBuckets) within(c Cost) Cost {
+	if b := &k.b[InputTokens]; k.uses(InputTokens) && c.Input > b.limit {
+		c.Input = 0
+	}
+	if b := &k.b[OutputTokens]; k.uses(OutputTokens) && c.Output > b.limit {
+		c.Output = 0
+	}
+	if b := &k.b[Tokens]; k.uses(Tokens) && c.Input+c.Output > b.limit {
+		c = Cost{}
+	}
+	return c
+}
+
+// spare is how little forgetting k would lose: 2 when nothing is known of
+// it, -1 while a 429's hold is in force, else the share its emptiest
+// bucket holds (1: every bucket full).
+func (k *keyBuckets) spare(now time.Time) float64 {
+	if k.blocked.After(now) {
+		return -1
+	}
+	v := 2.0
+	for kind := range numKinds {
+		if b := &k.b[kind]; b.known {
+			b.refill(now)
+			v = min(v, b.level/b.limit)
+		}
+	}
+	return v
+}
+
 // fitsAt is when c fits in k's buckets, as far as is known at now.
 func (k *keyBuckets) fitsAt(c Cost, now time.Time) time.Time {
 	at := now
@@ -190,6 +227,7 @@ func (bs *Buckets) Take(key string, c Cost, now time.Time) (Debit, bool, time.Ti
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	k := bs.get(key)
+	c = k.within(c)
 	at := k.fitsAt(c, now)
 	if at.After(now) {
 		return Debit{}, false, at
@@ -263,7 +301,13 @@ func (k *keyBuckets) give(kind Kind, n float64, now time.Time) {
 func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now time.Time) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	k := bs.get(key)
+	k := bs.lookup(key)
+	if k == nil {
+		if status != http.StatusTooManyRequests && !hasLimits(h) {
+			return // nothing to learn, and no entry for a key never limited (or made up)
+		}
+		k = bs.get(key)
+	}
 	for kind := range numKinds {
 		names := &kindHeaders[kind]
 		limit, lok := headerInt(h, names.limit)
@@ -314,8 +358,8 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 	}
 	if status == http.StatusTooManyRequests {
 		wait := time.Second
-		if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
-			wait = time.Duration(s * float64(time.Second))
+		if d, ok := retry.After(h, now); ok && d > 0 {
+			wait = d
 		}
 		bs.block(k, now.Add(wait), now)
 	}
@@ -354,6 +398,16 @@ var kindHeaders = func() (names [numKinds]struct{ limit, remaining, reset string
 	}
 	return names
 }()
+
+// hasLimits reports whether h carries any of the rate-limit headers.
+func hasLimits(h http.Header) bool {
+	for kind := range numKinds {
+		if headerOf(h, kindHeaders[kind].remaining) != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // headerOf is h.Get(name) for a canonical name.
 func headerOf(h http.Header, name string) string {
@@ -429,7 +483,20 @@ func (bs *Buckets) get(key string) *keyBuckets {
 		limit = DefaultMaxKeys
 	}
 	for bs.lru.Len() >= limit {
-		old := bs.lru.Remove(bs.lru.Back()).(*keyBuckets)
+		// The key whose loss costs least goes: one that has learned
+		// nothing, else the one whose buckets are fullest (a full bucket
+		// forgotten is a full bucket assumed), the least recently used
+		// of equals. A key with a spent bucket or a 429's hold is kept,
+		// so that keys made up by the thousand cannot make sluice forget
+		// it and send its requests into 429s.
+		now := time.Now()
+		victim, worst := bs.lru.Back(), -2.0
+		for el := bs.lru.Back(); el != nil; el = el.Prev() {
+			if v := el.Value.(*keyBuckets).spare(now); v > worst {
+				victim, worst = el, v
+			}
+		}
+		old := bs.lru.Remove(victim).(*keyBuckets)
 		delete(bs.keys, old.key)
 	}
 	k := &keyBuckets{key: key}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/retry"
 )
 
 // kinds are the limits the API reports, as in
@@ -49,8 +51,8 @@ func (p *Pacer) Observe(status int, h http.Header) {
 		}
 	}
 	if status == http.StatusTooManyRequests {
-		if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
-			if t := now.Add(time.Duration(s * float64(time.Second))); t.After(until) {
+		if d, ok := retry.After(h, now); ok && d > 0 {
+			if t := now.Add(d); t.After(until) {
 				until = t
 			}
 		}

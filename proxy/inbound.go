@@ -344,27 +344,64 @@ func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request
 // create's requests name.
 func modelsOf(body []byte, batch bool) ([]string, error) {
 	if !batch {
-		var v struct {
-			Model string `json:"model"`
-		}
-		if err := json.Unmarshal(body, &v); err != nil {
-			return nil, err
-		}
-		return []string{v.Model}, nil
+		m, err := exactString(body, "model")
+		return []string{m}, err
 	}
-	var v struct {
-		Requests []struct {
-			Params struct {
-				Model string `json:"model"`
-			} `json:"params"`
-		} `json:"requests"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
+	raw, err := exactMember(body, "requests")
+	if err != nil {
 		return nil, err
 	}
-	models := make([]string, len(v.Requests))
-	for i, rq := range v.Requests {
-		models[i] = rq.Params.Model
+	var requests []json.RawMessage
+	if raw != nil {
+		if err := json.Unmarshal(raw, &requests); err != nil {
+			return nil, err
+		}
+	}
+	models := make([]string, len(requests))
+	for i, rq := range requests {
+		params, err := exactMember(rq, "params")
+		if err != nil {
+			return nil, err
+		}
+		if params != nil {
+			if models[i], err = exactString(params, "model"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return models, nil
+}
+
+// errAmbiguousMember refuses an object with a member whose name differs
+// from one sluice checks only in case: encoding/json would match it, and
+// an upstream that matches names exactly would read the other one, so the
+// check and the call could disagree on the model.
+var errAmbiguousMember = errors.New("a member name differs from a known one only in case")
+
+// exactMember is the value of obj's member called name, matched exactly
+// (the last, if it repeats); nil when there is none.
+func exactMember(obj []byte, name string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	for k := range m {
+		if k != name && strings.EqualFold(k, name) {
+			return nil, errAmbiguousMember
+		}
+	}
+	return m[name], nil
+}
+
+// exactString is obj's member name as a string; "" when absent or null.
+func exactString(obj []byte, name string) (string, error) {
+	raw, err := exactMember(obj, name)
+	if err != nil || raw == nil {
+		return "", err
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
 }

@@ -22,13 +22,21 @@ type bubbleRig struct {
 // the end of the test so that the bubble's goroutines exit.
 func newBubbleRig(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc, edit ...func(*config.Config)) *bubbleRig {
 	t.Helper()
+	return newBubbleRigWith(t, windowed, upstreamHandler, Options{}, edit...)
+}
+
+// newBubbleRigWith is newBubbleRig with options of the test's own (its
+// Upstream, Logger and ParkWhenQueued are the rig's).
+func newBubbleRigWith(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc, opt Options, edit ...func(*config.Config)) *bubbleRig {
+	t.Helper()
 	upLn := memnet.NewListener()
 	upSrv := &http.Server{Handler: upstreamHandler}
 	go upSrv.Serve(upLn)
 
 	cfg := testConfig(t, "http://upstream.test", windowed, edit...)
 	uc := upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial})
-	p, err := New(cfg, Options{Upstream: uc, Logger: quietLog, ParkWhenQueued: -1})
+	opt.Upstream, opt.Logger, opt.ParkWhenQueued = uc, quietLog, -1
+	p, err := New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

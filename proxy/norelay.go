@@ -19,11 +19,11 @@ var errNotForwardProxy = &apiError{Status: http.StatusBadRequest, Type: "invalid
 	Message: "sluice is not a forward proxy: it sends requests only to its own UPSTREAM_URL; send API requests to sluice's address with a path such as /v1/messages (set it as the SDK's base URL, not as HTTP_PROXY or HTTPS_PROXY)"}
 
 // errEncodedPath answers a path that still holds percent-escapes once
-// decoded, or escaped slashes or backslashes: no API path has them, and an
-// upstream or a gateway before it that decodes again could read them as
-// dot segments or separators.
+// decoded, escaped slashes or backslashes, or a semicolon: no API path has
+// them, and an upstream or a gateway before it that decodes again could
+// read them as dot segments or separators (some read "..;" as "..").
 var errEncodedPath = &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
-	Message: "the path holds encoded slashes, backslashes, percent signs or control characters (such as %2f, %5c, %252e or %00), which no API path has; send the path as the SDKs do, such as /v1/messages"}
+	Message: "the path holds encoded slashes, backslashes, percent signs, semicolons or control characters (such as %2f, %5c, %252e, ; or %00), which no API path has; send the path as the SDKs do, such as /v1/messages"}
 
 // refuseRelay is the answer to a request that would make sluice a relay
 // to somewhere other than its upstream path; nil for any other.
@@ -34,7 +34,7 @@ func (p *Proxy) refuseRelay(r *http.Request) *apiError {
 	if r.URL.Host != "" && !p.isOwnHost(r) { // absolute-form: GET http://host/path
 		return errNotForwardProxy
 	}
-	if strings.ContainsFunc(r.URL.Path, func(c rune) bool { return c == '%' || c == '\\' || c < ' ' || c == 0x7f }) {
+	if strings.ContainsFunc(r.URL.Path, func(c rune) bool { return c == '%' || c == '\\' || c == ';' || c < ' ' || c == 0x7f }) {
 		return errEncodedPath
 	}
 	if raw := strings.ToLower(r.URL.EscapedPath()); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
@@ -83,7 +83,10 @@ func (p *Proxy) dropForwarded(r *http.Request) {
 		}
 	}
 	for k := range r.Header {
-		if k == "Forwarded" || k == "X-Real-Ip" || strings.HasPrefix(k, "X-Forwarded-") {
+		// Underscores too: CGI-style gateways read X_Forwarded_For as
+		// X-Forwarded-For.
+		name := strings.ReplaceAll(k, "_", "-")
+		if strings.EqualFold(name, "Forwarded") || strings.EqualFold(name, "X-Real-Ip") || len(name) > len("X-Forwarded-") && strings.EqualFold(name[:len("X-Forwarded-")], "X-Forwarded-") {
 			delete(r.Header, k)
 		}
 	}

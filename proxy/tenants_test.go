@@ -39,8 +39,13 @@ func newTenantClient(t *testing.T, rig *bubbleRig) *tenantClient {
 // send posts requestJSON with key (and the header pairs hdr) as the
 // request called name, in the background.
 func (c *tenantClient) send(name, key string, hdr ...string) {
+	c.sendBody(name, key, requestJSON, hdr...)
+}
+
+// sendBody is send with a body of the caller's.
+func (c *tenantClient) sendBody(name, key, body string, hdr ...string) {
 	c.wg.Go(func() {
-		req, _ := http.NewRequest(http.MethodPost, c.rig.url+"/v1/messages", strings.NewReader(requestJSON))
+		req, _ := http.NewRequest(http.MethodPost, c.rig.url+"/v1/messages", strings.NewReader(body))
 		req.Header.Set("X-Api-Key", key)
 		req.Header.Set("Content-Type", "application/json")
 		for i := 0; i+1 < len(hdr); i += 2 {

@@ -151,14 +151,18 @@ func containsByte(b []byte, c byte) bool {
 	return false
 }
 
+// maxCount caps a count read from a body: no model takes more, and sums
+// of counts (a request's cost) must not overflow.
+const maxCount = 1 << 31
+
 // countOf is the JSON number val as a non-negative int, as encoding/json
-// would decode it into an int; 0 when it is not one.
+// would decode it into an int, at most maxCount; 0 when it is not one.
 func countOf(val []byte) int {
 	n, err := strconv.Atoi(string(val))
 	if err != nil || n < 0 {
 		return 0
 	}
-	return n
+	return min(n, maxCount)
 }
 
 // Tenant is a short hash of the credential h carries in x-api-key or as

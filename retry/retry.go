@@ -49,13 +49,17 @@ func Backoff(n int, rnd float64) time.Duration {
 	return d - time.Duration(float64(d)*0.25*rnd)
 }
 
+// MaxAfter caps the wait After reads: a larger (or infinite) retry-after
+// would overflow a Duration into a negative wait, that is none at all.
+const MaxAfter = 24 * time.Hour
+
 // After is the wait the upstream asked for in h: retry-after-ms first, then
-// retry-after in seconds or as an HTTP date. ok is false when neither is
-// present and valid.
+// retry-after in seconds or as an HTTP date, at most MaxAfter. ok is false
+// when neither is present and valid.
 func After(h http.Header, now time.Time) (time.Duration, bool) {
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return time.Duration(min(ms, float64(MaxAfter/time.Millisecond)) * float64(time.Millisecond)), true
 		}
 	}
 	v := h.Get("Retry-After")
@@ -63,7 +67,7 @@ func After(h http.Header, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second)), true
+		return time.Duration(min(s, MaxAfter.Seconds()) * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(t.Sub(now), 0), true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/retry"
 )
 
 // Buckets is the model of each upstream key's rate-limit buckets (the one
@@ -367,8 +368,8 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 	}
 	if status == http.StatusTooManyRequests {
 		wait := time.Second
-		if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
-			wait = time.Duration(s * float64(time.Second))
+		if d, ok := retry.After(h, now); ok && d > 0 {
+			wait = d
 		}
 		hold = max(hold, wait)
 	}
