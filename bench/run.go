@@ -31,12 +31,11 @@ const (
 	ModeWindowedFIFO = "windowed-fifo"
 )
 
-
 // Options configure Run.
 type Options struct {
 	// Scenario is what to run. Required.
 	Scenario *Scenario
-	// Modes to run, in order. If empty, plain then windowed.
+	// Modes to run, in order. If empty, the scenario's (DefaultModes).
 	Modes []string
 	// Upstream is the URL of an external simulator (`sluice sim`). If
 	// empty, each mode gets a fresh in-process simulator. An external one
@@ -120,7 +119,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	modes := opt.Modes
 	if len(modes) == 0 {
-		modes = []string{ModePlain, ModeWindowed}
+		modes = sc.DefaultModes()
 	}
 	for _, m := range modes {
 		if m != ModeDirect && m != ModePlain && !sc.Windowed(m) {
