@@ -380,9 +380,14 @@ func times(v float64) string {
 	return fmt.Sprintf("%.2f×", v)
 }
 
-func pct(v float64) string    { return fmt.Sprintf("%.0f%%", 100*v) }
-func usd(v float64) string    { return fmt.Sprintf("$%.4f", v) }
-func fixed2(v float64) string { return fmt.Sprintf("%.2f", v) }
+func pct(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
+func usd(v float64) string { return fmt.Sprintf("$%.4f", v) }
+func fixed2(v float64) string {
+	if math.IsInf(v, 1) {
+		return "∞" // calls, and no success
+	}
+	return fmt.Sprintf("%.2f", v)
+}
 
 // verdictBuilder collects a line's figures.
 type verdictBuilder struct {
@@ -397,7 +402,7 @@ func (b *verdictBuilder) add(name, label string, vs []float64, format func(float
 	if label != "" {
 		text = label + " " + text
 	}
-	f := VerdictFigure{Name: name, Text: text, Median: med, Min: lo, Max: hi, outcome: outcome}
+	f := VerdictFigure{Name: name, Text: text, Median: finite(med), Min: finite(lo), Max: finite(hi), outcome: outcome}
 	if outcome >= 0 {
 		f.Decides, f.Favours = true, [...]string{"wins", "ties", "loses"}[outcome]
 	}
@@ -410,7 +415,7 @@ func (b *verdictBuilder) pair(name, label string, s, bv []float64, format func(f
 	st, sm, slo, shi := shown(s, format)
 	bt, _, _, _ := shown(bv, format)
 	text := label + " " + st + " vs " + bt
-	f := VerdictFigure{Name: name, Text: text, Median: sm, Min: slo, Max: shi, outcome: outcome}
+	f := VerdictFigure{Name: name, Text: text, Median: finite(sm), Min: finite(slo), Max: finite(shi), outcome: outcome}
 	if outcome >= 0 {
 		f.Decides, f.Favours = true, [...]string{"wins", "ties", "loses"}[outcome]
 	}
@@ -655,7 +660,7 @@ func tenantsVerdict(in *verdictInput) ScenarioVerdict {
 			floor = VerdictFloorMS
 		}
 		text, med, lo, hi := shown(ov, format)
-		f := VerdictFigure{Name: "tenant_p99_" + o, Text: o + " " + text, Median: med, Min: lo, Max: hi, Decides: true, outcome: judge(sv, ov, floor, false)}
+		f := VerdictFigure{Name: "tenant_p99_" + o, Text: o + " " + text, Median: finite(med), Min: finite(lo), Max: finite(hi), Decides: true, outcome: judge(sv, ov, floor, false)}
 		f.Favours = [...]string{"wins", "ties", "loses"}[f.outcome]
 		b.v.Figures = append(b.v.Figures, f)
 		b.text = append(b.text, f.Text)

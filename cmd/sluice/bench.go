@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,13 +17,16 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "burst", "built-in scenario name ("+strings.Join(bench.Builtin(), ", ")+") or a scenario JSON file")
 	out := fs.String("out", "", "directory for report.json, trace.jsonl, series.json and the plots (none if empty)")
-	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo)")
+	modes := fs.String("modes", "", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo) or the scenario's variants (default: the modes the scenario compares, its \"modes\")")
+	suite := fs.Bool("suite", false, "run every built-in scenario through its modes (companions too) and write one report into --out: index.html, summary.md, suite.json and a directory per scenario")
+	short := fs.Bool("short", false, "with --suite: every scenario scaled down to a tenth of its length, for CI")
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
 	fs.Usage = func() {
 		o := fs.Output()
-		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n\n"+
+		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
+			"       sluice bench --suite [--short] [--repeat N] --out DIR\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. Flags:\n")
 		fs.PrintDefaults()
@@ -32,6 +36,15 @@ func runBench(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	}
+	if *repeat < 1 {
+		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
+	}
+	if *suite {
+		return runSuite(fs, *out, *short, *repeat, *quiet, args)
+	}
+	if *short {
+		return errors.New("bench: --short goes with --suite")
 	}
 	if *out != "" {
 		// Before the run, not after it: a long run should not end in a
@@ -43,9 +56,6 @@ func runBench(args []string) error {
 	sc, err := bench.LoadScenario(*scenario)
 	if err != nil {
 		return err
-	}
-	if *repeat < 1 {
-		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
 	}
 	opt := bench.Options{Scenario: sc, Upstream: *up, Repeat: *repeat}
 	for _, m := range strings.Split(*modes, ",") {
@@ -69,5 +79,38 @@ func runBench(args []string) error {
 		}
 		fmt.Printf("\nwrote %s/ %s\n", *out, strings.Join(bench.OutputFiles(), " "))
 	}
+	return nil
+}
+
+// runSuite is sluice bench --suite: every built-in scenario, one report.
+func runSuite(fs *flag.FlagSet, out string, short bool, repeat int, quiet bool, args []string) error {
+	for _, f := range []string{"scenario", "modes", "upstream"} {
+		if fs.Lookup(f).Value.String() != fs.Lookup(f).DefValue {
+			return fmt.Errorf("bench: --suite runs every scenario through its own modes; drop --%s", f)
+		}
+	}
+	if out == "" {
+		return errors.New("bench: --suite needs --out DIR for its report")
+	}
+	if err := bench.CheckSuiteOutDir(out); err != nil {
+		return err
+	}
+	opt := bench.SuiteOptions{Short: short, Repeat: repeat, Command: "sluice bench " + strings.Join(args, " ")}
+	if !quiet {
+		opt.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := bench.RunSuite(ctx, opt)
+	if err != nil {
+		return err
+	}
+	for _, e := range s.Entries {
+		fmt.Printf("%-16s %s\n", e.Scenario, e.Verdict.Line)
+	}
+	if err := s.WriteFiles(out); err != nil {
+		return fmt.Errorf("bench: write %s: %w", out, err)
+	}
+	fmt.Printf("\nwrote %s/index.html, summary.md, suite.json and a directory per scenario\n", out)
 	return nil
 }
