@@ -84,10 +84,14 @@ func runBench(args []string) error {
 
 // runSuite is sluice bench --suite: every built-in scenario, one report.
 func runSuite(fs *flag.FlagSet, out string, short bool, repeat int, quiet bool, args []string) error {
-	for _, f := range []string{"scenario", "modes", "upstream"} {
-		if fs.Lookup(f).Value.String() != fs.Lookup(f).DefValue {
-			return fmt.Errorf("bench: --suite runs every scenario through its own modes; drop --%s", f)
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "scenario" || f.Name == "modes" || f.Name == "upstream" {
+			set = append(set, f.Name)
 		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("bench: --suite runs every scenario through its own modes; drop --%s", strings.Join(set, " and --"))
 	}
 	if out == "" {
 		return errors.New("bench: --suite needs --out DIR for its report")
