@@ -58,3 +58,25 @@ func TestCheckOutDir(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckSuiteOutDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckSuiteOutDir(filepath.Join(dir, "new")); err != nil {
+		t.Errorf("a new directory: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, "burst"), 0o755)
+	os.WriteFile(filepath.Join(dir, "burst", "report.json"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "index.html"), nil, 0o644)
+	if err := CheckSuiteOutDir(dir); err != nil {
+		t.Errorf("an earlier suite's directory: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "burst", "notes.txt"), nil, 0o644)
+	if err := CheckSuiteOutDir(dir); err == nil || !strings.Contains(err.Error(), "notes.txt") {
+		t.Errorf("a foreign file in a scenario's directory: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "burst", "notes.txt"))
+	os.MkdirAll(filepath.Join(dir, "thesis"), 0o755)
+	if err := CheckSuiteOutDir(dir); err == nil || !strings.Contains(err.Error(), "thesis") {
+		t.Errorf("a foreign directory: %v", err)
+	}
+}

@@ -174,7 +174,10 @@ type ClientSummary struct {
 
 // ModeReport is one mode's figures.
 type ModeReport struct {
-	Mode      string         `json:"mode"`
+	Mode string `json:"mode"`
+	// Offered is the requests the workload offered (Sent, but for those an
+	// interrupted run never sent).
+	Offered   int            `json:"offered"`
 	Sent      int            `json:"sent"`
 	Succeeded int            `json:"succeeded"`
 	Failed    int            `json:"failed"`
@@ -415,6 +418,7 @@ func modeReport(res *ModeResult) ModeReport {
 		UpstreamByStatus: res.Sim.ByStatus, Tokens: res.Sim.Tokens, CostUSD: res.Sim.CostUSD, InputCostUSD: res.Sim.InputCostUSD,
 		PeakUpstreamInflight: int(res.Sim.PeakInflight), Upstream429: res.Sim.ByStatus["429"],
 		Upstream529: res.Sim.ByStatus["529"], UpstreamCalls: res.Sim.Requests}
+	m.Offered = len(res.Records)
 	var lat, all, ttft, ttftWrite, ttftRead []float64
 	first, last := -1.0, 0.0
 	for _, rec := range res.Records {
@@ -591,6 +595,9 @@ func windowed(m *ModeReport) bool      { return m.Windowed || m.Mode == ModeWind
 //
 //   - sent, succeeded, failed, lost: requests the client sent, and how
 //     each ended (lost: no reply at all, e.g. the run was interrupted).
+//   - served (of offered): the successes over the requests the workload
+//     offered, what goodput per second hides when the upstream caps both
+//     paths' rate.
 //   - goodput: successes per second over the span, first arrival to last
 //     end; span says how long the mode took to serve the workload.
 //   - latency p50/p90/p99: arrival to end of the successful requests,
@@ -611,7 +618,8 @@ func windowed(m *ModeReport) bool      { return m.Windowed || m.Mode == ModeWind
 //     slot (always 0 on the plain path, which does not queue).
 //   - upstream calls, client retries, upstream 429 / 529: what reached the
 //     upstream, how often the client tried again, and the upstream's
-//     refusals.
+//     refusals; upstream calls per success is the work the upstream did
+//     for each answer that reached a client ("-" when none did).
 //   - tokens, cache write/read, cost: the simulator's counts and their
 //     price at list rates (batch items at half); cache rows only when a
 //     mode used the cache.
@@ -622,6 +630,7 @@ var tableRows = []tableRow{
 	{name: "succeeded", vals: one(func(m *ModeReport) float64 { return float64(m.Succeeded) }), show: showInt},
 	{name: "failed", vals: one(func(m *ModeReport) float64 { return float64(m.Failed) }), show: showInt},
 	{name: "lost", vals: one(func(m *ModeReport) float64 { return float64(m.Lost) }), show: showInt},
+	{name: "served (of offered)", vals: one(servedShare), show: func(v []float64) string { return fmt.Sprintf("%.0f%%", 100*v[0]) }},
 	{name: "goodput", vals: one(func(m *ModeReport) float64 { return m.GoodputRPS }),
 		show: func(v []float64) string { return fmt.Sprintf("%.2f /s", v[0]) }},
 	{name: "span", vals: one(func(m *ModeReport) float64 { return m.SpanS }),
@@ -657,6 +666,12 @@ var tableRows = []tableRow{
 	{name: "peak queued in sluice", vals: one(func(m *ModeReport) float64 { return float64(m.PeakQueued) }), show: showInt,
 		only: throughSluice},
 	{name: "upstream calls", vals: one(func(m *ModeReport) float64 { return float64(m.UpstreamCalls) }), show: showInt},
+	{name: "upstream calls per success", vals: one(callsPerSuccess), show: func(v []float64) string {
+		if v[0] < 0 {
+			return "-" // none succeeded
+		}
+		return fmt.Sprintf("%.2f", v[0])
+	}},
 	{name: "client retries", vals: one(func(m *ModeReport) float64 { return float64(m.Retries) }), show: showInt},
 	{name: "upstream 429 / 529", vals: func(m *ModeReport) []float64 { return []float64{float64(m.Upstream429), float64(m.Upstream529)} },
 		show: func(v []float64) string { return fmt.Sprintf("%.0f / %.0f", v[0], v[1]) }},
@@ -676,6 +691,23 @@ var tableRows = []tableRow{
 		hide: func(r *Report) bool { return r.Mode(ModeBulk) == nil }},
 }
 
+// servedShare is the share of the offered requests that succeeded.
+func servedShare(m *ModeReport) float64 {
+	if m.Offered == 0 {
+		return 0
+	}
+	return float64(m.Succeeded) / float64(m.Offered)
+}
+
+// callsPerSuccess is the upstream work per success: every call, retries
+// and refused ones included, over the successes; -1 if none succeeded.
+func callsPerSuccess(m *ModeReport) float64 {
+	if m.Succeeded == 0 {
+		return -1
+	}
+	return float64(m.UpstreamCalls) / float64(m.Succeeded)
+}
+
 func noCache(r *Report) bool { return !r.anyCache() }
 
 // allModes reports whether f holds for every mode.
@@ -692,34 +724,56 @@ func (r *Report) allModes(f func(m *ModeReport) bool) bool {
 // repeated runs each cell is the median of the runs and, when they
 // differ, their range: [min .. max].
 func (r *Report) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "scenario %s: %d arrivals; windowed: window %d or %gms, %d slots, deadline %gs; client timeout %gs, %d retries\n",
-		r.Scenario, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
-		r.Client.TimeoutS, r.Client.MaxRetries)
+	fmt.Fprintln(w, r.Heading())
 	runs := r.runs()
 	if len(runs) > 1 {
 		fmt.Fprintf(w, "%d runs, seeds %d to %d: each figure is the median [min .. max] of the runs\n",
 			len(runs), runs[0].Seed, runs[len(runs)-1].Seed)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "\t")
-	for _, m := range r.Modes {
-		fmt.Fprint(tw, m.Mode+"\t")
+	for _, line := range r.TableLines() {
+		fmt.Fprintln(tw, strings.Join(line, "\t")+"\t")
 	}
-	fmt.Fprintln(tw)
+	tw.Flush()
+	if len(runs) > 1 {
+		fmt.Fprintln(w, "errors are summed over the runs")
+	}
+	if v := r.Verdict(); v != "" {
+		fmt.Fprintln(w, v)
+	}
+}
+
+// Heading is the table's first line: the scenario and its settings.
+func (r *Report) Heading() string {
+	return fmt.Sprintf("scenario %s: %d arrivals; windowed: window %d or %gms, %d slots, deadline %gs; client timeout %gs, %d retries",
+		r.Scenario, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
+		r.Client.TimeoutS, r.Client.MaxRetries)
+}
+
+// TableLines are the table's cells, line by line: first the modes (after
+// an empty corner), then one line per row, its name and a cell per mode;
+// a phase's heading is a line of its name alone.
+func (r *Report) TableLines() [][]string {
+	runs := r.runs()
+	head := []string{""}
+	for _, m := range r.Modes {
+		head = append(head, m.Mode)
+	}
+	out := [][]string{head}
 	for _, row := range tableRows {
 		// Hidden only if it would repeat another row in every run.
 		if row.hide != nil && allRuns(runs, row.hide) {
 			continue
 		}
-		fmt.Fprint(tw, row.name+"\t")
+		line := []string{row.name}
 		for i := range r.Modes {
 			cell := "-"
 			if row.only == nil || row.only(&r.Modes[i]) {
 				cell = spreadCell(row, r.runsOf(r.Modes[i].Mode))
 			}
-			fmt.Fprint(tw, cell+"\t")
+			line = append(line, cell)
 		}
-		fmt.Fprintln(tw)
+		out = append(out, line)
 	}
 	for i := range r.tenantNames() {
 		tr := r.Modes[0].Tenants[i]
@@ -733,15 +787,20 @@ func (r *Report) WriteTable(w io.Writer) {
 			{"latency p99", func(t TenantReport) float64 { return t.LatencyMS.P99 }, showMS},
 		} {
 			cells := tableRow{name: "tenant " + tr.Tenant + " " + row.name, show: row.show,
-				vals: func(m *ModeReport) []float64 { return []float64{row.val(m.Tenants[i])} }}
-			fmt.Fprint(tw, cells.name+"\t")
+				vals: func(m *ModeReport) []float64 {
+					if i >= len(m.Tenants) {
+						return []float64{0}
+					}
+					return []float64{row.val(m.Tenants[i])}
+				}}
+			line := []string{cells.name}
 			for j := range r.Modes {
-				fmt.Fprint(tw, spreadCell(cells, r.runsOf(r.Modes[j].Mode))+"\t")
+				line = append(line, spreadCell(cells, r.runsOf(r.Modes[j].Mode)))
 			}
-			fmt.Fprintln(tw)
+			out = append(out, line)
 		}
 	}
-	fmt.Fprint(tw, "errors\t")
+	line := []string{"errors"}
 	for _, m := range r.Modes {
 		all := map[string]int{}
 		for _, run := range r.runsOf(m.Mode) {
@@ -749,17 +808,10 @@ func (r *Report) WriteTable(w io.Writer) {
 				all[k] += v
 			}
 		}
-		fmt.Fprint(tw, errorList(all)+"\t")
+		line = append(line, errorList(all))
 	}
-	fmt.Fprintln(tw)
-	r.writePhaseRows(tw)
-	tw.Flush()
-	if len(runs) > 1 {
-		fmt.Fprintln(w, "errors are summed over the runs")
-	}
-	if v := r.Verdict(); v != "" {
-		fmt.Fprintln(w, v)
-	}
+	out = append(out, line)
+	return append(out, r.phaseLines()...)
 }
 
 func allRuns(runs []*Report, f func(r *Report) bool) bool {
@@ -848,16 +900,16 @@ func errorList(errs map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// writePhaseRows adds, when the upstream's capacity changed during the
-// run, each phase's goodput, latency p99 and (windowed) mean limit, from
-// the first run.
-func (r *Report) writePhaseRows(tw io.Writer) {
+// phaseLines are, when the upstream's capacity changed during the run,
+// each phase's goodput, latency p99 and (windowed) mean limit, from the
+// first run.
+func (r *Report) phaseLines() [][]string {
 	if len(r.Modes) == 0 || len(r.Modes[0].Phases) == 0 {
-		return
+		return nil
 	}
+	var out [][]string
 	for i, ph := range r.Modes[0].Phases {
-		name := fmt.Sprintf("phase %d (from %gs: %d slots, 529 at %d)", i+1, ph.FromS, ph.Capacity, ph.OverloadAt)
-		fmt.Fprintln(tw, name+"\t")
+		out = append(out, []string{fmt.Sprintf("phase %d (from %gs: %d slots, 529 at %d)", i+1, ph.FromS, ph.Capacity, ph.OverloadAt)})
 		cells := []struct {
 			name string
 			get  func(p PhaseReport, m *ModeReport) string
@@ -873,15 +925,16 @@ func (r *Report) writePhaseRows(tw io.Writer) {
 			}},
 		}
 		for _, c := range cells {
-			fmt.Fprint(tw, c.name+"\t")
+			line := []string{c.name}
 			for j := range r.Modes {
 				cell := "-"
 				if m := &r.Modes[j]; i < len(m.Phases) {
 					cell = c.get(m.Phases[i], m)
 				}
-				fmt.Fprint(tw, cell+"\t")
+				line = append(line, cell)
 			}
-			fmt.Fprintln(tw)
+			out = append(out, line)
 		}
 	}
+	return out
 }

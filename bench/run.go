@@ -41,7 +41,7 @@ const (
 type Options struct {
 	// Scenario is what to run. Required.
 	Scenario *Scenario
-	// Modes to run, in order. If empty, plain then windowed.
+	// Modes to run, in order. If empty, the scenario's (DefaultModes).
 	Modes []string
 	// Upstream is the URL of an external simulator (`sluice sim`). If
 	// empty, each mode gets a fresh in-process simulator. An external one
@@ -125,7 +125,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	modes := opt.Modes
 	if len(modes) == 0 {
-		modes = []string{ModePlain, ModeWindowed}
+		modes = sc.DefaultModes()
 	}
 	for _, m := range modes {
 		if m != ModeDirect && m != ModePlain && m != ModeBulk && !sc.Windowed(m) {

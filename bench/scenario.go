@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,17 @@ type Scenario struct {
 	// ones: to run, say, static caps of 8 and 32 against an adaptive
 	// limit side by side.
 	Variants []Variant `json:"variants"`
+	// Modes are the modes the scenario compares, run when none are asked
+	// for (--modes) and by the suite. Empty means plain then windowed.
+	Modes []string `json:"modes"`
+	// Verdict names what the scenario's one verdict line is about: latency
+	// (the default), overload, cache, ratelimit, tenants or capacity (see
+	// verdictKinds).
+	Verdict string `json:"verdict"`
+	// Alone names a companion scenario, the same workload without the
+	// others, and the tenant whose latency the two compare: the suite runs
+	// it too, and the verdict puts the tenant's p99 beside its p99 alone.
+	Alone *Alone `json:"alone"`
 
 	dir fs.FS // where a trace file named by Workload.Trace is looked up
 }
@@ -45,6 +57,12 @@ type Scenario struct {
 type Variant struct {
 	Name   string `json:"name"`
 	Sluice Sluice `json:"sluice"`
+}
+
+// Alone is a scenario's companion run without the other tenants.
+type Alone struct {
+	Scenario string `json:"scenario"`
+	Tenant   string `json:"tenant"`
 }
 
 // SimSpec is the part of sim.Config a scenario sets.
@@ -311,6 +329,25 @@ func (sc *Scenario) validate() error {
 			return err
 		}
 	}
+	for i, m := range sc.Modes {
+		if m != ModeDirect && m != ModePlain && m != ModeBulk && !sc.Windowed(m) {
+			return fmt.Errorf("modes[%d]: %q is not direct, plain, windowed, windowed-fifo, bulk or a variant", i, m)
+		}
+		if slices.Index(sc.Modes, m) != i {
+			return fmt.Errorf("modes[%d]: %q is named twice", i, m)
+		}
+	}
+	if sc.Verdict != "" && verdictKinds[sc.Verdict] == nil {
+		return fmt.Errorf("verdict: %q is not one of %s", sc.Verdict, strings.Join(VerdictKinds(), ", "))
+	}
+	if a := sc.Alone; a != nil {
+		if a.Scenario == "" || a.Tenant == "" {
+			return errors.New("alone: needs scenario and tenant")
+		}
+		if !slices.ContainsFunc(sc.Workload.Tenants, func(t TenantWorkload) bool { return t.Name == a.Tenant }) {
+			return fmt.Errorf("alone.tenant: %q is not one of workload.tenants", a.Tenant)
+		}
+	}
 	for i, st := range s.CapacitySteps {
 		if st.From < 0 || st.Capacity < 0 || st.OverloadAt < 0 {
 			return fmt.Errorf("sim.capacity_steps[%d]: from, capacity and overload_at must not be negative", i)
@@ -417,6 +454,15 @@ func (s Sluice) validate(where string) error {
 		return fmt.Errorf("%s.rate_limit_pacing: want buckets, reset or off, not %q", where, s.RateLimitPacing)
 	}
 	return nil
+}
+
+// DefaultModes are the modes the scenario compares: its own list, or
+// plain then windowed.
+func (sc *Scenario) DefaultModes() []string {
+	if len(sc.Modes) > 0 {
+		return slices.Clone(sc.Modes)
+	}
+	return []string{ModePlain, ModeWindowed}
 }
 
 // Variant returns the variant called mode, or nil.

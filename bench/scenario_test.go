@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -54,6 +55,11 @@ func TestScenarioErrorsNameTheField(t *testing.T) {
 		{`{"sim":{"spikes":[{"from":"2s","to":"1s","factor":3}]},"workload":{"kind":"burst","n":1}}`, `sim.spikes[0].to`},
 		{`{"client":{"max_retries":-1},"workload":{"kind":"burst","n":1}}`, `client.max_retries`},
 		{"{\n\"workload\": {,}}", `line 2`},
+		{`{"modes":["plain","fast"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "fast"`},
+		{`{"modes":["plain","plain"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "plain" is named twice`},
+		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of bulk, cache, capacity, latency`},
+		{`{"alone":{"scenario":"x"},"workload":{"kind":"burst","n":1}}`, `alone: needs scenario and tenant`},
+		{`{"alone":{"scenario":"x","tenant":"z"},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `alone.tenant: "z"`},
 	} {
 		_, err := ParseScenario([]byte(tc.json), "t.json", nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -120,5 +126,86 @@ func TestWorkloads(t *testing.T) {
 	bad := fstest.MapFS{"bad.jsonl": {Data: []byte(`{"stream":true}` + "\n")}}
 	if _, err := parse(`{"workload":{"kind":"trace","trace":"bad.jsonl"}}`, bad).Arrivals(); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("trace without at_ms: %v", err)
+	}
+}
+
+// Each built-in names the modes it compares, a verdict kind, and its
+// companion, if any, is a built-in with the named tenant.
+func TestBuiltinModesVerdictsCompanions(t *testing.T) {
+	for _, n := range SuiteScenarios() {
+		sc, err := LoadScenario(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Modes) < 2 || sc.Verdict == "" {
+			t.Errorf("%s: modes %v, verdict %q; the suite needs both", n, sc.Modes, sc.Verdict)
+		}
+		if a := sc.Alone; a != nil {
+			asc, err := LoadScenario(a.Scenario)
+			if err != nil {
+				t.Fatalf("%s: alone: %v", n, err)
+			}
+			if !slices.ContainsFunc(asc.Workload.Tenants, func(tw TenantWorkload) bool { return tw.Name == a.Tenant }) {
+				t.Errorf("%s: companion %s has no tenant %s", n, a.Scenario, a.Tenant)
+			}
+		}
+	}
+	if sc, _ := LoadScenario("capacity-shift"); !slices.Equal(sc.DefaultModes(), []string{"static-8", "static-32", "adaptive"}) {
+		t.Errorf("capacity-shift's modes %v", sc.DefaultModes())
+	}
+	if sc := mustParse(t, `{"workload":{"kind":"burst","n":1}}`); !slices.Equal(sc.DefaultModes(), []string{ModePlain, ModeWindowed}) {
+		t.Errorf("a scenario without modes runs %v; want plain, windowed", sc.DefaultModes())
+	}
+	if slices.Contains(SuiteScenarios(), "noisy-neighbour-alone") || !slices.Contains(SuiteScenarios(), "noisy-neighbour") {
+		t.Errorf("SuiteScenarios = %v: want the scenarios without their companions", SuiteScenarios())
+	}
+}
+
+// Short keeps a scenario's shape: rates, the upstream's latencies and a
+// burst at once above the slots stay; every stretch shrinks.
+func TestShort(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check func(t *testing.T, long, short *Scenario)
+	}{
+		{"spike", func(t *testing.T, l, s *Scenario) {
+			if s.Workload.Rate != l.Workload.Rate || s.Workload.Duration != l.Workload.Duration/10 ||
+				s.Sim.Spikes[0].From != l.Sim.Spikes[0].From/10 || s.Sim.Spikes[0].To != l.Sim.Spikes[0].To/10 || s.Sim.TTFT != l.Sim.TTFT {
+				t.Errorf("short spike %+v %+v", s.Workload, s.Sim)
+			}
+		}},
+		{"burst", func(t *testing.T, l, s *Scenario) {
+			if s.Workload.N != 16 { // twice the 8 slots, of 64
+				t.Errorf("short burst n %d; want 16", s.Workload.N)
+			}
+		}},
+		{"capacity-shift", func(t *testing.T, l, s *Scenario) {
+			if s.Sim.CapacitySteps[1].From != l.Sim.CapacitySteps[1].From/10 || s.Workload.Steps[2].Duration != l.Workload.Steps[2].Duration/10 ||
+				s.Workload.Steps[2].Rate != l.Workload.Steps[2].Rate {
+				t.Errorf("short capacity-shift %+v %+v", s.Sim.CapacitySteps, s.Workload.Steps)
+			}
+		}},
+		{"noisy-neighbour", func(t *testing.T, l, s *Scenario) {
+			a, b := s.Workload.Tenants[0], s.Workload.Tenants[1]
+			if a.N != 100 || b.N != 4 || b.Duration != l.Workload.Tenants[1].Duration/10 {
+				t.Errorf("short tenants %+v", s.Workload.Tenants)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := LoadScenario(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := *l
+			s := l.Short(ShortFactor)
+			tc.check(t, l, s)
+			if l.Workload.N != before.Workload.N || (len(l.Sim.Spikes) > 0 && l.Sim.Spikes[0] != before.Sim.Spikes[0]) {
+				t.Errorf("Short changed the scenario it was called on")
+			}
+			if err := s.validate(); err != nil {
+				t.Errorf("short %s: %v", tc.name, err)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -172,7 +173,7 @@ func TestSpreadCell(t *testing.T) {
 	if got, want := spreadCell(row, runs), "11 [10 .. 14]"; got != want {
 		t.Errorf("spreadCell = %q; want %q", got, want)
 	}
-	ms := tableRows[6] // latency p50
+	ms := tableRows[slices.IndexFunc(tableRows, func(r tableRow) bool { return r.name == "latency p50" })]
 	if got, want := spreadCell(ms, []ModeReport{{LatencyMS: Percentiles{P50: 2}}, {LatencyMS: Percentiles{P50: 3}}, {LatencyMS: Percentiles{P50: 9}}}), "3 ms [2 .. 9]"; got != want {
 		t.Errorf("spreadCell = %q; want %q", got, want)
 	}

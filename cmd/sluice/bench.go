@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -16,7 +17,8 @@ func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "burst", "built-in scenario name ("+strings.Join(bench.Builtin(), ", ")+") or a scenario JSON file")
 	out := fs.String("out", "", "directory for report.json, trace.jsonl, series.json and the plots (none if empty)")
-	modes := fs.String("modes", "plain,windowed", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo), bulk (each request through /v1/bulk/messages, polled to its result)")
+	modes := fs.String("modes", "", "comma-separated modes to run in order: direct, plain, windowed, windowed-fifo (windowed with GATE_ORDER=fifo), bulk (each request through /v1/bulk/messages, polled to its result) or the scenario's variants (default: the modes the scenario compares, its \"modes\")")
+	suite := fs.Bool("suite", false, "run every built-in scenario through its modes (companions too) and write one report into --out: index.html, summary.md, suite.json and a directory per scenario")
 	up := fs.String("upstream", "", "URL of an external `sluice sim` to use instead of an in-process simulator per mode")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
@@ -26,6 +28,7 @@ func runBench(args []string) error {
 		o := fs.Output()
 		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
 			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n\n"+
+			"       sluice bench --suite [--short] [--repeat N] --out DIR\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. With --overhead, measures what sluice adds to a call instead: an\n"+
 			"upstream that answers at once, HAProxy (when on PATH), sluice plain and windowed, and the load\n"+
@@ -41,6 +44,15 @@ func runBench(args []string) error {
 	if ov.on {
 		return ov.run(fs, *quiet)
 	}
+	if *repeat < 1 {
+		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
+	}
+	if *suite {
+		return runSuite(fs, *out, ov.short, *repeat, *quiet, args)
+	}
+	if ov.short {
+		return errors.New("bench: --short goes with --suite or --overhead")
+	}
 	if *out != "" {
 		// Before the run, not after it: a long run should not end in a
 		// refusal to write its results.
@@ -51,9 +63,6 @@ func runBench(args []string) error {
 	sc, err := bench.LoadScenario(*scenario)
 	if err != nil {
 		return err
-	}
-	if *repeat < 1 {
-		return fmt.Errorf("bench: --repeat %d: must be at least 1", *repeat)
 	}
 	opt := bench.Options{Scenario: sc, Upstream: *up, Repeat: *repeat}
 	for _, m := range strings.Split(*modes, ",") {
@@ -77,5 +86,42 @@ func runBench(args []string) error {
 		}
 		fmt.Printf("\nwrote %s/ %s\n", *out, strings.Join(bench.OutputFiles(), " "))
 	}
+	return nil
+}
+
+// runSuite is sluice bench --suite: every built-in scenario, one report.
+func runSuite(fs *flag.FlagSet, out string, short bool, repeat int, quiet bool, args []string) error {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "scenario" || f.Name == "modes" || f.Name == "upstream" {
+			set = append(set, f.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("bench: --suite runs every scenario through its own modes; drop --%s", strings.Join(set, " and --"))
+	}
+	if out == "" {
+		return errors.New("bench: --suite needs --out DIR for its report")
+	}
+	if err := bench.CheckSuiteOutDir(out); err != nil {
+		return err
+	}
+	opt := bench.SuiteOptions{Short: short, Repeat: repeat, Command: "sluice bench " + strings.Join(args, " ")}
+	if !quiet {
+		opt.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := bench.RunSuite(ctx, opt)
+	if err != nil {
+		return err
+	}
+	for _, e := range s.Entries {
+		fmt.Printf("%-16s %s\n", e.Scenario, e.Verdict.Line)
+	}
+	if err := s.WriteFiles(out); err != nil {
+		return fmt.Errorf("bench: write %s: %w", out, err)
+	}
+	fmt.Printf("\nwrote %s/index.html, summary.md, suite.json and a directory per scenario\n", out)
 	return nil
 }

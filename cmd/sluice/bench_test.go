@@ -24,3 +24,33 @@ func TestBenchOutRefusesAForeignDirectory(t *testing.T) {
 		t.Errorf("the refusal took %v: it should come before the run", d)
 	}
 }
+
+// --suite and --short refuse, before running anything, what they cannot do.
+func TestBenchSuiteFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--short", "--quiet"}, "--short goes with --suite"},
+		{[]string{"--suite", "--quiet"}, "--suite needs --out"},
+		{[]string{"--suite", "--scenario", "burst", "--out", dir}, "drop --scenario"},
+		{[]string{"--suite", "--modes", "plain", "--out", dir}, "drop --modes"},
+		{[]string{"--suite", "--repeat", "0", "--out", dir}, "--repeat 0"},
+	} {
+		start := time.Now()
+		err := runBench(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("runBench(%v) = %v; want an error saying %q", tc.args, err, tc.want)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("runBench(%v) took %v: the refusal should come before any run", tc.args, d)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "thesis.tex"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runBench([]string{"--suite", "--short", "--quiet", "--out", dir}); err == nil || !strings.Contains(err.Error(), "thesis.tex") {
+		t.Errorf("--suite into a foreign directory = %v; want a refusal naming thesis.tex", err)
+	}
+}

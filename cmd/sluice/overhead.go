@@ -26,7 +26,7 @@ type overheadFlags struct {
 func (f *overheadFlags) register(fs *flag.FlagSet) {
 	d := overhead.Defaults()
 	fs.BoolVar(&f.on, "overhead", false, "measure what sluice adds to a call, out of process, against HAProxy (see above)")
-	fs.BoolVar(&f.short, "short", false, "with --overhead: a run of a few seconds, whose figures mean little (for tests)")
+	fs.BoolVar(&f.short, "short", false, "with --overhead: a run of a few seconds, whose figures mean little (for tests); with --suite: every scenario scaled down to a tenth of its length, for CI")
 	fs.IntVar(&f.rounds, "rounds", d.Rounds, "with --overhead: interleaved `rounds` of every path and phase")
 	fs.DurationVar(&f.duration, "duration", d.Duration, "with --overhead: each measurement's recorded span")
 	fs.IntVar(&f.clients, "clients", d.Clients, "with --overhead: concurrent clients of the throughput phase")
