@@ -71,7 +71,10 @@ func browser(t *testing.T, w, h int) (context.Context, *consoleErrors) {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 20*time.Second)
+	// A bound on a test that fails, not a wait: under go test -race ./...
+	// on two cores Chromium's screenshots alone can take seconds, and the
+	// bulk test waits for a batch to end.
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(func() { cancelB(); cancelA() })
 	ce := &consoleErrors{}
 	messages := chromedp.Console(ctx)
