@@ -277,8 +277,13 @@ func TestThreeReplicasOneCap(t *testing.T) {
 		worst = max(worst, latest-sent[seq])
 	}
 	t.Logf("%d requests over 3 replicas: peak in flight %d of %d; worst inversion of arrival order %v", n, rec.peak, cap, worst)
-	if worst > 40*time.Millisecond {
-		t.Errorf("a call began %v after one sent later than it; want within one window (20 ms, plus 20 ms of scheduling)", worst)
+	// One window is the target (docs/benchmarks.md gives the figure,
+	// 19.9 ms on a quiet machine); the bound allows the scheduling of
+	// three processes, Redis and the simulator on two cores under go
+	// test -race ./..., where 40-45 ms was seen. A broken order inverts
+	// by whole calls (hundreds of ms), far past it.
+	if worst > 100*time.Millisecond {
+		t.Errorf("a call began %v after one sent later than it; want within one window (20 ms, plus scheduling on a loaded machine: at most 100 ms)", worst)
 	}
 }
 
