@@ -75,9 +75,9 @@ func (m *Member) Used(u Usage) {
 // output estimate) is debited from its key's buckets as it goes to the
 // gate. The head of a key's line goes as soon as its cost fits, so an
 // exhausted bucket holds its key for the time it takes to refill by one
-// request's cost, not until the bucket is full again; within a key nobody
-// overtakes. A 429 that still comes holds its key alone, for its
-// retry-after.
+// request's cost, not until the bucket is full again; a key's tenants
+// take turns (see keyLine), and within a key and tenant nobody overtakes.
+// A 429 that still comes holds its key alone, for its retry-after.
 //
 // The output limit is debited max_tokens up front and corrected to the
 // reply's usage once it has ended, which is how the API's documentation
@@ -100,12 +100,67 @@ type KeyBuckets struct {
 
 var _ Pacing = (*KeyBuckets)(nil)
 
-// keyLine is one key's held members, in arrival order.
+// keyLine is one key's held members: a queue per tenant, each in arrival
+// order, whose heads go in turns. With inbound keys every tenant spends
+// the one upstream key sluice holds, so one line for all would let one
+// tenant's burst hold everyone else's requests behind the whole of it,
+// before the gate's fair order could see them. Within a tenant nobody
+// overtakes; a head that does not fit is waited for, not passed over, so
+// a large request is never starved by other tenants' small ones.
 type keyLine struct {
-	key     string
+	key   string
+	ring  []*tenantQueue // tenants with members held, in turn order
+	turn  int            // the tenant in ring whose head goes next
+	timer *time.Timer
+	due   time.Time
+}
+
+// tenantQueue is one tenant's held members of a key, in arrival order.
+type tenantQueue struct {
+	tenant  string
 	waiting []pacedMember
-	timer   *time.Timer
-	due     time.Time
+}
+
+// held reports whether l holds anyone. k.mu is held.
+func (l *keyLine) held() bool { return len(l.ring) > 0 }
+
+// push puts p at the back of its tenant's queue. k.mu is held.
+func (l *keyLine) push(p pacedMember) {
+	t := p.m.req.Tenant
+	for _, q := range l.ring {
+		if q.tenant == t {
+			q.waiting = append(q.waiting, p)
+			return
+		}
+	}
+	l.ring = append(l.ring, &tenantQueue{tenant: t, waiting: []pacedMember{p}})
+}
+
+// head is the member whose turn it is. l.held() and k.mu is held.
+func (l *keyLine) head() pacedMember { return l.ring[l.turn].waiting[0] }
+
+// pop takes the head out and passes the turn on. k.mu is held.
+func (l *keyLine) pop() {
+	q := l.ring[l.turn]
+	q.waiting[0] = pacedMember{}
+	q.waiting = q.waiting[1:]
+	if len(q.waiting) == 0 {
+		l.remove(l.turn) // the next tenant moves into the turn
+	} else {
+		l.turn++
+	}
+	if l.turn >= len(l.ring) {
+		l.turn = 0
+	}
+}
+
+// remove drops the tenant at i from the ring. k.mu is held.
+func (l *keyLine) remove(i int) {
+	l.ring[i] = nil
+	l.ring = append(l.ring[:i], l.ring[i+1:]...)
+	if i < l.turn {
+		l.turn--
+	}
 }
 
 type pacedMember struct {
@@ -137,7 +192,8 @@ func cachedTokens(m *Member) int {
 }
 
 // Pace debits m and joins it now if its key's line is empty and its cost
-// fits, and otherwise holds it at the back of its key's line.
+// fits, and otherwise holds it at the back of its tenant's queue in its
+// key's line.
 func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 	now := time.Now()
 	key := m.req.Key
@@ -147,7 +203,7 @@ func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 	if l != nil {
 		l.prune()
 	}
-	if l == nil || len(l.waiting) == 0 {
+	if l == nil || !l.held() {
 		d, ok, at := k.Buckets.Take(key, c, now)
 		if ok {
 			m.spend = spend{debit: d, held: m.spend.held}
@@ -162,24 +218,36 @@ func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 			l = &keyLine{key: key}
 			k.lines[key] = l
 		}
-		l.waiting = append(l.waiting, pacedMember{m, join, live, now})
+		l.push(pacedMember{m, join, live, now})
 		k.arm(l, at)
 		k.mu.Unlock()
 		return
 	}
-	l.waiting = append(l.waiting, pacedMember{m, join, live, now})
+	l.push(pacedMember{m, join, live, now})
 	k.mu.Unlock()
 }
 
-// prune drops members at the head of l that no longer wait. k.mu is held.
+// prune drops the members at the head of each of l's queues that no
+// longer wait, and the tenants left with none. k.mu is held.
 func (l *keyLine) prune() {
-	i := 0
-	for i < len(l.waiting) && !l.waiting[i].live() {
+	for i := 0; i < len(l.ring); {
+		q := l.ring[i]
+		n := 0
+		for n < len(q.waiting) && !q.waiting[n].live() {
+			n++
+		}
+		if n > 0 {
+			clear(q.waiting[:n])
+			q.waiting = q.waiting[n:]
+		}
+		if len(q.waiting) == 0 {
+			l.remove(i)
+			continue
+		}
 		i++
 	}
-	if i > 0 {
-		clear(l.waiting[:i])
-		l.waiting = l.waiting[i:]
+	if l.turn >= len(l.ring) {
+		l.turn = 0
 	}
 }
 
@@ -196,8 +264,8 @@ func (k *KeyBuckets) arm(l *keyLine, t time.Time) {
 	}
 }
 
-// wake lets go the members at the head of l whose cost fits now, in order,
-// and arms l's timer for the next.
+// wake lets go the members at the heads of l whose cost fits now, a
+// tenant at a time in turns, and arms l's timer for the next.
 func (k *KeyBuckets) wake(l *keyLine) {
 	now := time.Now()
 	var out []pacedMember
@@ -205,19 +273,18 @@ func (k *KeyBuckets) wake(l *keyLine) {
 	l.due = time.Time{}
 	for {
 		l.prune()
-		if len(l.waiting) == 0 {
+		if !l.held() {
 			delete(k.lines, l.key) // a later member makes a new line
 			break
 		}
-		p := l.waiting[0]
+		p := l.head()
 		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.req, cachedTokens(p.m)), now)
 		if !ok {
 			k.arm(l, at)
 			break
 		}
 		p.m.spend = spend{debit: d, held: p.m.spend.held + now.Sub(p.since)}
-		l.waiting[0] = pacedMember{}
-		l.waiting = l.waiting[1:]
+		l.pop()
 		out = append(out, p)
 	}
 	k.mu.Unlock()
@@ -273,7 +340,7 @@ func (k *KeyBuckets) End(m *Member) {
 func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
 	k.mu.Lock()
 	l := k.lines[r.Key]
-	held := l != nil && len(l.waiting) > 0
+	held := l != nil && l.held()
 	k.mu.Unlock()
 	now := time.Now()
 	return held || k.Buckets.FitsAt(r.Key, k.cost(r, 0), now).After(now)

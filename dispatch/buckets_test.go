@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -45,11 +46,20 @@ func limitHeaders(limit, remaining int) http.Header {
 	return h
 }
 
+// sendAs is send for tenant.
+func (r *bucketRig) sendAs(ctx context.Context, name, tenant, key string, input int, d time.Duration, h http.Header) <-chan outcome {
+	return r.sendDesc(ctx, name, &request.Descriptor{Tenant: tenant, Key: key, Cost: request.Cost{InputTokens: input, MaxTokens: 10}}, input, d, h)
+}
+
 // send starts a request on key costing input tokens; its function records
 // its start, answers after d with h (when set) and reports usage.
 func (r *bucketRig) send(ctx context.Context, name, key string, input int, d time.Duration, h http.Header) <-chan outcome {
+	return r.sendDesc(ctx, name, &request.Descriptor{Key: key, Cost: request.Cost{InputTokens: input, MaxTokens: 10}}, input, d, h)
+}
+
+// sendDesc is send for the request desc describes.
+func (r *bucketRig) sendDesc(ctx context.Context, name string, desc *request.Descriptor, input int, d time.Duration, h http.Header) <-chan outcome {
 	out := make(chan outcome, 1)
-	desc := &request.Descriptor{Key: key, Cost: request.Cost{InputTokens: input, MaxTokens: 10}}
 	go func() {
 		err := r.s.Do(ctx, desc, func(ctx context.Context, m *Member) error {
 			r.mu.Lock()
@@ -217,6 +227,40 @@ func TestABucketHeldMemberHonoursItsDeadline(t *testing.T) {
 		small := r.send(ctx, "small", "a", 1, 0, nil)
 		if o := <-small; o.err != nil {
 			t.Errorf("the next request: %v", o.err)
+		}
+	})
+}
+
+// Under one key, tenants take turns: b's one request, arriving after a's
+// burst, goes after at most one more of a's, not after all of them; and
+// each tenant's requests keep their order.
+func TestBucketsKeyLineTakesTenantsInTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBucketRig(t, 16)
+		ctx := context.Background()
+		// 600 a minute, 10 a second, 1 left (not a round thousand: exact).
+		<-r.sendAs(ctx, "first", "a", "k", 1, 0, limitHeaders(600, 1))
+		var outs []<-chan outcome
+		for i := range 6 {
+			outs = append(outs, r.sendAs(ctx, "a"+strconv.Itoa(i), "a", "k", 10, 0, nil))
+		}
+		outs = append(outs, r.sendAs(ctx, "b0", "b", "k", 10, 0, nil))
+		for _, o := range outs {
+			<-o
+		}
+		r.mu.Lock()
+		var names []string
+		for _, st := range r.starts[1:] {
+			names = append(names, st.name)
+		}
+		r.mu.Unlock()
+		b := slices.Index(names, "b0")
+		if b < 0 || b > 2 {
+			t.Errorf("started %v; want b0 within a turn of a's held requests, not after all six", names)
+		}
+		a := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "b0" })
+		if !slices.IsSorted(a) {
+			t.Errorf("a's requests started %v; want their arrival order", a)
 		}
 	})
 }

@@ -67,6 +67,44 @@ func TestInboundKeysAreTheirOwnTenantsUnderTheDefaultTenantFrom(t *testing.T) {
 	})
 }
 
+// Under rate limiting, fairness across tenants must still hold: with
+// inbound keys every tenant spends the one held key, and the key's pacing
+// line (dispatch.KeyBuckets) sits before the gate; it was one FIFO line,
+// so bob's one request waited for all of alice's burst. Its tenants now
+// take turns: bob is served within about a round of alice's.
+func TestPacingLineTakesTenantsInTurnsUnderOneHeldKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perMinute = 5 // requests of 64 output tokens the bucket allows
+		s := sim.New(sim.Config{TTFT: 50 * time.Millisecond, PerToken: time.Millisecond,
+			OutputTokensPerMinute: 64 * perMinute, OutputTokensMin: 64, OutputTokensMax: 64})
+		t.Cleanup(s.Close)
+		rig := inboundRig(t, s.ServeHTTP, []string{keyEntry("alice", ""), keyEntry("bob", "")},
+			func(c *config.Config) { c.MaxConcurrency, c.TenantFrom, c.Timeout = 4, "inbound", 10*time.Minute })
+		c := newTenantClient(t, rig)
+		c.send("warm", sluiceKey("alice")) // the buckets are learned from its answer
+		c.answer("warm")
+		const burst = 12
+		for i := range burst {
+			c.send(fmt.Sprint("a", i), sluiceKey("alice"))
+		}
+		settle()
+		c.send("bob", sluiceKey("bob"))
+		bob := c.answer("bob")
+		if bob.status != http.StatusOK {
+			t.Fatalf("bob: %d %s", bob.status, bob.body)
+		}
+		before := 0
+		for i := range burst {
+			if a := c.answer(fmt.Sprint("a", i)); a.done < bob.done {
+				before++
+			}
+		}
+		if before > perMinute+1 {
+			t.Errorf("%d of alice's %d requests were answered before bob's one (after %v): the key's pacing line let alice's burst go first", before, burst, bob.done.Round(time.Second))
+		}
+	})
+}
+
 // An upstream (or a gateway before it) that answers 529 with an absurd
 // retry-after, 317 years, means: do not retry within this deadline. The
 // conversion to a Duration overflowed to a negative wait, and sluice
