@@ -252,7 +252,7 @@ func (bs *Buckets) FitsAt(key string, c Cost, now time.Time) time.Time {
 	if k == nil {
 		return now
 	}
-	return k.fitsAt(c, now)
+	return k.fitsAt(k.within(c), now) // as Take would reckon it
 }
 
 // Refund gives d back in full: its call never reached the upstream, or was
