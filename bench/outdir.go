@@ -47,6 +47,12 @@ func CheckOutDir(dir string) error {
 			foreign = append(foreign, e.Name())
 		}
 	}
+	return refuseForeign(dir, foreign, "bench run", "run's")
+}
+
+// refuseForeign is the refusal of --out dir for the entries foreign that
+// no maker (a bench run, a suite) wrote there; nil when there are none.
+func refuseForeign(dir string, foreign []string, maker, makers string) error {
 	if len(foreign) == 0 {
 		return nil
 	}
@@ -54,6 +60,6 @@ func CheckOutDir(dir string) error {
 	if len(foreign) > 3 {
 		foreign = append(foreign[:3], fmt.Sprintf("and %d more", len(foreign)-3))
 	}
-	return fmt.Errorf("bench: --out %s is not empty and no bench run made it (it holds %s); name a new or empty directory, or an earlier run's",
-		dir, strings.Join(foreign, ", "))
+	return fmt.Errorf("bench: --out %s is not empty and no %s made it (it holds %s); name a new or empty directory, or an earlier %s",
+		dir, maker, strings.Join(foreign, ", "), makers)
 }

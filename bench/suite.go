@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -177,15 +176,7 @@ func CheckSuiteOutDir(dir string) error {
 			foreign = append(foreign, e.Name())
 		}
 	}
-	if len(foreign) == 0 {
-		return nil
-	}
-	sort.Strings(foreign)
-	if len(foreign) > 3 {
-		foreign = append(foreign[:3], fmt.Sprintf("and %d more", len(foreign)-3))
-	}
-	return fmt.Errorf("bench: --out %s is not empty and no suite made it (it holds %s); name a new or empty directory, or an earlier suite's",
-		dir, strings.Join(foreign, ", "))
+	return refuseForeign(dir, foreign, "suite", "suite's")
 }
 
 // WriteFiles writes each scenario's files (Report.WriteFiles) into a
