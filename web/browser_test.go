@@ -113,17 +113,28 @@ func (c *consoleErrors) check(t *testing.T) {
 	}
 }
 
-// shot saves a screenshot into SLUICE_UI_SHOTS if set, else the test's
-// temporary directory.
+// shot saves a full-page screenshot into SLUICE_UI_SHOTS if set (the
+// pictures of docs/ui.md), else the test's temporary directory. The
+// picture is not what a test checks: Chromium's capture can hang on a page
+// that keeps redrawing (chromedp#770, #924; CI met it once on the bulk
+// test), so it has its own bound, and without SLUICE_UI_SHOTS a capture
+// that fails is logged, not a failure.
 func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := os.Getenv("SLUICE_UI_SHOTS")
-	if dir == "" {
+	dir, wanted := os.LookupEnv("SLUICE_UI_SHOTS")
+	if !wanted || dir == "" {
 		dir = t.TempDir()
 	}
-	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	start := time.Now()
+	b, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 	if err != nil {
-		t.Errorf("screenshot: %v", err)
+		if wanted {
+			t.Errorf("screenshot %s: %v after %v", name, err, time.Since(start).Round(time.Millisecond))
+		} else {
+			t.Logf("screenshot %s not taken (SLUICE_UI_SHOTS is unset; the test's checks passed): %v after %v", name, err, time.Since(start).Round(time.Millisecond))
+		}
 		return
 	}
 	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
