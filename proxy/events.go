@@ -99,8 +99,11 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 	case ctx.Err() != nil:
 		err = ctx.Err() // the client left
 	default:
-		inBand = sseError("api_error", fmt.Sprintf(
-			"the upstream stream broke before it ended (%v); retry the request", err))
+		// The read error names the upstream's address (read tcp
+		// a->b: ...): for the operator's log, not the client, as
+		// mapError keeps it.
+		p.log.Warn("upstream stream broke", "upstream", p.upstreamName(), "err", err)
+		inBand = sseError("api_error", "the upstream's stream broke before it ended; retry the request")
 	}
 	if inBand != nil {
 		pipe.putLast(inBand)
