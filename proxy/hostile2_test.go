@@ -5,11 +5,18 @@ package proxy
 
 import (
 	"bufio"
+	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/bulk"
 )
 
 // resetAfter answers a stream's first events and then resets the
@@ -66,4 +73,77 @@ func TestBrokenStreamDoesNotTellTheUpstreamAddress(t *testing.T) {
 			t.Errorf("in-band error %s; want an api_error", errEvent)
 		}
 	})
+}
+
+// bulkProxy serves a proxy with the bulk endpoint in front of an upstream
+// that is never reached (the bulk window does not close within a test),
+// with bodies that must arrive within bodyTimeout and the options opt.
+func bulkProxy(t *testing.T, bodyTimeout time.Duration, opt ...Options) *testServer {
+	t.Helper()
+	up := startUpstream(t, apiHandler)
+	u, _ := url.Parse(up.URL)
+	svc, err := bulk.New(context.Background(), bulk.Config{Upstream: u, DataDir: t.TempDir(), MaxWait: time.Hour, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{}
+	if len(opt) > 0 {
+		o = opt[0]
+	}
+	o.Bulk, o.BodyReadTimeout = svc, bodyTimeout
+	_, px := startProxyWith(t, testConfig(t, up.URL, true), o)
+	t.Cleanup(svc.Close) // after the proxy has stopped (cleanups run last first)
+	return px
+}
+
+// A bulk submission's body, like every other request body, must arrive
+// within the body timeout (README, "Slow and idle connections": "on every
+// path, or it is answered 408"). The bulk handler read it with no
+// deadline at all: a client that declares a body and sends it a byte at
+// a time kept its connection, its goroutine and its share of the bulk
+// bodies' budget for as long as it liked, uncounted by MAX_PENDING_CONNS.
+func TestSlowBulkBodyIsAnswered408(t *testing.T) {
+	px := bulkProxy(t, 300*time.Millisecond)
+	c, err := net.Dial("tcp", px.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := msgBody()
+	fmt.Fprintf(c, "POST /v1/bulk/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: sk-test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer within 3 s to a bulk body that stopped arriving (body timeout 300 ms): %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"type":"error"`) {
+		t.Errorf("slow bulk body: %d %s; want 408 with an Anthropic-shaped error", resp.StatusCode, b)
+	}
+}
+
+// A chunked bulk body held 32 MB of the bulk endpoint's 256 MB budget
+// from its first byte to its last: eight clients that start a chunked
+// upload and trickle it refused every other submission with 529. The
+// body is now read (into a buffer of its size, under BODY_BUDGET_MB, in
+// 64 KB steps) before the bulk handler takes its exact size.
+func TestTricklingChunkedBulkBodiesDoNotShutOutOthers(t *testing.T) {
+	px := bulkProxy(t, 5*time.Second)
+	for range 8 {
+		c, err := net.Dial("tcp", px.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/bulk/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: sk-test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+	}
+	time.Sleep(200 * time.Millisecond) // the eight reach the handler
+	resp := post(t, px.URL, "/v1/bulk/messages", msgBody())
+	if b := readAll(t, resp.Body); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("a submission while eight chunked uploads trickle: %d %s; want 202", resp.StatusCode, b)
+	}
+}
+
+func msgBody() string {
+	return `{"model":"claude-sonnet-4-5","max_tokens":32,"messages":[{"role":"user","content":"hello there"}]}`
 }

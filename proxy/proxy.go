@@ -5,10 +5,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -317,7 +319,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
 	if opt.Bulk != nil {
-		p.mux.Handle("/v1/bulk/", p.RequireKey(opt.Bulk))
+		p.mux.Handle("/v1/bulk/", p.RequireKey(p.bulkBody(opt.Bulk)))
 	}
 	p.mux.Handle("/", p.RequireKey(http.HandlerFunc(p.relay)))
 	return p, nil
@@ -495,4 +497,40 @@ func (p *Proxy) RateLimitBuckets() []metrics.Bucket {
 		out[i] = metrics.Bucket{Key: l.Key, Limit: l.Kind.String(), Size: l.Limit, Level: l.Level}
 	}
 	return out
+}
+
+// bulkBody reads a bulk submission's body before h sees it, as a Messages
+// body is read: within the body timeout (408 past it), under
+// BODY_BUDGET_MB in 64 KB steps as bytes arrive, counted against
+// MAX_PENDING_CONNS until it is in. h then gets it whole, with its exact
+// length: a client that trickles a body cannot hold a connection, a
+// goroutine and a share of the bulk endpoint's own budget for as long as
+// it likes.
+func (p *Proxy) bulkBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !p.pendingConns.take(p.cfg.MaxPendingConns) {
+			p.metrics.Shed.Inc()
+			writeError(w, closing(w, errTooManyPending))
+			return
+		}
+		body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
+		p.pendingConns.give()
+		if aerr != nil {
+			if aerr.Status == 529 {
+				p.metrics.Shed.Inc()
+			}
+			if aerr != errClientGone {
+				writeError(w, aerr)
+			}
+			return
+		}
+		defer p.bodies.release(body.reserved)
+		recordOf(r).bytesIn = int64(len(body.data))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body.data)), int64(len(body.data))
+		h.ServeHTTP(w, r)
+	})
 }
