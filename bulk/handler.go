@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // maxBody is the Messages API's body limit, which a bulk submission keeps.
@@ -73,6 +75,21 @@ func credentialFrom(r *http.Request) (credential, bool) {
 // a log or the page.
 func (c credential) hash() string {
 	h := sha256.Sum256(c.bytes())
+	return hex.EncodeToString(h[:16])
+}
+
+// ownerOf is the short hash of whoever r's bulk requests belong to: its
+// credential's, or, when sluice authenticated the client itself (inbound
+// keys: every request then carries the one upstream key sluice holds),
+// its caller's. A credential is stored under its owner's hash, so each
+// sluice key's requests go upstream in batches of their own, billed to
+// the held key.
+func ownerOf(r *http.Request, cred credential) string {
+	caller, ok := request.CallerOf(r.Context())
+	if !ok {
+		return cred.hash()
+	}
+	h := sha256.Sum256([]byte("caller\n" + caller))
 	return hex.EncodeToString(h[:16])
 }
 
@@ -136,7 +153,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		}
 	}
 	sum := sha256.Sum256(trimmed)
-	key := cred.hash()
+	key := ownerOf(r, cred)
 	if hook == "" {
 		hook = s.cfg.KeyWebhooks[key] // the key's default, if it has one
 	}
@@ -189,7 +206,7 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, cred credent
 		}
 		wait = min(d, maxWait)
 	}
-	key := cred.hash()
+	key := ownerOf(r, cred)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	tick := time.NewTicker(time.Second) // another replica may store the result
@@ -244,7 +261,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, cred creden
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "give after_id or before_id, not both")
 		return
 	}
-	rs, more, err := s.store.list(r.Context(), cred.hash(), status, q.Get("after_id"), q.Get("before_id"), limit)
+	rs, more, err := s.store.list(r.Context(), ownerOf(r, cred), status, q.Get("after_id"), q.Get("before_id"), limit)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "api_error", "sluice could not list requests; retry")
 		return
@@ -265,7 +282,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, cred creden
 }
 
 func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request, cred credential, id string) {
-	key := cred.hash()
+	key := ownerOf(r, cred)
 	req, err := s.store.cancel(r.Context(), key, id)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "api_error", "sluice could not cancel the request; retry")

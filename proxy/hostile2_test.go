@@ -6,12 +6,14 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +148,37 @@ func TestTricklingChunkedBulkBodiesDoNotShutOutOthers(t *testing.T) {
 
 func msgBody() string {
 	return `{"model":"claude-sonnet-4-5","max_tokens":32,"messages":[{"role":"user","content":"hello there"}]}`
+}
+
+// docs/bulk.md: "Requests are visible only to the key that sent them
+// (another key gets 404)". With inbound keys, sluice put its held
+// upstream key on every request before the bulk endpoint saw it, so every
+// sluice key was the same submitter there: bob could read alice's
+// requests and their results, list them and cancel them.
+func TestBulkRequestsOfOneSluiceKeyAreNotAnothers(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("alice", ""), keyEntry("bob", ""))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := bulkProxy(t, 5*time.Second, Options{Inbound: in})
+	status, body := send(t, "POST", px.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("alice"))
+	if status != http.StatusAccepted {
+		t.Fatalf("alice's submission: %d %s", status, body)
+	}
+	var accepted struct{ ID string }
+	json.Unmarshal([]byte(body), &accepted)
+	if status, body := send(t, "GET", px.URL+"/v1/bulk/messages/"+accepted.ID, "", "x-api-key", sluiceKey("bob")); status != http.StatusNotFound {
+		t.Errorf("bob reads alice's bulk request: %d %.200s; want 404", status, body)
+	}
+	if status, body := send(t, "GET", px.URL+"/v1/bulk/messages", "", "x-api-key", sluiceKey("bob")); status != http.StatusOK || strings.Contains(body, accepted.ID) {
+		t.Errorf("bob lists bulk requests: %d %.200s; want 200 without alice's", status, body)
+	}
+	if status, body := send(t, "POST", px.URL+"/v1/bulk/messages/"+accepted.ID+"/cancel", "", "x-api-key", sluiceKey("bob")); status != http.StatusNotFound {
+		t.Errorf("bob cancels alice's bulk request: %d %.200s; want 404", status, body)
+	}
+	if status, body := send(t, "GET", px.URL+"/v1/bulk/messages/"+accepted.ID, "", "x-api-key", sluiceKey("alice")); status != http.StatusOK || !strings.Contains(body, `"status":"queued"`) {
+		t.Errorf("alice reads her bulk request: %d %.200s; want 200, queued", status, body)
+	}
 }

@@ -245,7 +245,12 @@ func (p *Proxy) RequireKey(h http.Handler) http.Handler {
 		// (as x-api-key, whichever header the client used).
 		r.Header.Del("Authorization")
 		r.Header.Set("X-Api-Key", set.upstream)
-		r = r.WithContext(context.WithValue(r.Context(), inboundCtxKey{}, rec))
+		// The caller is the sluice key, by its hash (as the keys file
+		// names it): what the client stores with sluice (bulk requests)
+		// is its own, not every sluice key's.
+		sum := sha256.Sum256([]byte(cred))
+		ctx := request.WithCaller(r.Context(), "sluice-key:"+hex.EncodeToString(sum[:]))
+		r = r.WithContext(context.WithValue(ctx, inboundCtxKey{}, rec))
 		if rec.Models != nil {
 			release, aerr := p.checkModels(w, r, rec)
 			if aerr != nil {
