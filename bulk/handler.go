@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/request"
 )
@@ -35,6 +36,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, action, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	if !storable(id) {
+		// No id has such bytes, and PostgreSQL would fail the look-up.
+		writeError(w, http.StatusNotFound, "not_found_error", "no bulk request has that id: ids are bulkmsg_ and hex digits, as the 202 gave them; list yours with GET /v1/bulk/messages")
+		return
+	}
 	switch {
 	case id == "" && r.Method == http.MethodPost:
 		s.handleSubmit(w, r, cred)
@@ -54,6 +60,11 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "no bulk route at "+r.URL.Path+"; see docs/bulk.md")
 	}
 }
+
+// storable reports whether s is text the store's TEXT columns take:
+// UTF-8 without NUL (PostgreSQL refuses anything else, and the statement,
+// with its whole transaction, fails).
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func methodNotAllowed(w http.ResponseWriter, allow string) {
 	w.Header().Set("Allow", allow)
@@ -135,12 +146,27 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		refuse(http.StatusBadRequest, "invalid_request_error", `stream: a bulk request is answered later, not streamed; remove "stream": true (or send it to /v1/messages)`)
 		return
 	}
+	// What goes into the store's text columns must be text PostgreSQL
+	// takes, UTF-8 without NUL: one that is not fails the group commit's
+	// whole transaction, and with it every other submission in the group.
+	if !storable(head.Model) {
+		refuse(http.StatusBadRequest, "invalid_request_error", "model holds a NUL character (\\u0000), which no model name has; send the model's name, such as claude-sonnet-4-5")
+		return
+	}
 	idem := r.Header.Get("Idempotency-Key")
 	if len(idem) > 255 {
 		refuse(http.StatusBadRequest, "invalid_request_error", "Idempotency-Key is longer than 255 characters; use a shorter key, such as a UUID")
 		return
 	}
+	if !storable(idem) {
+		refuse(http.StatusBadRequest, "invalid_request_error", "Idempotency-Key is not UTF-8 text; use a key of printable characters, such as a UUID")
+		return
+	}
 	hook := r.Header.Get(HeaderWebhookURL)
+	if !storable(hook) {
+		refuse(http.StatusBadRequest, "invalid_request_error", HeaderWebhookURL+" is not UTF-8 text; send the URL with non-ASCII characters percent-encoded")
+		return
+	}
 	if hook != "" {
 		u, err := url.Parse(hook)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -255,6 +281,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, cred creden
 	status := q.Get("status")
 	if status != "" && !listStatuses[status] {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "status must be one of queued, submitting, in_progress, ended")
+		return
+	}
+	if !storable(q.Get("after_id")) || !storable(q.Get("before_id")) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "after_id and before_id must be ids of bulk requests, as the list gave them")
 		return
 	}
 	if q.Get("after_id") != "" && q.Get("before_id") != "" {
