@@ -222,7 +222,10 @@ var (
 	// evContentBlockDelta opens an event that carries the answer's
 	// tokens: the first one is the stream's first token.
 	evContentBlockDelta = []byte("event: content_block_delta")
-	dataPrefix          = []byte("data:")
+	// evMessageStop and evError open the events that end a stream.
+	evMessageStop = []byte("event: message_stop")
+	evError       = []byte("event: error")
+	dataPrefix    = []byte("data:")
 )
 
 func (s *streamUsage) observe(ev []byte) {

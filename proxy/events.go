@@ -68,7 +68,18 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 		cancel()
 	})
 	defer watchdog.Stop()
+	// ended is set once the stream's last event (message_stop, or an
+	// error event) has come; cut, when what came last at EOF was half an
+	// event, which is not relayed.
+	var ended, cut bool
 	send := func(ev []byte) error {
+		if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\n\r\n")) {
+			cut = true // only at EOF: no blank line ended it
+			return nil
+		}
+		if bytes.HasPrefix(ev, evMessageStop) || bytes.HasPrefix(ev, evError) {
+			ended = true
+		}
 		tally.observe(ev)
 		if firstToken != nil && bytes.HasPrefix(ev, evContentBlockDelta) {
 			firstToken()
@@ -83,7 +94,14 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 	err := copyEvents(send, resp.Body, func() { watchdog.Reset(idle) })
 	var inBand []byte
 	switch {
+	case err == nil && (ended || resp.StatusCode != http.StatusOK):
 	case err == nil:
+		// The upstream (or a gateway before it) ended the response
+		// cleanly before the stream's end: relayed as it is, the SDKs
+		// would return a partial Message without an error.
+		inBand = sseError("api_error", "the upstream's stream ended before message_stop, so the answer is incomplete; retry the request")
+		err = errStreamIncomplete
+		p.log.Warn("upstream stream ended before message_stop", "upstream", p.upstreamName(), "half_event", cut)
 	case errors.Is(err, errClientWrite):
 		cancel() // the client is gone or stopped reading: stop the upstream too
 	case errors.Is(err, errEventTooLarge):
