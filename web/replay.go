@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -269,7 +269,11 @@ type runner struct {
 func newRunner(log *slog.Logger) *runner { return &runner{busy: make(chan struct{}, 1), log: log} }
 
 func (rn *runner) serve(w http.ResponseWriter, r *http.Request) {
-	if mt := r.Header.Get("Content-Type"); mt != "" && !strings.HasPrefix(mt, "application/json") {
+	// application/json, and only that: a cross-site request can send no
+	// Content-Type, or text/plain, without a CORS preflight (which sluice
+	// does not grant), so that any page the operator opens could start
+	// runs.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "send the parameters as application/json")
 		return
 	}
