@@ -4,10 +4,14 @@ package bulk
 // test failed before its fix.
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // PostgreSQL's TEXT takes neither a NUL nor bytes that are not UTF-8, and
@@ -73,5 +77,69 @@ func TestUnstorableTextIsRefusedAndFailsNobodyElse(t *testing.T) {
 	wg.Wait()
 	if failed > 0 {
 		t.Errorf("%d of 40 well-formed submissions of other keys failed alongside the poisoned ones; want none", failed)
+	}
+}
+
+// Webhooks were delivered one at a time, each waiting up to the webhook
+// client's timeout (10 s): one client whose submissions name a receiver
+// that accepts connections and never answers held every other client's
+// deliveries back by a timeout per delivery of its own, for every one of
+// its 20 attempts (a thousand such submissions: days). A round's
+// deliveries now go at once, so a slow receiver costs the others at most
+// one timeout a round.
+func TestSlowWebhookReceiverDoesNotHoldOthersDeliveries(t *testing.T) {
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var hmu sync.Mutex
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			hmu.Lock()
+			held = append(held, c) // accepted, never answered
+			hmu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		hole.Close()
+		hmu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		hmu.Unlock()
+	})
+	delivered := make(chan time.Time, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case delivered <- time.Now():
+		default:
+		}
+	}))
+	t.Cleanup(hook.Close)
+	const timeout = 1500 * time.Millisecond
+	h := newHarness(t, Config{MaxWait: time.Hour, WebhookSecret: "whsec", WebhookClient: &http.Client{Timeout: timeout}})
+	const slow = 6
+	for i := range slow {
+		id := h.submit(msgBody(fmt.Sprint("slow ", i)), HeaderWebhookURL, "http://"+hole.Addr().String()+"/hook")
+		h.do("POST", "/v1/bulk/messages/"+id+"/cancel", "") // ended at once: its webhook is due
+	}
+	code, v := h.doWith("sk-ant-another-client", "POST", "/v1/bulk/messages", msgBody("mine"), HeaderWebhookURL, hook.URL)
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %v", code, v)
+	}
+	ended := time.Now()
+	h.doAs("sk-ant-another-client", "POST", "/v1/bulk/messages/"+v["id"].(string)+"/cancel")
+	select {
+	case at := <-delivered:
+		if d := at.Sub(ended); d > 2*timeout+time.Second {
+			t.Errorf("the other client's webhook came %v after its request ended; want within about one receiver timeout (%v), not one per slow delivery ahead of it", d.Round(time.Millisecond), timeout)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatalf("the other client's webhook did not come within 8 s of its request's end, behind %d deliveries to a receiver that never answers (timeout %v each)", slow, timeout)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -64,9 +65,14 @@ func (s *Service) deliverDue(ctx context.Context) bool {
 		}
 		return false
 	}
+	// At once, not one after another: a receiver that never answers costs
+	// the round one webhook client timeout, not one per delivery of its
+	// own, so one client's slow receiver cannot hold back everyone's.
+	var wg sync.WaitGroup
 	for _, d := range due {
-		s.deliver(ctx, d)
+		wg.Go(func() { s.deliver(ctx, d) })
 	}
+	wg.Wait()
 	return len(due) == 50 && ctx.Err() == nil
 }
 
