@@ -238,20 +238,26 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, cred credent
 	tick := time.NewTicker(time.Second) // another replica may store the result
 	defer tick.Stop()
 	for {
-		ch := s.changes()
+		// Watched before the read, so that an end between the two wakes
+		// this poll.
+		ch, release := (<-chan struct{})(nil), func() {}
+		if wait > 0 {
+			ch, release = s.watch(id)
+		}
 		req, err := s.store.get(r.Context(), key, id)
-		if err != nil {
-			if r.Context().Err() == nil {
-				writeError(w, http.StatusInternalServerError, "api_error", "sluice could not read the request; retry")
+		s.pollReads.Add(1)
+		if err != nil || req == nil || req.Status == StatusEnded || ctx.Err() != nil || wait == 0 {
+			release()
+			switch {
+			case err != nil:
+				if r.Context().Err() == nil {
+					writeError(w, http.StatusInternalServerError, "api_error", "sluice could not read the request; retry")
+				}
+			case req == nil:
+				writeError(w, http.StatusNotFound, "not_found_error", "bulk request "+strconv.Quote(id)+" not found for this API key; list yours with GET /v1/bulk/messages")
+			default:
+				writeJSON(w, http.StatusOK, view(req))
 			}
-			return
-		}
-		if req == nil {
-			writeError(w, http.StatusNotFound, "not_found_error", "bulk request "+strconv.Quote(id)+" not found for this API key; list yours with GET /v1/bulk/messages")
-			return
-		}
-		if req.Status == StatusEnded || ctx.Err() != nil || wait == 0 {
-			writeJSON(w, http.StatusOK, view(req))
 			return
 		}
 		select {
@@ -259,9 +265,11 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, cred credent
 		case <-tick.C:
 		case <-ctx.Done():
 		case <-s.ctx.Done():
+			release()
 			writeJSON(w, http.StatusOK, view(req))
 			return
 		}
+		release()
 	}
 }
 
@@ -324,8 +332,8 @@ func (s *Service) handleCancel(w http.ResponseWriter, r *http.Request, cred cred
 	}
 	if req.Status == StatusEnded {
 		s.withdraw(key, id)
+		s.ended(id)
 	}
-	s.notify()
 	writeJSON(w, http.StatusOK, view(req))
 }
 

@@ -145,8 +145,10 @@ func (s *Service) poll(ctx context.Context, b batchRow) error {
 		if err := s.store.storeResults(ctx, rows); err != nil {
 			return err
 		}
+		for _, r := range rows {
+			s.ended(r.id)
+		}
 		rows = rows[:0]
-		s.notify()
 		return nil
 	}
 	err = s.api.results(ctx, cred, b.upstreamID, func(l resultLine) error {
@@ -170,7 +172,6 @@ func (s *Service) poll(ctx context.Context, b batchRow) error {
 	if requeued > 0 {
 		s.log.Warn("bulk: an adopted batch's results did not name some of its requests; they go back to the queue", "batch", b.id, "requests", requeued)
 	}
-	s.notify()
 	return nil
 }
 

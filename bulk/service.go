@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/window"
@@ -84,12 +85,14 @@ type Service struct {
 	inWindow map[string]bool     // ids in a local window
 	jobs     []job               // flushed waves for the submitter
 	creating map[string]bool     // local batches whose create is under way
-	changed  chan struct{}       // closed and replaced when a request changes
-	inFlight int                 // batches created and not ended, at the last poll
-	sizes    map[string]int64    // bytes of the ids in windows
-	kick     chan struct{}       // wakes the submitter
-	first    bool                // the first sweep (at start) has not run
-	pending  map[string]struct{} // keys whose window must flush at once after a sweep
+	waits    map[string]*waitFor // long polls by request id
+
+	pollReads atomic.Int64        // store reads of GET /v1/bulk/messages/{id}, for the tests
+	inFlight  int                 // batches created and not ended, at the last poll
+	sizes     map[string]int64    // bytes of the ids in windows
+	kick      chan struct{}       // wakes the submitter
+	first     bool                // the first sweep (at start) has not run
+	pending   map[string]struct{} // keys whose window must flush at once after a sweep
 }
 
 // job is one flushed wave: one credential's requests for one batch.
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		owner: randomHex(8), lease: min(max(3*cfg.PollInterval, time.Second), 5*time.Minute),
 		budget: &byteBudget{limit: 256 << 20}, writes: make(chan *write, 4096),
 		windows: map[string]*window.Window[string]{}, inWindow: map[string]bool{}, creating: map[string]bool{},
-		changed: make(chan struct{}), sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
+		waits: map[string]*waitFor{}, sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
 		pending: map[string]struct{}{}}
 	s.m = newMetrics(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -206,18 +209,45 @@ func newID(prefix string) string {
 	return fmt.Sprintf("%s%016x%s", prefix, time.Now().UnixNano(), randomHex(4))
 }
 
-// notify wakes every long poll.
-func (s *Service) notify() {
-	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+// waitFor is what the long polls of one request wait on: ch is closed
+// when it may have ended; n counts the polls.
+type waitFor struct {
+	ch chan struct{}
+	n  int
 }
 
-func (s *Service) changes() <-chan struct{} {
+// watch returns a channel closed when request id may have ended (see
+// ended), and release, to call once the poll stops watching. Only the
+// polls of that request are woken: a change to another client's request
+// costs a poll nothing.
+func (s *Service) watch(id string) (<-chan struct{}, func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.changed
+	wf := s.waits[id]
+	if wf == nil {
+		wf = &waitFor{ch: make(chan struct{})}
+		s.waits[id] = wf
+	}
+	wf.n++
+	return wf.ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if wf.n--; wf.n == 0 && s.waits[id] == wf {
+			delete(s.waits, id)
+		}
+	}
+}
+
+// ended wakes the long polls of the requests ids, which may have ended.
+func (s *Service) ended(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if wf := s.waits[id]; wf != nil {
+			close(wf.ch)
+			delete(s.waits, id)
+		}
+	}
 }
 
 // maxGroup bounds one group commit.

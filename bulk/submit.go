@@ -29,9 +29,9 @@ func (s *Service) createBatch(ctx context.Context, j job) error {
 	if err != nil || len(ids) == 0 {
 		return err // none left queued: another replica, or a cancel, took them
 	}
-	s.notify()
 	cred, err := s.credentialOf(ctx, j.keyHash)
 	if err != nil {
+		defer s.ended(ids...)
 		return s.store.fail(ctx, batchID, erroredResult("api_error", "sluice could not read the submitter's stored key: "+err.Error()))
 	}
 	b, err := s.api.create(ctx, cred, func(w io.Writer) error { return s.writeBatch(ctx, w, batchID) })
@@ -42,7 +42,6 @@ func (s *Service) createBatch(ctx context.Context, j job) error {
 			return fmt.Errorf("record batch %s: %w", b.ID, err)
 		}
 		s.m.batches.Inc()
-		s.notify()
 		return nil
 	case errors.As(err, &se) && (se.status == http.StatusTooManyRequests || se.status == 529):
 		// Refused before anything was made: back to the queue, where the
@@ -53,7 +52,7 @@ func (s *Service) createBatch(ctx context.Context, j job) error {
 		// The batch as a whole was refused for good (a bad key, too
 		// large): every request ends with that error.
 		s.m.createRefused.Inc()
-		defer s.notify()
+		defer s.ended(ids...)
 		return s.store.fail(ctx, batchID, erroredFrom(se))
 	case ctx.Err() != nil:
 		return nil // shutting down: the next start reconciles it
@@ -206,7 +205,6 @@ func (s *Service) reconcile(ctx context.Context, b batchRow) error {
 	if pick != "" {
 		s.log.Info("bulk: reconciled a lost create with the upstream batch carrying its requests", "batch", b.id, "upstream_batch", pick)
 		s.m.reconciled.WithLabelValues("adopted").Inc()
-		defer s.notify()
 		return s.store.created(ctx, b.id, pick)
 	}
 	if err := s.store.missed(ctx, b.id); err != nil {
