@@ -137,8 +137,9 @@ func TestTableRowsOnce(t *testing.T) {
 	}
 }
 
-// After repeats the verdict compares medians, and overlapping ranges tie
-// however far apart the medians are.
+// After repeats the verdict shows medians and judges seed by seed: a
+// figure better on one seed and worse on another ties however far apart
+// the medians are.
 func TestVerdictRepeats(t *testing.T) {
 	ps := []ModeReport{
 		fig(ModePlain, 10, 1000, 2000, 100, 200, 64, 0, 1),
@@ -152,10 +153,10 @@ func TestVerdictRepeats(t *testing.T) {
 	}
 	got := verdict(ps, ws)
 	for _, want := range []string{
-		"or ranges that overlap; medians of 3 runs",
+		"or seeds that disagree; medians of 3 runs",
 		"wins on upstream protection (peak upstream 8 vs 64, cap 8 held)",
 		"loses on latency (p50 +500 ms)",
-		// p99: medians 3100 vs 2100, but plain's range (2000..9000) holds windowed's.
+		// p99: medians 3100 vs 2100, but the third seed's plain p99 (9000) is worse.
 		"latency (p99 +1.0 s)",
 	} {
 		if !strings.Contains(got, want) {
@@ -163,7 +164,7 @@ func TestVerdictRepeats(t *testing.T) {
 		}
 	}
 	if i, j := strings.Index(got, "ties on"), strings.Index(got, "p99 +1.0 s"); i < 0 || j < i {
-		t.Errorf("p99 should tie on overlapping ranges: %s", got)
+		t.Errorf("p99 should tie on seeds that disagree: %s", got)
 	}
 }
 

@@ -133,17 +133,36 @@ func TestCapacityVerdict(t *testing.T) {
 }
 
 // After repeats each figure is the median and range of its per-seed
-// values, and overlapping ranges tie.
+// values, and seeds that disagree tie.
 func TestScenarioVerdictRepeats(t *testing.T) {
 	run := func(seed int64, p, w float64) RunReport {
 		return RunReport{Seed: seed, Modes: []ModeReport{
 			mode(ModePlain, func(m *ModeReport) { m.LatencyMS.P50, m.LatencyMS.P99 = p, p }),
-			mode(ModeWindowed, func(m *ModeReport) { m.LatencyMS.P50, m.LatencyMS.P99 = w, w+100 }),
+			mode(ModeWindowed, func(m *ModeReport) { m.LatencyMS.P50, m.LatencyMS.P99 = w, w }),
 		}}
 	}
 	r := &Report{Repeats: []RunReport{run(1, 500, 600), run(2, 520, 650), run(3, 700, 610)}}
 	r.Modes = r.Repeats[0].Modes
 	v := VerdictOf("latency", r, nil, "")
-	// p50 deltas +100, +130, -90; the ranges 600..650 and 500..700 overlap.
+	// p50 deltas +100, +130, -90: the third seed disagrees.
 	checkLine(t, v, "ties", "p50 +100 ms [-90 ms .. +130 ms]", "(medians [ranges] of 3 seeds)")
+}
+
+// A difference every seed shows decides though the two sides' ranges
+// overlap (seed 3's plain is slower than seed 1's windowed), and a seed on
+// which both sides are equal does not cancel the seeds that differ.
+func TestScenarioVerdictJudgesSeedBySeed(t *testing.T) {
+	run := func(seed int64, p, w float64) RunReport {
+		return RunReport{Seed: seed, Modes: []ModeReport{
+			mode(ModePlain, func(m *ModeReport) { m.LatencyMS.P50, m.LatencyMS.P99 = p, p }),
+			mode(ModeWindowed, func(m *ModeReport) { m.LatencyMS.P50, m.LatencyMS.P99 = w, w }),
+		}}
+	}
+	r := &Report{Repeats: []RunReport{run(1, 500, 600), run(2, 550, 700), run(3, 900, 1000)}}
+	r.Modes = r.Repeats[0].Modes
+	checkLine(t, VerdictOf("latency", r, nil, ""), "loses", "p50 +100 ms [+100 ms .. +150 ms]")
+
+	r = &Report{Repeats: []RunReport{run(1, 500, 300), run(2, 500, 500), run(3, 600, 350)}}
+	r.Modes = r.Repeats[0].Modes
+	checkLine(t, VerdictOf("latency", r, nil, ""), "wins", "p50 -200 ms [-250 ms .. ±0 ms]")
 }
