@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bulk"
+	"github.com/sluicehq/sluice/config"
 )
 
 // resetAfter answers a stream's first events and then resets the
@@ -234,5 +235,39 @@ func TestStreamEndingBeforeMessageStopEndsWithAnError(t *testing.T) {
 	_, px := startProxy(t, testConfig(t, up.URL, true))
 	if got := readAll(t, post(t, px.URL, "/v1/messages", streamRequestJSON).Body); got != strings.Join(sseEvents, "") {
 		t.Errorf("a whole stream came out as %q", got)
+	}
+}
+
+// README: on every relayed path "a body silent for STREAM_IDLE_TIMEOUT_S
+// is cut". A batch object (GET or POST /v1/messages/batches...), which
+// sluice reads whole to point its results_url at itself, was read with
+// no watch at all: an upstream that sent its headers and then stalled
+// held the client's request for as long as the upstream's connection
+// stayed open.
+func TestStalledBatchObjectIsCut(t *testing.T) {
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"data":[{"id":"msgbatch_1","results_url":"https://api.anthropic.com/v1/messages/batches/msgbatch_1/results"`)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = 300 * time.Millisecond }))
+	req, _ := http.NewRequest("GET", px.URL+"/v1/messages/batches", nil)
+	req.Header.Set("X-Api-Key", "sk-test")
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/messages/batches from an upstream that stalls mid-body: %v; want an answer once STREAM_IDLE_TIMEOUT_S (300 ms) passes", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), `"api_error"`) {
+		t.Errorf("stalled batch object: %d %s %v; want 502 api_error", resp.StatusCode, b, err)
 	}
 }
