@@ -271,3 +271,26 @@ func TestStalledBatchObjectIsCut(t *testing.T) {
 		t.Errorf("stalled batch object: %d %s %v; want 502 api_error", resp.StatusCode, b, err)
 	}
 }
+
+// Go's server answers an Expect header other than 100-continue by
+// itself, before any handler, with 417 and an empty body: the one answer
+// of Go's own that the shaping of its plain-text errors missed, since it
+// is written as a handler's answer is (a Date, no body).
+func TestExpectationFailedIsAnthropicShaped(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	_, px := startProxy(t, testConfig(t, up.URL, true))
+	conn := rawRequest(t, px.Listener.Addr().String(), "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nExpect: 200-ok\r\nContent-Length: 2", "{}")
+	resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+	wantErrorAnswer(t, resp, body, http.StatusExpectationFailed, "invalid_request_error", "100-continue")
+	// An upstream's own 417, relayed, is left as it came.
+	up417 := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusExpectationFailed) })
+	_, px2 := startProxy(t, testConfig(t, up417.URL, true))
+	r2, err := http.Get(px2.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Body.Close()
+	if b := readAll(t, r2.Body); r2.StatusCode != http.StatusExpectationFailed || b != "" {
+		t.Errorf("the upstream's 417: %d %q; want it relayed as it came", r2.StatusCode, b)
+	}
+}
