@@ -113,8 +113,12 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 	}
 	defer ins.Close()
 	// DO UPDATE, not DO NOTHING: it locks the credential's row on
-	// PostgreSQL, so that dropCredentials waits for this transaction.
-	cred, err := tx.PrepareContext(ctx, s.q(`INSERT INTO credentials (key_hash, sealed) VALUES (?, ?) ON CONFLICT (key_hash) DO UPDATE SET sealed = credentials.sealed`))
+	// PostgreSQL, so that dropCredentials waits for this transaction. And
+	// the newest credential wins: under inbound keys a row is a sluice
+	// key's, holding the upstream key sluice held at the submission, which
+	// the operator may have rotated since (for a client's own key, the
+	// row's hash is the credential's, which stays the same).
+	cred, err := tx.PrepareContext(ctx, s.q(`INSERT INTO credentials (key_hash, sealed) VALUES (?, ?) ON CONFLICT (key_hash) DO UPDATE SET sealed = excluded.sealed`))
 	if err != nil {
 		return fmt.Errorf("bulk: store submissions: %w", err)
 	}

@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,5 +338,78 @@ func TestTenantNamesNeverBreakTheMetrics(t *testing.T) {
 				t.Errorf("GET /metrics after a request of that tenant: %d %.200s; want 200", m.StatusCode, b)
 			}
 		})
+	}
+}
+
+// With inbound keys a sluice key's bulk requests are its own (see
+// TestBulkRequestsOfOneSluiceKeyAreNotAnothers), stored with the held
+// upstream key sealed under the sluice key's hash. When the operator
+// rotates the held key (UPSTREAM_KEY_FILE, SIGHUP), the sluice key's next
+// batches must go up with the new one, not the one stored first.
+func TestBulkBatchesFollowARotatedHeldKey(t *testing.T) {
+	var mu sync.Mutex
+	var used []string
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" && r.URL.Path == "/v1/messages/batches" {
+			mu.Lock()
+			used = append(used, r.Header.Get("X-Api-Key"))
+			n := len(used)
+			mu.Unlock()
+			fmt.Fprintf(w, `{"id":"msgbatch_%d","type":"message_batch","processing_status":"in_progress","request_counts":{"processing":1},"created_at":"2026-01-01T00:00:00Z"}`, n)
+			return
+		}
+		io.WriteString(w, `{"id":"msgbatch_x","type":"message_batch","processing_status":"in_progress","request_counts":{"processing":1},"created_at":"2026-01-01T00:00:00Z"}`)
+	})
+	dir := t.TempDir()
+	keys, keyFile := filepath.Join(dir, "keys.json"), filepath.Join(dir, "upstream-key")
+	writeKeys(t, keys, keyEntry("alice", ""))
+	if err := os.WriteFile(keyFile, []byte("sk-ant-held-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	svc, err := bulk.New(context.Background(), bulk.Config{Upstream: u, DataDir: t.TempDir(), MaxWait: 50 * time.Millisecond, PollInterval: time.Hour, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Bulk: svc, Inbound: in})
+	t.Cleanup(svc.Close)
+	batches := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := len(used)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batch creates upstream; want %d", got, n)
+			}
+		}
+	}
+	if status, body := send(t, "POST", px.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("alice")); status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", status, body)
+	}
+	batches(1)
+	if err := os.WriteFile(keyFile, []byte("sk-ant-held-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := send(t, "POST", px.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("alice")); status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", status, body)
+	}
+	batches(2)
+	mu.Lock()
+	defer mu.Unlock()
+	if used[0] != "sk-ant-held-one" || used[1] != "sk-ant-held-two" {
+		t.Errorf("the batches went up with %q; want the held key of the time of each: sk-ant-held-one, then sk-ant-held-two", used)
 	}
 }
