@@ -1,11 +1,13 @@
 package bulk
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -99,34 +101,61 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 		return fmt.Errorf("bulk: store submissions: %w", err)
 	}
 	defer tx.Rollback()
-	ins, err := tx.PrepareContext(ctx, s.q(`INSERT INTO requests (id, key_hash, idem_key, body_hash, body, model, bytes, status, webhook, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`))
+	// DO NOTHING on a taken Idempotency-Key: another replica may store the
+	// same one between the look-up below and this insert, and a broken
+	// unique index would fail the whole group's transaction, everyone's
+	// submissions with it. The insert then waits for that replica's
+	// commit, and the look-up is made again.
+	ins, err := tx.PrepareContext(ctx, s.q(`INSERT INTO requests (id, key_hash, idem_key, body_hash, body, model, bytes, status, webhook, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)
+		ON CONFLICT (key_hash, idem_key) WHERE idem_key IS NOT NULL DO NOTHING`))
 	if err != nil {
 		return fmt.Errorf("bulk: store submissions: %w", err)
 	}
 	defer ins.Close()
 	// DO UPDATE, not DO NOTHING: it locks the credential's row on
-	// PostgreSQL, so that dropCredentials waits for this transaction.
-	cred, err := tx.PrepareContext(ctx, s.q(`INSERT INTO credentials (key_hash, sealed) VALUES (?, ?) ON CONFLICT (key_hash) DO UPDATE SET sealed = credentials.sealed`))
+	// PostgreSQL, so that dropCredentials waits for this transaction. And
+	// the newest credential wins: under inbound keys a row is a sluice
+	// key's, holding the upstream key sluice held at the submission, which
+	// the operator may have rotated since (for a client's own key, the
+	// row's hash is the credential's, which stays the same).
+	cred, err := tx.PrepareContext(ctx, s.q(`INSERT INTO credentials (key_hash, sealed) VALUES (?, ?) ON CONFLICT (key_hash) DO UPDATE SET sealed = excluded.sealed`))
 	if err != nil {
 		return fmt.Errorf("bulk: store submissions: %w", err)
 	}
 	defer cred.Close()
+	// In one order on every replica, by key and Idempotency-Key, so that
+	// two groups that share keys take their rows' locks in the same order
+	// (PostgreSQL would otherwise end one of them as a deadlock).
+	subs = slices.Clone(subs)
+	slices.SortStableFunc(subs, func(a, b *newRequest) int {
+		return cmp.Or(cmp.Compare(a.KeyHash, b.KeyHash), cmp.Compare(a.idemKey, b.idemKey))
+	})
+	// taken looks up n's Idempotency-Key: the request already under it
+	// (same body) becomes n.existing, another body n.err.
+	taken := func(n *newRequest) (bool, error) {
+		var ex Request
+		var hash string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id, body_hash, model, status, created_at FROM requests WHERE key_hash = ? AND idem_key = ?`), n.KeyHash, n.idemKey).
+			Scan(&ex.ID, &hash, &ex.Model, &ex.Status, &ex.CreatedAt)
+		switch {
+		case err == nil && hash == n.bodyHash:
+			n.existing = &ex
+			return true, nil
+		case err == nil:
+			n.err = errIdemConflict
+			return true, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return false, fmt.Errorf("bulk: look up an idempotency key: %w", err)
+		}
+		return false, nil
+	}
 	creds := map[string]bool{}
 	for _, n := range subs {
 		if n.idemKey != "" {
-			var ex Request
-			var hash string
-			err := tx.QueryRowContext(ctx, s.q(`SELECT id, body_hash, model, status, created_at FROM requests WHERE key_hash = ? AND idem_key = ?`), n.KeyHash, n.idemKey).
-				Scan(&ex.ID, &hash, &ex.Model, &ex.Status, &ex.CreatedAt)
-			switch {
-			case err == nil && hash == n.bodyHash:
-				n.existing = &ex
+			if ok, err := taken(n); err != nil {
+				return err
+			} else if ok {
 				continue
-			case err == nil:
-				n.err = errIdemConflict
-				continue
-			case !errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("bulk: look up an idempotency key: %w", err)
 			}
 		}
 		if !creds[n.KeyHash] {
@@ -142,8 +171,18 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 		if n.webhook != "" {
 			hook = n.webhook
 		}
-		if _, err := ins.ExecContext(ctx, n.ID, n.KeyHash, idem, n.bodyHash, n.body, n.Model, int64(len(n.body)), hook, n.CreatedAt); err != nil {
+		res, err := ins.ExecContext(ctx, n.ID, n.KeyHash, idem, n.bodyHash, n.body, n.Model, int64(len(n.body)), hook, n.CreatedAt)
+		if err != nil {
 			return fmt.Errorf("bulk: store a submission: %w", err)
+		}
+		if stored, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("bulk: store a submission: %w", err)
+		} else if stored == 0 { // the key was taken meanwhile, by another replica
+			if ok, err := taken(n); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("bulk: store a submission: Idempotency-Key %q neither stored nor found", n.idemKey)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {

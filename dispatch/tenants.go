@@ -123,10 +123,9 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
-		name = h.Get(TenantHeader)
-		if len(name) > maxTenantName {
-			name = name[:maxTenantName]
-		}
+		// UTF-8, and cut on a character: the name is a label value of the
+		// metrics, which must be (a header value may hold any bytes).
+		name = request.Cut(strings.ToValidUTF8(h.Get(TenantHeader), "\uFFFD"), maxTenantName)
 	case TenantFromMetadata:
 		name = d.UserID
 	case TenantFromInbound, TenantFromKey:

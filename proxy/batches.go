@@ -2,7 +2,8 @@ package proxy
 
 import (
 	"bytes"
-	"io"
+	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -39,7 +40,15 @@ func rewritesBatchObjects(r *http.Request) bool {
 // verbatim and must not bypass the proxy (or fail to reach the upstream's
 // private address). The rest of the body is relayed byte for byte.
 func (p *Proxy) relayBatchObject(w http.ResponseWriter, r *http.Request, resp *http.Response) {
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	// Under STREAM_IDLE_TIMEOUT_S, as every relayed body is, and whole or
+	// not at all: one cut at a bound would reach the client as a short,
+	// broken JSON document.
+	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
+	if errors.Is(err, errResponseTooLarge) {
+		writeError(w, &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)})
+		return
+	}
 	if err != nil {
 		writeError(w, p.mapError(&upstream.Error{Upstream: p.upstreamName(), Err: err}))
 		return

@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/bulk"
+	"github.com/sluicehq/sluice/config"
 )
 
 // resetAfter answers a stream's first events and then resets the
@@ -234,5 +237,179 @@ func TestStreamEndingBeforeMessageStopEndsWithAnError(t *testing.T) {
 	_, px := startProxy(t, testConfig(t, up.URL, true))
 	if got := readAll(t, post(t, px.URL, "/v1/messages", streamRequestJSON).Body); got != strings.Join(sseEvents, "") {
 		t.Errorf("a whole stream came out as %q", got)
+	}
+}
+
+// README: on every relayed path "a body silent for STREAM_IDLE_TIMEOUT_S
+// is cut". A batch object (GET or POST /v1/messages/batches...), which
+// sluice reads whole to point its results_url at itself, was read with
+// no watch at all: an upstream that sent its headers and then stalled
+// held the client's request for as long as the upstream's connection
+// stayed open.
+func TestStalledBatchObjectIsCut(t *testing.T) {
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"data":[{"id":"msgbatch_1","results_url":"https://api.anthropic.com/v1/messages/batches/msgbatch_1/results"`)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = 300 * time.Millisecond }))
+	req, _ := http.NewRequest("GET", px.URL+"/v1/messages/batches", nil)
+	req.Header.Set("X-Api-Key", "sk-test")
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/messages/batches from an upstream that stalls mid-body: %v; want an answer once STREAM_IDLE_TIMEOUT_S (300 ms) passes", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), `"api_error"`) {
+		t.Errorf("stalled batch object: %d %s %v; want 502 api_error", resp.StatusCode, b, err)
+	}
+}
+
+// Go's server answers an Expect header other than 100-continue by
+// itself, before any handler, with 417 and an empty body: the one answer
+// of Go's own that the shaping of its plain-text errors missed, since it
+// is written as a handler's answer is (a Date, no body).
+func TestExpectationFailedIsAnthropicShaped(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	_, px := startProxy(t, testConfig(t, up.URL, true))
+	conn := rawRequest(t, px.Listener.Addr().String(), "POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nExpect: 200-ok\r\nContent-Length: 2", "{}")
+	resp, body := readAnswer(t, conn, bufio.NewReader(conn))
+	wantErrorAnswer(t, resp, body, http.StatusExpectationFailed, "invalid_request_error", "100-continue")
+	// An upstream's own 417, relayed, is left as it came.
+	up417 := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusExpectationFailed) })
+	_, px2 := startProxy(t, testConfig(t, up417.URL, true))
+	r2, err := http.Get(px2.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Body.Close()
+	if b := readAll(t, r2.Body); r2.StatusCode != http.StatusExpectationFailed || b != "" {
+		t.Errorf("the upstream's 417: %d %q; want it relayed as it came", r2.StatusCode, b)
+	}
+}
+
+// Tenant names are label values of the metrics, which must be UTF-8: a
+// name that was not (a TENANT_FROM=header name of bytes 0x80-0xff, which
+// a header value may carry, or a header name or metadata.user_id cut at
+// its byte bound in the middle of a character) made every scrape of
+// /metrics fail with 500 and a stack trace, for as long as the tenant
+// was tracked.
+func TestTenantNamesNeverBreakTheMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		from, header, userID string
+	}{
+		{"header", "team-\xff", ""},
+		{"header", strings.Repeat("a", 255) + "é", ""},
+		{"metadata", "", strings.Repeat("u", 255) + "é"},
+	} {
+		t.Run(tc.from, func(t *testing.T) {
+			up := startUpstream(t, apiHandler)
+			_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.TenantFrom = tc.from }))
+			body := requestJSON
+			if tc.userID != "" {
+				body = strings.Replace(body, `"max_tokens"`, fmt.Sprintf(`"metadata":{"user_id":%q},"max_tokens"`, tc.userID), 1)
+			}
+			req, _ := http.NewRequest("POST", px.URL+"/v1/messages", strings.NewReader(body))
+			req.Header.Set("X-Api-Key", "sk-test")
+			if tc.header != "" {
+				req.Header.Set("X-Sluice-Tenant", tc.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp.Body)
+			resp.Body.Close()
+			m, err := http.Get(px.URL + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Body.Close()
+			if b := readAll(t, m.Body); m.StatusCode != http.StatusOK {
+				t.Errorf("GET /metrics after a request of that tenant: %d %.200s; want 200", m.StatusCode, b)
+			}
+		})
+	}
+}
+
+// With inbound keys a sluice key's bulk requests are its own (see
+// TestBulkRequestsOfOneSluiceKeyAreNotAnothers), stored with the held
+// upstream key sealed under the sluice key's hash. When the operator
+// rotates the held key (UPSTREAM_KEY_FILE, SIGHUP), the sluice key's next
+// batches must go up with the new one, not the one stored first.
+func TestBulkBatchesFollowARotatedHeldKey(t *testing.T) {
+	var mu sync.Mutex
+	var used []string
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" && r.URL.Path == "/v1/messages/batches" {
+			mu.Lock()
+			used = append(used, r.Header.Get("X-Api-Key"))
+			n := len(used)
+			mu.Unlock()
+			fmt.Fprintf(w, `{"id":"msgbatch_%d","type":"message_batch","processing_status":"in_progress","request_counts":{"processing":1},"created_at":"2026-01-01T00:00:00Z"}`, n)
+			return
+		}
+		io.WriteString(w, `{"id":"msgbatch_x","type":"message_batch","processing_status":"in_progress","request_counts":{"processing":1},"created_at":"2026-01-01T00:00:00Z"}`)
+	})
+	dir := t.TempDir()
+	keys, keyFile := filepath.Join(dir, "keys.json"), filepath.Join(dir, "upstream-key")
+	writeKeys(t, keys, keyEntry("alice", ""))
+	if err := os.WriteFile(keyFile, []byte("sk-ant-held-one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	svc, err := bulk.New(context.Background(), bulk.Config{Upstream: u, DataDir: t.TempDir(), MaxWait: 50 * time.Millisecond, PollInterval: time.Hour, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Bulk: svc, Inbound: in})
+	t.Cleanup(svc.Close)
+	batches := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := len(used)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batch creates upstream; want %d", got, n)
+			}
+		}
+	}
+	if status, body := send(t, "POST", px.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("alice")); status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", status, body)
+	}
+	batches(1)
+	if err := os.WriteFile(keyFile, []byte("sk-ant-held-two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := send(t, "POST", px.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("alice")); status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", status, body)
+	}
+	batches(2)
+	mu.Lock()
+	defer mu.Unlock()
+	if used[0] != "sk-ant-held-one" || used[1] != "sk-ant-held-two" {
+		t.Errorf("the batches went up with %q; want the held key of the time of each: sk-ant-held-one, then sk-ant-held-two", used)
 	}
 }

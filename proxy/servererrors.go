@@ -51,13 +51,50 @@ type shapedSocket struct {
 func (c *shapedSocket) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 func (c *shapedConn) Write(b []byte) (int, error) {
-	if !isGoServerError(b) {
+	var shaped []byte
+	switch {
+	case isGoServerError(b):
+		shaped = shapeServerError(b)
+	case isGoExpectationFailed(b):
+		shaped = shapeExpectationFailed()
+	default:
 		return c.Conn.Write(b)
 	}
-	if _, err := c.Conn.Write(shapeServerError(b)); err != nil {
+	if _, err := c.Conn.Write(shaped); err != nil {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// goExpectationFailed and goExpectationFailedEnd are the answer Go's
+// server writes by itself to a request whose Expect header is not
+// 100-continue, around its Date: a handler's answer in form, with exactly
+// these headers and no body.
+const (
+	goExpectationFailed    = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
+	goExpectationFailedEnd = "\r\nContent-Length: 0\r\n\r\n"
+)
+
+// isGoExpectationFailed reports whether b is exactly that answer: its
+// headers and a Date, nothing else. No answer through the proxy is, since
+// ServeHTTP gives every one an X-Sluice-Request-Id.
+func isGoExpectationFailed(b []byte) bool {
+	rest, ok := bytes.CutPrefix(b, []byte(goExpectationFailed))
+	if !ok {
+		return false
+	}
+	date, ok := bytes.CutSuffix(rest, []byte(goExpectationFailedEnd))
+	return ok && len(date) < 64 && !bytes.ContainsAny(date, "\r\n")
+}
+
+// shapeExpectationFailed is the 417 answer in the Anthropic shape.
+func shapeExpectationFailed() []byte {
+	var e errorBody
+	e.Type, e.Error.Type, e.RequestID = "error", "invalid_request_error", newRequestID()
+	e.Error.Message = "sluice takes no Expect header but Expect: 100-continue; remove it, as the SDKs send none"
+	data, _ := json.Marshal(e)
+	return fmt.Appendf(nil, "HTTP/1.1 417 Expectation Failed\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		e.RequestID, len(data), data)
 }
 
 // isGoServerError reports whether b is exactly one of Go's own error

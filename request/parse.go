@@ -115,14 +115,27 @@ func stringOf(val []byte, n int) string {
 	}
 	var s string
 	if raw := val[1 : len(val)-1]; utf8.Valid(raw) && !containsByte(raw, '\\') {
-		s = string(raw[:min(len(raw), n)])
+		k := min(len(raw), n)
+		for k < len(raw) && k > 0 && !utf8.RuneStart(raw[k]) {
+			k-- // on a character boundary
+		}
+		s = string(raw[:k])
 	} else {
 		_ = json.Unmarshal(val, &s) // valid JSON string: cannot fail
 	}
-	if len(s) > n {
-		s = s[:n]
+	return Cut(s, n)
+}
+
+// Cut is s cut to at most n bytes on a character boundary: a valid UTF-8
+// s stays valid (a metric's label value must be).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // userIDOf is the user_id string of the metadata object val, cut to
