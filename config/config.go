@@ -148,7 +148,7 @@ var Settings = []Setting{
 		Meaning: "The Anthropic API (or the simulator) that sluice forwards to.",
 		apply:   parseUpstream},
 	{Env: "STREAM_IDLE_TIMEOUT_S", Flag: "stream-idle-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
-		Meaning: "A stream silent this long is ended with an in-band timeout_error event and its slot released.",
+		Meaning: "A stream silent this long, or sending nothing but ping events (which the API sends to keep a connection open), is ended with an in-band timeout_error event and its slot released.",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.StreamIdleTimeout })},
 	{Env: "DRAIN_TIMEOUT_S", Flag: "drain-timeout-s", Default: "30", Accepts: "whole seconds >= 0",
 		Meaning: "On SIGINT/SIGTERM, how long in-flight requests may take to finish before sluice exits.",

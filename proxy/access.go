@@ -222,6 +222,8 @@ var (
 	// evContentBlockDelta opens an event that carries the answer's
 	// tokens: the first one is the stream's first token.
 	evContentBlockDelta = []byte("event: content_block_delta")
+	// evPing opens a keep-alive event, which carries nothing.
+	evPing = []byte("event: ping")
 	// evMessageStop and evError open the events that end a stream.
 	evMessageStop = []byte("event: message_stop")
 	evError       = []byte("event: error")

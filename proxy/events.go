@@ -85,13 +85,25 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 			firstToken()
 			firstToken = nil
 		}
+		if bytes.HasPrefix(ev, evPing) {
+			// Not progress (below): the watchdog runs on through it.
+			return pipe.put(ctx, ev)
+		}
 		// Waiting for the client to make room is not the upstream's
 		// silence.
 		watchdog.Stop()
 		defer watchdog.Reset(idle)
 		return pipe.put(ctx, ev)
 	}
-	err := copyEvents(send, resp.Body, func() { watchdog.Reset(idle) })
+	// Any line of an event is progress, but a ping is not: the API
+	// sends pings to keep a connection open, so an upstream that sends
+	// nothing else would otherwise hold its gate slot for ever.
+	progress := func(event []byte) {
+		if !bytes.HasPrefix(event, evPing) {
+			watchdog.Reset(idle)
+		}
+	}
+	err := copyEvents(send, resp.Body, progress)
 	var inBand []byte
 	switch {
 	case err == nil && (ended || resp.StatusCode != http.StatusOK):
@@ -109,7 +121,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", maxEventSize>>20))
 	case stalled.Load():
 		inBand = sseError("timeout_error", fmt.Sprintf(
-			"the upstream sent nothing for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle))
+			"the upstream sent no event but pings for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle))
 		err = fmt.Errorf("stream idle for %s", idle)
 	case context.Cause(ctx) == errShuttingDown:
 		inBand = sseError("overloaded_error", "sluice is shutting down and cut this stream before it ended; retry the request")
@@ -285,10 +297,10 @@ func flushTo(rc *http.ResponseController) error {
 
 // copyEvents copies SSE events from src to send, one complete event (lines
 // up to a blank line) per call. progress is called whenever a line
-// arrives. At EOF a trailing partial event is sent as is. It returns nil
+// arrives, with the event read so far (that line included). At EOF a trailing partial event is sent as is. It returns nil
 // at EOF, send's error, errEventTooLarge for an event past maxEventSize,
 // or src's read error.
-func copyEvents(send func(ev []byte) error, src io.Reader, progress func()) error {
+func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event []byte)) error {
 	br := bufio.NewReaderSize(src, 16<<10)
 	var event []byte
 	lineStart := 0 // where the line being read began in event
@@ -309,7 +321,7 @@ func copyEvents(send func(ev []byte) error, src io.Reader, progress func()) erro
 		case err != nil:
 			return err
 		}
-		progress()
+		progress(event)
 		// The whole line, not the last chunk of it: a long line can end with
 		// a chunk of just "\n" when it fills the buffer exactly.
 		line := event[lineStart:]

@@ -89,7 +89,7 @@ func FuzzCopyEvents(f *testing.F) {
 			got = append(got, ev...)
 			return nil
 		}
-		if err := copyEvents(send, bytes.NewReader(in), func() {}); err != nil {
+		if err := copyEvents(send, bytes.NewReader(in), func([]byte) {}); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, in) {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice/bulk"
@@ -412,4 +413,98 @@ func TestBulkBatchesFollowARotatedHeldKey(t *testing.T) {
 	if used[0] != "sk-ant-held-one" || used[1] != "sk-ant-held-two" {
 		t.Errorf("the batches went up with %q; want the held key of the time of each: sk-ant-held-one, then sk-ant-held-two", used)
 	}
+}
+
+// An upstream stream that sends nothing but pings is ended after
+// STREAM_IDLE_TIMEOUT_S with an in-band timeout_error, and its slot comes
+// back: pings are not the upstream's progress, and 8 such streams held a
+// gate of 8 for ever.
+func TestPingOnlyStreamDoesNotHoldItsSlotForever(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, sseEvents[0])
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(10 * time.Second):
+					io.WriteString(w, "event: ping\ndata: {\"type\": \"ping\"}\n\n")
+					w.(http.Flusher).Flush()
+				}
+			}
+		}
+		rig := newBubbleRig(t, true, up, func(c *config.Config) { c.MaxConcurrency = 1 })
+		req, _ := http.NewRequest("POST", rig.url+"/v1/messages", strings.NewReader(streamRequestJSON))
+		req.Header.Set("X-Api-Key", "sk-test")
+		resp, err := rig.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(resp.Body)
+			read <- b
+		}()
+		var body []byte
+		select {
+		case body = <-read:
+		case <-time.After(2 * time.Hour):
+			resp.Body.Close()
+			<-read
+			t.Fatal("after 2 h of pings and nothing else, the stream has not ended")
+		}
+		resp.Body.Close()
+		synctest.Wait()
+		if st := rig.proxy.GateStats(); st.InFlight != 0 {
+			t.Errorf("after a stream of pings, it still holds %d of %d slots", st.InFlight, st.Capacity)
+		}
+		if !strings.Contains(string(body), "event: error") || !strings.Contains(string(body), `"timeout_error"`) ||
+			!strings.Contains(string(body), "no event but pings") {
+			t.Errorf("the stream ended without an in-band timeout_error:\n%s", body)
+		}
+	})
+}
+
+// Pings between an answer's events do not end it: only a stretch of
+// STREAM_IDLE_TIMEOUT_S with nothing but pings does. Each delta here comes
+// 50 s after the one before (the timeout is 60 s) with pings between.
+func TestPingsBetweenSlowEventsKeepNothingFromEnding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i, ev := range sseEvents {
+				if strings.HasPrefix(ev, "event: ping") {
+					continue // sseEvents' own ping: the test's pings are below
+				}
+				if i > 0 {
+					for range 5 {
+						time.Sleep(10 * time.Second)
+						io.WriteString(w, "event: ping\ndata: {\"type\": \"ping\"}\n\n")
+						w.(http.Flusher).Flush()
+					}
+				}
+				io.WriteString(w, ev)
+				w.(http.Flusher).Flush()
+			}
+		}
+		rig := newBubbleRig(t, true, up, func(c *config.Config) { c.StreamIdleTimeout = 60 * time.Second })
+		req, _ := http.NewRequest("POST", rig.url+"/v1/messages", strings.NewReader(streamRequestJSON))
+		req.Header.Set("X-Api-Key", "sk-test")
+		resp, err := rig.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(body), "event: error") || !strings.Contains(string(body), "event: message_stop") {
+			t.Errorf("a slow stream with pings between its events was cut:\n%s", body)
+		}
+	})
 }

@@ -148,7 +148,7 @@ func reassemble(events []byte, requestID string) (int, []byte, error) {
 			return &inBandError{data: data}
 		}
 		return nil
-	}, bytes.NewReader(events), func() {})
+	}, bytes.NewReader(events), func([]byte) {})
 	var ib *inBandError
 	switch {
 	case errors.As(err, &ib):
