@@ -157,7 +157,9 @@ func TestFaultMatrix(t *testing.T) {
 			wantStatus: 200, wantError: "timeout_error", wantBody: appended, wantAttempts: 1, wantTook: time.Second + time.Millisecond},
 		{name: "slow stream beyond the idle timeout, plain: in-band timeout_error", stream: true, fault: "slow-stream", edit: idle(time.Second),
 			wantStatus: 200, wantError: "timeout_error", wantBody: appended, wantAttempts: 1, wantTook: time.Second},
-		{name: "slow stream within the idle timeout: completes", windowed: true, stream: true, fault: "slow-stream", edit: idle(3 * time.Second),
+		// Events 2 s apart, but the ping between content_block_start and
+		// the first delta is not progress: 4 s between them, within 5.
+		{name: "slow stream within the idle timeout: completes", windowed: true, stream: true, fault: "slow-stream", edit: idle(5 * time.Second),
 			wantStatus: 200, wantAttempts: 1, wantMinTook: 8 * time.Second},
 		{name: "midstream error: relayed as the upstream sent it", windowed: true, stream: true, fault: "midstream-error",
 			wantStatus: 200, wantError: "overloaded_error", wantAttempts: 1},
