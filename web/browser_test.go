@@ -240,8 +240,8 @@ func TestPagePlaysTheBurst(t *testing.T) {
 	st := newStack(t, 8)
 	ctx, console := browser(t, 1280, 800)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(st.url+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
+		chromedp.Navigate(st.url+"/ui/#"+PageBurst),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"][data-trace="`+PageBurst+`"]`)),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +293,8 @@ func TestPageRerunMovesTheCap(t *testing.T) {
 	st := newStack(t, 8)
 	ctx, console := browser(t, 1280, 800)
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(st.url+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"]`)),
+		chromedp.Navigate(st.url+"/ui/#"+PageBurst),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-state="ready"][data-trace="`+PageBurst+`"]`)),
 	); err != nil {
 		t.Fatal(err)
 	}
