@@ -162,9 +162,12 @@ func newStackWith(t *testing.T, slots int, edit func(*config.Config)) *stack {
 	return buildStack(t, slots, edit, 0)
 }
 
-// newBulkStack is newStack with the bulk endpoint on (a window of 200 ms,
-// a store in a temporary directory), before a simulator that takes
-// batchDuration over each batch.
+// newBulkStack is newStack with the bulk endpoint on (a window that
+// closes at 5 submissions, a store in a temporary directory), before a
+// simulator that takes batchDuration over each batch. The window closes on
+// its count, not its age: under go test -race ./... on two cores the five
+// submissions of the bulk test took more than a window of 200 ms, which
+// made two batches and no batch of five.
 func newBulkStack(t *testing.T, batchDuration time.Duration) *stack {
 	t.Helper()
 	return buildStack(t, 4, nil, batchDuration)
@@ -190,7 +193,7 @@ func buildStack(t *testing.T, slots int, edit func(*config.Config), batchDuratio
 	popt := proxy.Options{Observer: st.live, Logger: slog.New(slog.DiscardHandler)}
 	wopt := Options{Live: st.live, Logger: slog.New(slog.DiscardHandler)}
 	if batchDuration > 0 {
-		svc, err := bulk.New(context.Background(), bulk.Config{DataDir: t.TempDir(), MaxWait: 200 * time.Millisecond,
+		svc, err := bulk.New(context.Background(), bulk.Config{DataDir: t.TempDir(), MaxWait: 30 * time.Second, MaxRequests: 5,
 			PollInterval: 50 * time.Millisecond, Upstream: cfg.UpstreamURL, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -362,7 +365,10 @@ func postAs(t *testing.T, u, body string, want int) {
 }
 
 func TestPageShowsLiveWaves(t *testing.T) {
-	st := newStack(t, 2)
+	// The window closes at its 4 requests, not at BATCH_MAX_WAIT_MS's 20
+	// ms: under go test -race ./... on two cores the four did not always
+	// arrive within 20 ms of each other, and made two waves.
+	st := newStackWith(t, 2, func(c *config.Config) { c.MaxWait = 10 * time.Second })
 	ctx, console := browser(t, 390, 844)
 	openLive(t, ctx, st)
 	var wg sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/bench"
 )
@@ -222,5 +223,36 @@ func TestTraceEndpoints(t *testing.T) {
 		if bytes.Contains(b, []byte("package web")) {
 			t.Errorf("GET /ui/api/traces/%s served a source file", bad)
 		}
+	}
+}
+
+// series keeps a long run's peaks and dips within maxSeriesPoints, and a
+// step no sample fell in holds the step before's values.
+func TestSeriesThinning(t *testing.T) {
+	res := &bench.ModeResult{Windowed: true, InputBucketSize: 1000}
+	for ms := 0; ms <= 60_000; ms += 10 {
+		if ms == 20 {
+			continue // a late tick: no sample in the third 10 ms
+		}
+		s := bench.Sample{T: time.Duration(ms) * time.Millisecond, UpstreamInflight: 2, GateInflight: 2, Queued: 1, InputBucket: 900}
+		if ms == 30_010 {
+			s.UpstreamInflight, s.GateInflight, s.InputBucket = 9, 8, 5 // one sample's peak and dip
+		}
+		res.Samples = append(res.Samples, s)
+	}
+	s := series(res)
+	if n := len(s.Upstream); n > maxSeriesPoints || n < maxSeriesPoints/2 || len(s.Gate) != n || len(s.Queued) != n || len(s.Bucket) != n {
+		t.Fatalf("%d points (gate %d, queued %d, bucket %d); want up to %d each", n, len(s.Gate), len(s.Queued), len(s.Bucket), maxSeriesPoints)
+	}
+	if s.StepMS != 110 {
+		t.Errorf("step %v ms; want 110, the least multiple of 10 ms that fits 60 s in %d points", s.StepMS, maxSeriesPoints)
+	}
+	if slices.Max(s.Upstream) != 9 || slices.Max(s.Gate) != 8 || slices.Min(s.Bucket) != 5 {
+		t.Errorf("peaks %d, %d and dip %v; want the one sample's 9, 8 and 5", slices.Max(s.Upstream), slices.Max(s.Gate), slices.Min(s.Bucket))
+	}
+	fine := series(&bench.ModeResult{Samples: res.Samples[:10]})
+	if fine.StepMS != 10 || fine.Upstream[2] != 2 || fine.Gate != nil || fine.Bucket != nil {
+		t.Errorf("a short plain run: step %v, third point %d, gate %v, bucket %v; want 10 ms, 2 held from the step before, no gate, no bucket",
+			fine.StepMS, fine.Upstream[2], fine.Gate, fine.Bucket)
 	}
 }

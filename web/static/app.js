@@ -551,6 +551,9 @@ function load(trace, name, note) {
   fillFigures(m);
   if (m.params) fillForm(m.params);
   document.body.dataset.trace = m.name || "run";
+  // a long run starts faster, so that a replay takes seconds, not minutes
+  state.speed = m.duration > 60000 ? 8 : m.duration > 20000 ? 4 : 1;
+  $("speed").value = String(state.speed);
   state.t = 0;
   pause();
   setTime(0);
