@@ -98,9 +98,10 @@ func TestPagePicksEveryTrace(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the page did not show the default trace %s: %v", list.Default, err)
 	}
-	if v := scrubTo(t, ctx, 0); v.Why != list.Why || v.Why == "" {
+	if v := scrubTo(t, ctx, 0.25); v.Why != list.Why || v.Why == "" {
 		t.Errorf("under the default trace the page says why %q; want %q", v.Why, list.Why)
 	}
+	shot(t, ctx, "trace-default.png")
 	options, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#trace-pick option")].map((o) => o.value)`))
 	if err != nil {
 		t.Fatal(err)

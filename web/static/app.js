@@ -422,12 +422,14 @@ function stepLine(c, steps, xmax, colour, until) {
   g.lineTo(X(end), Y(prev)); g.stroke();
 }
 
-function hline(c, v, xmax, colour, label) {
+// hline draws a dashed level across the chart, labelled at its right end
+// (at its left with left, to stay clear of a label on the right).
+function hline(c, v, xmax, colour, label, left) {
   const { g, X, Y } = c;
   g.strokeStyle = colour; g.lineWidth = 1.5; g.setLineDash([5, 4]);
   g.beginPath(); g.moveTo(X(0), Y(v)); g.lineTo(X(xmax), Y(v)); g.stroke(); g.setLineDash([]);
-  g.fillStyle = colour; g.textAlign = "right"; g.textBaseline = "bottom";
-  g.fillText(label, X(xmax) - 2, Y(v) - 2);
+  g.fillStyle = colour; g.textAlign = left ? "left" : "right"; g.textBaseline = "bottom";
+  g.fillText(label, left ? X(0) + 4 : X(xmax) - 2, Y(v) - 2);
 }
 
 function cursor(c) {
@@ -474,7 +476,9 @@ function drawCharts(m) {
       c.g.setLineDash([2, 3]); stepLine(c, m.slotSteps, xmax, C.muted); c.g.setLineDash([]);
       c.g.fillStyle = C.muted; c.g.textAlign = "left"; c.g.textBaseline = "bottom";
       c.g.fillText("upstream slots", c.X(0) + 4, c.Y(m.slotSteps[0][1]) - 2);
-    } else if (m.slots && m.slots < ymax) hline(c, m.slots, xmax, C.muted, "upstream slots " + m.slots);
+    } else if (m.slots && m.slots < ymax && !m.lanes.some((l) => l.windowed && l.cap === m.slots)) {
+      hline(c, m.slots, xmax, C.muted, "upstream slots " + m.slots, true);
+    }
     for (const l of [...m.lanes].reverse()) stepLine(c, l.steps, xmax, l.colour); // plain and windowed on top
     cursor(c); chartLegend(c, m);
   }
