@@ -72,15 +72,17 @@ function prepare(m) {
     const reqs = lane.reqs;
     let steps, peak = 0;
     if (lane.series) {
-      // Each point is the peak of its step; the series ends once every
-      // request of the lane has ended, when nothing is in flight or waiting.
-      const s = lane.series, vals = lane.windowed && s.gate ? s.gate : s.up, end = vals.length * s.step;
-      const at = (vs) => [[0, 0], ...vs.map((v, i) => [i * s.step, v]), [end, 0]];
+      // Each point is the peak of its step, shown from the step's end, so
+      // that the replay never shows a count before it happened; the series
+      // ends once every request of the lane has ended, when nothing is in
+      // flight or waiting.
+      const s = lane.series, vals = lane.windowed && s.gate ? s.gate : s.up, end = (vals.length + 1) * s.step;
+      const at = (vs) => [[0, 0], ...vs.map((v, i) => [(i + 1) * s.step, v]), [end, 0]];
       steps = at(vals);
       peak = Math.max(0, ...vals);
       lane.queued = at(s.queued || []);
       lane.upstream = at(s.up);
-      lane.bucket = s.bucket ? s.bucket.map((v, i) => [i * s.step, v]) : null;
+      lane.bucket = s.bucket ? s.bucket.map((v, i) => [(i + 1) * s.step, v]) : null;
       lane.seriesEnd = end;
     } else {
       const ev = [], qv = [];
