@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -544,13 +545,20 @@ type seriesJSON struct {
 	Queued           []int     `json:"queued"`
 	GateInflight     []int     `json:"gate_inflight"`
 	Outstanding      []int     `json:"outstanding"`
+	// InputBucketSize and InputBucket are the simulator's input-token
+	// bucket, its size and its level at each sample, when it has one.
+	InputBucketSize int       `json:"input_bucket_size,omitempty"`
+	InputBucket     []float64 `json:"input_bucket,omitempty"`
 }
 
 func (r *Report) writeSeries(path string) error {
 	var out []seriesJSON
 	for _, res := range r.results {
-		s := seriesJSON{Mode: res.Mode, Cap: res.Cap}
+		s := seriesJSON{Mode: res.Mode, Cap: res.Cap, InputBucketSize: res.InputBucketSize}
 		for _, x := range res.Samples {
+			if res.InputBucketSize > 0 {
+				s.InputBucket = append(s.InputBucket, math.Round(x.InputBucket))
+			}
 			s.TMS = append(s.TMS, float64(x.T.Microseconds())/1000)
 			s.UpstreamInflight = append(s.UpstreamInflight, x.UpstreamInflight)
 			s.Queued = append(s.Queued, x.Queued)

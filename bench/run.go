@@ -73,6 +73,10 @@ type Sample struct {
 	GateInflight     int // slots held in sluice's gate
 	GateCapacity     int // the gate's limit: its slots in all, adaptive or not
 	Outstanding      int // client requests not yet ended
+	// InputBucket is the in-process simulator's input-token bucket level
+	// (sim.Server.InputTokenBucket: the most spent credential's), when
+	// ModeResult.InputBucketSize says there is one.
+	InputBucket float64
 }
 
 // Interval is one upstream call seen by the in-process simulator.
@@ -92,6 +96,10 @@ type ModeResult struct {
 	Samples  []Sample
 	Upstream []Interval // empty with an external upstream
 	Sim      sim.Stats
+	// InputBucketSize is the simulator's input-token limit a minute, the
+	// size of the bucket Samples' InputBucket reads; 0 when there is no
+	// such limit or the simulator is external (its bucket is not sampled).
+	InputBucketSize int
 }
 
 // Record is one request, as written to trace.jsonl.
@@ -209,9 +217,10 @@ type upstreamStats func() (sim.Stats, error)
 func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []Arrival, opt Options) (*ModeResult, error) {
 	res := &ModeResult{Mode: mode, Windowed: sc.Windowed(mode)}
 	var (
-		upURL string
-		stats upstreamStats
-		ulog  *upstreamLog
+		upURL  string
+		stats  upstreamStats
+		ulog   *upstreamLog
+		bucket func() float64 // the input-token bucket's level, when sampled
 	)
 	if opt.Upstream == "" {
 		s := sim.New(sc.SimConfig())
@@ -221,6 +230,10 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		defer srv.Close()
 		upURL = srv.URL
 		stats = func() (sim.Stats, error) { return s.Stats(), nil }
+		if _, size, ok := s.InputTokenBucket(); ok {
+			res.InputBucketSize = size
+			bucket = func() float64 { level, _, _ := s.InputTokenBucket(); return level }
+		}
 	} else {
 		upURL = strings.TrimRight(opt.Upstream, "/")
 		hc := &http.Client{Timeout: 5 * time.Second}
@@ -294,6 +307,9 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		s := Sample{T: time.Since(start), Outstanding: int(outstanding.Load())}
 		if st, err := stats(); err == nil {
 			s.UpstreamInflight = int(st.Inflight)
+		}
+		if bucket != nil {
+			s.InputBucket = bucket()
 		}
 		if p != nil {
 			s.Queued = p.Queued()

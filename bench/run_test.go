@@ -338,3 +338,46 @@ func TestAgentFleetPrefixCarriesToolsAndSystem(t *testing.T) {
 		t.Error("a changed tool definition kept the prefix's key")
 	}
 }
+
+// A run against a simulator with an input-token limit samples its bucket:
+// full before the first request, drawn down by the prompts, never above
+// its size, and written to series.json with the size.
+func TestRunSamplesTheInputBucket(t *testing.T) {
+	sc := mustParse(t, `{"name":"bucket","seed":3,
+		"sim":{"ttft":"20ms","per_token":"1ms","input_tokens_per_minute":60000},
+		"client":{"timeout":"10s","max_retries":0},
+		"workload":{"kind":"burst","n":8,"prompt_tokens":[2000,3000],"output_tokens":[4,8]}}`)
+	rep, err := Run(context.Background(), Options{Scenario: sc, Modes: []string{ModePlain}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results()[0]
+	if res.InputBucketSize != 60000 || len(res.Samples) == 0 {
+		t.Fatalf("bucket size %d, %d samples; want 60000 and some", res.InputBucketSize, len(res.Samples))
+	}
+	low := math.Inf(1)
+	for _, s := range res.Samples {
+		if s.InputBucket < 0 || s.InputBucket > 60000 {
+			t.Fatalf("sample %+v: bucket outside [0, 60000]", s)
+		}
+		low = min(low, s.InputBucket)
+	}
+	if low > 60000-8*2000 {
+		t.Errorf("lowest sampled level %v; want at most %d after 8 prompts of 2000+ tokens", low, 60000-8*2000)
+	}
+	dir := t.TempDir()
+	if err := rep.writeSeries(filepath.Join(dir, "series.json")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "series.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series []seriesJSON
+	if err := json.Unmarshal(b, &series); err != nil {
+		t.Fatal(err)
+	}
+	if s := series[0]; s.InputBucketSize != 60000 || len(s.InputBucket) != len(s.TMS) {
+		t.Errorf("series.json: bucket size %d, %d levels for %d times; want 60000, one level a time", s.InputBucketSize, len(s.InputBucket), len(s.TMS))
+	}
+}

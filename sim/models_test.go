@@ -354,3 +354,35 @@ func TestPrefillShortenedByCacheRead(t *testing.T) {
 		}
 	})
 }
+
+// InputTokenBucket reads the most spent credential's input-token bucket,
+// refilled to now, without taking from it.
+func TestInputTokenBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		if _, _, ok := New(Config{}).InputTokenBucket(); ok {
+			t.Error("no input-token limit: ok; want false")
+		}
+		s := New(Config{InputTokensPerMinute: 12_000})
+		defer s.Close()
+		if level, size, ok := s.InputTokenBucket(); !ok || size != 12_000 || level != 12_000 {
+			t.Errorf("before any request: %v of %d (ok %v); want a full 12000", level, size, ok)
+		}
+		big := `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 24_000) + `"}]}`
+		if w := call(s, "POST", "/v1/messages", big); w.Code != 200 {
+			t.Fatalf("first: %d", w.Code)
+		}
+		call(s, "POST", "/v1/messages", helloBody, "x-api-key", "sk-other") // a few tokens on another key
+		level, _, _ := s.InputTokenBucket()
+		if level > 6_500 || level < 5_500 {
+			t.Errorf("after a ~6000-token prompt: level %v; want about 6000 (the spent key's, not the other's)", level)
+		}
+		time.Sleep(15 * time.Second) // 12000/min: 3000 back
+		again, _, _ := s.InputTokenBucket()
+		if d := again - level; d < 2_999 || d > 3_001 {
+			t.Errorf("15 s later: level %v, %v more; want 3000 more", again, d)
+		}
+		if twice, _, _ := s.InputTokenBucket(); twice != again {
+			t.Errorf("read twice at once: %v then %v; want the same (reading takes nothing)", again, twice)
+		}
+	})
+}

@@ -178,3 +178,38 @@ func (l *rateLimits) writeHeaders(h http.Header, now time.Time) {
 	}
 	set("tokens", tight, true)
 }
+
+// InputTokenBucket is the input-token bucket of the most spent credential
+// as it stands now, read without changing it: its level (refilled to now)
+// and its size, the input-token limit per minute. A simulator that has
+// seen no credential yet reports a full bucket. ok is false when there is
+// no input-token limit. It is what a benchmark samples to draw the bucket
+// a rate-limited client lives on; with one credential it is that
+// credential's bucket.
+func (s *Server) InputTokenBucket() (level float64, size int, ok bool) {
+	if s.cfg.InputTokensPerMinute <= 0 {
+		return 0, 0, false
+	}
+	size = s.cfg.InputTokensPerMinute
+	level = float64(size)
+	now := time.Now()
+	o := s.limits
+	o.mu.Lock()
+	keys := make([]*rateLimits, 0, len(o.keys))
+	for _, l := range o.keys {
+		keys = append(keys, l)
+	}
+	o.mu.Unlock()
+	for _, l := range keys {
+		l.mu.Lock()
+		if b := l.in; b != nil {
+			v := b.level
+			if dt := now.Sub(b.last); dt > 0 {
+				v = math.Min(b.limit, v+b.limit*dt.Minutes())
+			}
+			level = math.Min(level, v)
+		}
+		l.mu.Unlock()
+	}
+	return level, size, true
+}

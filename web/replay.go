@@ -132,7 +132,10 @@ func (p Params) scenario() *bench.Scenario {
 type Trace struct {
 	Params    Params    `json:"params"`
 	Generated time.Time `json:"generated"`
-	Lanes     []Lane    `json:"lanes"`
+	// Verdict is the suite's latency verdict line for the run
+	// (bench.VerdictOf), windowed against plain.
+	Verdict string `json:"verdict,omitempty"`
+	Lanes   []Lane `json:"lanes"`
 }
 
 // Lane is one path's run. Every time is in milliseconds since the burst's
@@ -217,7 +220,7 @@ func Run(ctx context.Context, p Params) (*Trace, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("the run passed its limit of %s", maxRun)
 	}
-	tr := &Trace{Params: p, Generated: time.Now().UTC().Truncate(time.Second)}
+	tr := &Trace{Params: p, Generated: time.Now().UTC().Truncate(time.Second), Verdict: bench.VerdictOf("latency", rep, nil, "").Line}
 	for _, res := range rep.Results() {
 		tr.Lanes = append(tr.Lanes, lane(res, recs[res.Mode], p.MaxConcurrency))
 	}

@@ -29,6 +29,9 @@ func TestDefaultTraceParses(t *testing.T) {
 	if tr.Params != DefaultParams {
 		t.Errorf("default trace was made with %+v; DefaultParams are %+v (run `go generate ./web`)", tr.Params, DefaultParams)
 	}
+	if !strings.HasPrefix(tr.Verdict, "windowed ") {
+		t.Errorf("default trace's verdict line %q; want the suite's latency verdict, windowed against plain (run `go generate ./web`)", tr.Verdict)
+	}
 	if len(tr.Lanes) != 2 || tr.Lanes[0].Mode != "plain" || tr.Lanes[1].Mode != "windowed" {
 		t.Fatalf("lanes %v; want plain then windowed", tr.Lanes)
 	}
@@ -110,6 +113,9 @@ func TestRunEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkLanes(t, &tr)
+		if !strings.HasPrefix(tr.Verdict, "windowed ") {
+			t.Errorf("the run's verdict line %q; want the suite's latency verdict, windowed against plain", tr.Verdict)
+		}
 		for _, w := range tr.Lanes[1].Waves {
 			if w.Size > 4 {
 				t.Errorf("wave %d has %d members; BATCH_MAX_SIZE was 4", w.ID, w.Size)

@@ -1,7 +1,8 @@
-// Package web is sluice's page at /ui/: a replay of the same burst through
-// the plain and the windowed path, side by side, from real runs of the bench
-// engine, and a live view of the running proxy. Everything it serves is
-// embedded in the binary; it needs no network.
+// Package web is sluice's page at /ui/: replays of real runs of the bench
+// engine, one lane per mode side by side (the bench suite's scenarios,
+// shipped as traces with their verdict lines, the page's own burst, or a
+// burst run on request), and a live view of the running proxy. Everything
+// it serves is embedded in the binary; it needs no network.
 package web
 
 import (
@@ -14,7 +15,7 @@ import (
 	"strconv"
 )
 
-//go:generate go run ./gentrace -out static/trace-default.json
+//go:generate go run ./gentrace -out static/trace-default.json -traces static/traces
 
 //go:embed static
 var static embed.FS
@@ -58,6 +59,7 @@ type Handler struct {
 	mux      *http.ServeMux
 	runner   *runner
 	bulkFeed *bulkFeed
+	shipped  *shipped
 }
 
 // New returns the handler for /ui/.
@@ -71,11 +73,13 @@ func New(opt Options) *Handler {
 	if opt.MaxWatchers <= 0 {
 		opt.MaxWatchers = DefaultMaxWatchers
 	}
-	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger), bulkFeed: &bulkFeed{src: opt.Bulk}}
+	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger), bulkFeed: &bulkFeed{src: opt.Bulk}, shipped: &shipped{}}
 	sub, _ := fs.Sub(static, "static")
 	files := http.StripPrefix("/ui", http.FileServerFS(sub))
 	h.mux.Handle("/ui/", noCache(getOnly(files)))
 	h.mux.HandleFunc("GET /ui/api/default", h.defaultTrace)
+	h.mux.HandleFunc("GET /ui/api/traces", h.traces)
+	h.mux.HandleFunc("GET /ui/api/traces/{name}", h.trace)
 	if opt.NoRuns {
 		h.mux.HandleFunc("POST /ui/api/run", func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusForbidden, "permission_error",
