@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -237,5 +238,33 @@ func TestIdempotencyKeyRaceAcrossReplicasFailsNobody(t *testing.T) {
 		if len(got) > 1 {
 			t.Errorf("Idempotency-Key %s: two requests stored, %v; want one", key, got)
 		}
+	}
+}
+
+// A webhook receiver's redirect is not followed: the 307 is a failed
+// delivery, retried to the same URL, and the address it points to never
+// gets the result.
+func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	var attempts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer hook.Close()
+	h := newHarness(t, Config{MaxWait: time.Hour, WebhookSecret: "whsec"})
+	id := h.submit(msgBody("redirected"), HeaderWebhookURL, hook.URL)
+	if code, _ := h.do("POST", "/v1/bulk/messages/"+id+"/cancel", ""); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+	for deadline := time.Now().Add(10 * time.Second); attempts.Load() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("webhook attempts: %d; want the redirected one and a retry", attempts.Load())
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d deliveries; want none", n)
 	}
 }

@@ -53,7 +53,10 @@ type Config struct {
 	// its own).
 	Upstream *url.URL
 	Client   *http.Client
-	// WebhookClient delivers webhooks. If nil, a client with a 10 s timeout.
+	// WebhookClient delivers webhooks. If nil, a client with a 10 s
+	// timeout that follows no redirect: a receiver's 3xx is a failed
+	// delivery, retried, not a way to make sluice post a result to an
+	// address the submitter did not name.
 	WebhookClient *http.Client
 	// Logger, if nil, slog.Default().
 	Logger *slog.Logger
@@ -139,7 +142,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.Client = &http.Client{Timeout: 10 * time.Minute}
 	}
 	if cfg.WebhookClient == nil {
-		cfg.WebhookClient = &http.Client{Timeout: 10 * time.Second}
+		cfg.WebhookClient = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
