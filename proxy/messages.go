@@ -131,10 +131,14 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 					Message: "sluice hit an internal error handling this request; retry, and report it if it persists"})
 			}
 		}
-		// Accounted before Finish sends the last buffered bytes, as
-		// ServeHTTP accounts before net/http sends them.
-		p.account(ex.r, ex.rec, rw.Status(), rw.Written())
+		// Counted before Finish sends the last buffered bytes (Finish
+		// answers 200 to a request that got nothing), the access line
+		// written after, as ServeHTTP does: off the latency path.
+		line, logged := p.account(ex.r, ex.rec, rw.Status(), rw.Written())
 		rw.Finish()
+		if logged {
+			p.logAccess(ex.r, ex.rec, line)
+		}
 	}()
 	p.settle(ctx, ex, err)
 }
