@@ -72,8 +72,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
-		ctx, end := p.begin(r.Context())
-		defer end()
+		ctx := p.begin(r.Context(), &ex.serving)
+		defer p.end(&ex.serving)
 		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
 		ex.complete(ctx, ex.forward(ctx, nil))
 		return
@@ -104,8 +104,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	ex.w = rw
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
-	ctx, end := p.begin(rw.Context())
-	over := func(err error) { defer end(); defer ex.releaseBody(); p.settleParked(ctx, ex, rw, err) }
+	ctx := p.begin(rw.Context(), &ex.serving)
+	over := func(err error) { defer p.end(&ex.serving); defer ex.releaseBody(); p.settleParked(ctx, ex, rw, err) }
 	if err := p.sched.Start(ctx, p.describe(ex), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
@@ -114,8 +114,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // waitInPlace sends ex through the scheduler on the handler's own
 // goroutine, and answers it.
 func (p *Proxy) waitInPlace(ex *exchange) {
-	ctx, end := p.begin(ex.r.Context())
-	defer end()
+	ctx := p.begin(ex.r.Context(), &ex.serving)
+	defer p.end(&ex.serving)
 	defer ex.releaseBody()
 	p.settle(ctx, ex, p.sched.Do(ctx, p.describe(ex), ex.forward))
 }
@@ -197,6 +197,11 @@ type exchange struct {
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
 	sent     time.Time // when the latest upstream attempt was sent
+	// cancelCall cancels the context of forward's upstream call, with a
+	// cause: errUpstreamTimeout on the plain path (see attempt).
+	cancelCall context.CancelCauseFunc
+	// serving lists the request among those Abort cuts (see begin).
+	serving inFlight
 }
 
 // reply is a whole upstream answer, read while the request held its slot.
@@ -214,8 +219,9 @@ type reply struct {
 // upstream has finished sending it. On the windowed path a retryable
 // failure is tried again in place (see again).
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancelCall = cancel
 	if m != nil {
 		ex.tenant = m.Tenant()
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
@@ -327,9 +333,12 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	p := ex.p
 	sent := time.Now()
 	ex.sent = sent
-	stop := func() {}
+	var timeout *time.Timer
 	if m == nil {
-		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)
+		// The plain path's one attempt (again never retries it) is cut
+		// through forward's own context: a context of its own, as
+		// withUpstreamTimeout makes, would be one more per request.
+		timeout = time.AfterFunc(p.cfg.UpstreamTimeout, func() { ex.cancelCall(errUpstreamTimeout) })
 	}
 	body := ex.body.data
 	if ex.streamed != nil {
@@ -353,7 +362,9 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		}()
 	}
 	resp, err = p.up.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
-	stop() // the headers are in, or the call failed
+	if timeout != nil {
+		timeout.Stop() // the headers are in, or the call failed
+	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
 	}

@@ -90,11 +90,10 @@ type Proxy struct {
 	// at (PUBLIC_URL), for the results_url of batches.
 	publicBase string
 
-	// stopping ends, with errShuttingDown, when Abort cuts every request
-	// still being served; active counts those requests.
-	stopping context.Context
-	stop     context.CancelCauseFunc
-	active   atomic.Int64
+	// serving is every Messages request being served, which Abort cuts
+	// with errShuttingDown; active counts them.
+	serving servingSet
+	active  atomic.Int64
 	// draining is set when shutdown is signalled (Server.Serve), before
 	// the drain: from then on /readyz answers 503, so that a load balancer
 	// sends new requests elsewhere before sluice stops accepting them.
@@ -210,7 +209,6 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	p.publicBase = publicBase(cfg)
 	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
-	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
 	}
