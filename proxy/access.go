@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
@@ -133,7 +134,9 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 	if rec.windowed {
 		mode = "windowed"
 	}
-	p.metrics.Requests.WithLabelValues(route, strconv.Itoa(status), mode).Inc()
+	p.requestCounts.get(requestLabels{route, status, mode}, func(l requestLabels) prometheus.Counter {
+		return p.metrics.Requests.WithLabelValues(l.route, strconv.Itoa(l.status), l.mode)
+	}).Inc()
 	if rec.span != nil {
 		endServerSpan(rec, status, mode, end)
 	}
@@ -211,7 +214,9 @@ func (p *Proxy) countTokens(model string, u usage) {
 		n    int64
 	}{{"input", u.Input}, {"output", u.Output}, {"cache_write", u.CacheWrite}, {"cache_read", u.CacheRead}} {
 		if kv.n > 0 {
-			p.metrics.Tokens.WithLabelValues(model, kv.kind).Add(float64(kv.n))
+			p.tokenCounts.get(tokenLabels{model, kv.kind}, func(l tokenLabels) prometheus.Counter {
+				return p.metrics.Tokens.WithLabelValues(l.model, l.kind)
+			}).Add(float64(kv.n))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -243,7 +244,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	stream := "false"
 	defer func() {
 		ex.rec.upstreamTime = since(start)
-		ex.p.metrics.UpstreamDuration.WithLabelValues(stream).Observe(time.Since(start).Seconds())
+		ex.p.upstreamDurations.get(stream, func(stream string) prometheus.Observer {
+			return ex.p.metrics.UpstreamDuration.WithLabelValues(stream)
+		}).Observe(time.Since(start).Seconds())
 	}()
 	rep, resp, err := ex.fetch(ctx, m)
 	switch {

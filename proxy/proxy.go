@@ -67,7 +67,12 @@ type Proxy struct {
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
-	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
+	// The children of the vectors every request counts in, looked up
+	// once each (see children).
+	requestCounts     children[requestLabels, prometheus.Counter]
+	upstreamDurations children[string, prometheus.Observer]
+	tokenCounts       children[tokenLabels, prometheus.Counter]
+	pacer             *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
 	buckets *dispatch.KeyBuckets
