@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
@@ -62,7 +63,8 @@ func recordOf(r *http.Request) *record {
 const sluiceIDHeader = "X-Sluice-Request-Id"
 
 // ServeHTTP routes r and, unless r was parked, writes its access line and
-// request metric.
+// request metric: the metric before the answer goes out, the access line
+// after it when the answer declared its length (see deliver).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &record{id: newRequestID(), start: time.Now()}
 	w.Header().Set(sluiceIDHeader, rec.id)
@@ -85,13 +87,44 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.parked {
 		return // its answer is still to come; whoever finishes it accounts for it
 	}
-	p.account(r, rec, sw.Status(), sw.Written())
+	line, logged := p.account(r, rec, sw.Status(), sw.Written())
+	deliver(sw)
+	if logged {
+		p.logAccess(r, rec, line)
+	}
 }
 
-// account writes the access line and request metric of r, whose answer is
-// complete with status (0: nothing was sent) and bytesOut body bytes, and
-// tells the observer of a Messages exchange.
-func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64) {
+// deliver sends an answer that declared its length (every answer of
+// sluice's own, every whole Messages answer) to the client now, rather
+// than when the handler returns, so that the access line is written off
+// the latency path: after the client has its answer, not before. An
+// answer without a declared length is left to net/http: flushing it early
+// would turn the Content-Length net/http works out for a small body into
+// chunked encoding, and a chunked answer (a stream) ends with its last
+// chunk, which net/http writes only once the handler has returned.
+func deliver(sw *statuswriter.Writer) {
+	if sw.Status() != 0 && sw.Header().Get("Content-Length") != "" {
+		sw.Flush()
+	}
+}
+
+// accessFields are the parts of a request's access line that account
+// works out, for logAccess to write once the answer is out.
+type accessFields struct {
+	route, mode string
+	status      int
+	bytesOut    int64
+	end         time.Time
+}
+
+// account counts the request metric of r, whose answer is complete with
+// status (0: nothing was sent) and bytesOut body bytes, ends its span and
+// tells the observer of a Messages exchange; it returns the fields of its
+// access line, and whether r has one (probes and scrapes do not). The
+// caller writes the line with logAccess once the answer is on its way:
+// the metric, the span and the observer are done first, so that a client
+// that has its answer finds them counted.
+func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64) (accessFields, bool) {
 	end := time.Now()
 	route := routeOf(r)
 	if status == 0 {
@@ -101,7 +134,9 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 	if rec.windowed {
 		mode = "windowed"
 	}
-	p.metrics.Requests.WithLabelValues(route, strconv.Itoa(status), mode).Inc()
+	p.requestCounts.get(requestLabels{route, status, mode}, func(l requestLabels) prometheus.Counter {
+		return p.metrics.Requests.WithLabelValues(l.route, strconv.Itoa(l.status), l.mode)
+	}).Inc()
 	if rec.span != nil {
 		endServerSpan(rec, status, mode, end)
 	}
@@ -109,8 +144,16 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 		p.observeDone(r, rec, status, end)
 	}
 	if route == "healthz" || route == "readyz" || route == "metrics" {
-		return // scrapes and probes would drown the access log
+		return accessFields{}, false // scrapes and probes would drown the access log
 	}
+	return accessFields{route: route, mode: mode, status: status, bytesOut: bytesOut, end: end}, true
+}
+
+// logAccess writes r's access line, with the fields account worked out;
+// duration_ms runs to when the answer was complete, not to the write of
+// the line.
+func (p *Proxy) logAccess(r *http.Request, rec *record, f accessFields) {
+	route, mode, status, bytesOut, end := f.route, f.mode, f.status, f.bytesOut, f.end
 	// Never the body or any header but the two ids: keys and tokens stay
 	// out. client_addr is the TCP peer: X-Forwarded-For is whatever the
 	// client says it is.
@@ -171,7 +214,9 @@ func (p *Proxy) countTokens(model string, u usage) {
 		n    int64
 	}{{"input", u.Input}, {"output", u.Output}, {"cache_write", u.CacheWrite}, {"cache_read", u.CacheRead}} {
 		if kv.n > 0 {
-			p.metrics.Tokens.WithLabelValues(model, kv.kind).Add(float64(kv.n))
+			p.tokenCounts.get(tokenLabels{model, kv.kind}, func(l tokenLabels) prometheus.Counter {
+				return p.metrics.Tokens.WithLabelValues(l.model, l.kind)
+			}).Add(float64(kv.n))
 		}
 	}
 }

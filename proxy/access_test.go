@@ -110,24 +110,52 @@ func TestAccessLineGivesMillisecondsClientAndBytes(t *testing.T) {
 }
 
 // accessLine waits for the access line of the request with sluice id id
-// in buf, which sw writes (the line is written once the answer has been
-// handed to net/http, so it may come just after the client has it), and
-// returns it and the whole log.
+// in buf, which sw writes (see waitLogged), and returns it and the whole
+// log.
 func accessLine(t *testing.T, sw *syncWriter, buf *bytes.Buffer, id string) (map[string]any, string) {
+	t.Helper()
+	all := waitLogged(t, func() string {
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		return buf.String()
+	}, id)
+	return accessLines(all)[id][0], all
+}
+
+// waitLogged waits, for at most 10 s, until the JSON log that read
+// returns holds an access line for each of ids, and returns the log. The
+// line is written once the answer is on its way to the client (see
+// deliver), so it may come just after the client has it.
+func waitLogged(t *testing.T, read func() string, ids ...string) string {
 	t.Helper()
 	var all string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		sw.mu.Lock()
-		all = buf.String()
-		sw.mu.Unlock()
-		sc := bufio.NewScanner(strings.NewReader(all))
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "request" && m["id"] == id {
-				return m, all
+		all = read()
+		lines := accessLines(all)
+		missing := false
+		for _, id := range ids {
+			if len(lines[id]) == 0 {
+				missing = true
 			}
 		}
+		if !missing {
+			return all
+		}
 	}
-	t.Fatalf("no access line for %s in:\n%s", id, all)
-	return nil, ""
+	t.Fatalf("no access line for some of %v in:\n%s", ids, all)
+	return ""
+}
+
+// accessLines is every access line of a JSON log, by sluice request id.
+func accessLines(log string) map[string][]map[string]any {
+	out := map[string][]map[string]any{}
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "request" {
+			id, _ := m["id"].(string)
+			out[id] = append(out[id], m)
+		}
+	}
+	return out
 }

@@ -180,6 +180,7 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 				if got := metricValue(t, rig, "sluice_cache_savings_usd_total"); math.Abs(got-want) > 1e-9 {
 					t.Errorf("sluice_cache_savings_usd_total = %g; want %g", got, want)
 				}
+				synctest.Wait() // each access line is written just after its answer (see deliver)
 				logs := log.String()
 				if got := strings.Count(logs, "cache=leader"); got != 1 {
 					t.Errorf("%d access lines say cache=leader; want 1:\n%s", got, logs)
@@ -349,6 +350,7 @@ func TestFailingLeaderPromotesThroughSimulator(t *testing.T) {
 		if writes, reads := countUsage(t, us); writes != 1 || reads != n-2 {
 			t.Errorf("%d cache writes and %d reads among the followers; want 1 and %d", writes, reads, n-2)
 		}
+		synctest.Wait() // each access line is written just after its answer (see deliver)
 		logs := log.String()
 		if got := strings.Count(logs, "cache=leader"); got != 2 {
 			t.Errorf("%d access lines say cache=leader; want 2, the failed one and the promoted one:\n%s", got, logs)

@@ -45,7 +45,7 @@ const streamBufferBudget = 64 << 20
 // boundary where the SDKs' parsers can read it. A stream that stays silent
 // for the idle timeout is ended with an in-band timeout_error; cancel
 // aborts the upstream call.
-func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, resp *http.Response, firstToken func()) error {
+func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, firstToken func()) error {
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
@@ -65,7 +65,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(idle, func() {
 		stalled.Store(true)
-		cancel()
+		cancel(nil)
 	})
 	defer watchdog.Stop()
 	// ended is set once the stream's last event (message_stop, or an
@@ -115,7 +115,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelFunc, 
 		err = errStreamIncomplete
 		p.log.Warn("upstream stream ended before message_stop", "upstream", p.upstreamName(), "half_event", cut)
 	case errors.Is(err, errClientWrite):
-		cancel() // the client is gone or stopped reading: stop the upstream too
+		cancel(nil) // the client is gone or stopped reading: stop the upstream too
 	case errors.Is(err, errEventTooLarge):
 		inBand = sseError("api_error", fmt.Sprintf(
 			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", maxEventSize>>20))

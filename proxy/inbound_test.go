@@ -376,6 +376,7 @@ func TestLoadInboundRefusesWhatWouldNotWork(t *testing.T) {
 func TestInboundKeysLeakNowhere(t *testing.T) {
 	f := startInbound(t, true, keyEntry("alice", ""))
 	var seen strings.Builder
+	var logged []string // the sluice ids of the requests that have an access line
 	for _, c := range []struct{ method, path, body, how, cred string }{
 		{"POST", "/v1/messages", requestJSON, "x-api-key", sluiceKey("alice")},
 		{"POST", "/v1/messages", streamRequestJSON, "bearer", sluiceKey("alice")},
@@ -389,10 +390,16 @@ func TestInboundKeysLeakNowhere(t *testing.T) {
 		resp := sendRaw(t, c.method, f.url+c.path, c.body, c.how, c.cred)
 		fmt.Fprintf(&seen, "%d %v %s\n", resp.StatusCode, resp.Header, readAll(t, resp.Body))
 		resp.Body.Close()
+		if c.path != "/metrics" && c.path != "/healthz" { // neither has an access line
+			logged = append(logged, resp.Header.Get(sluiceIDHeader))
+		}
 	}
-	logMu.Lock()
-	fmt.Fprintf(&seen, "%s", f.logs.String())
-	logMu.Unlock()
+	// Every access line, each written just after its answer went out.
+	fmt.Fprintf(&seen, "%s", waitLogged(t, func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return f.logs.String()
+	}, logged...))
 	if !strings.Contains(seen.String(), `"msg":"request"`) || !strings.Contains(seen.String(), "sluice_requests_total") {
 		t.Fatal("the test saw no access line or no metrics: it would prove nothing")
 	}

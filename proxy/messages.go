@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,8 +73,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
-		ctx, end := p.begin(r.Context())
-		defer end()
+		ctx := p.begin(r.Context(), &ex.serving)
+		defer p.end(&ex.serving)
 		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
 		ex.complete(ctx, ex.forward(ctx, nil))
 		return
@@ -104,8 +105,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	ex.w = rw
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
-	ctx, end := p.begin(rw.Context())
-	over := func(err error) { defer end(); defer ex.releaseBody(); p.settleParked(ctx, ex, rw, err) }
+	ctx := p.begin(rw.Context(), &ex.serving)
+	over := func(err error) { defer p.end(&ex.serving); defer ex.releaseBody(); p.settleParked(ctx, ex, rw, err) }
 	if err := p.sched.Start(ctx, p.describe(ex), ex.forward, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
@@ -114,8 +115,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // waitInPlace sends ex through the scheduler on the handler's own
 // goroutine, and answers it.
 func (p *Proxy) waitInPlace(ex *exchange) {
-	ctx, end := p.begin(ex.r.Context())
-	defer end()
+	ctx := p.begin(ex.r.Context(), &ex.serving)
+	defer p.end(&ex.serving)
 	defer ex.releaseBody()
 	p.settle(ctx, ex, p.sched.Do(ctx, p.describe(ex), ex.forward))
 }
@@ -131,10 +132,14 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 					Message: "sluice hit an internal error handling this request; retry, and report it if it persists"})
 			}
 		}
-		// Accounted before Finish sends the last buffered bytes, as
-		// ServeHTTP accounts before net/http sends them.
-		p.account(ex.r, ex.rec, rw.Status(), rw.Written())
+		// Counted before Finish sends the last buffered bytes (Finish
+		// answers 200 to a request that got nothing), the access line
+		// written after, as ServeHTTP does: off the latency path.
+		line, logged := p.account(ex.r, ex.rec, rw.Status(), rw.Written())
 		rw.Finish()
+		if logged {
+			p.logAccess(ex.r, ex.rec, line)
+		}
 	}()
 	p.settle(ctx, ex, err)
 }
@@ -143,6 +148,17 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 // ended with err, and counts how it ended; ctx ends when its client
 // leaves.
 func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
+	if err != nil {
+		p.countFailure(ctx, err)
+	}
+	ex.rec.retries = ex.retries
+	ex.complete(ctx, err)
+}
+
+// countFailure counts how a windowed request that failed with err ended.
+// Apart from settle: errors.As's targets escape, and declared in settle
+// they cost two allocations on every request, answered or not.
+func (p *Proxy) countFailure(ctx context.Context, err error) {
 	var tooLong *dispatch.WaitTooLongError
 	var tenantFull *dispatch.TenantFullError
 	switch {
@@ -153,8 +169,6 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	case ctx.Err() != nil && context.Cause(ctx) != errShuttingDown:
 		p.metrics.Departed.Inc()
 	}
-	ex.rec.retries = ex.retries
-	ex.complete(ctx, err)
 }
 
 // exchange is one Messages request on its way through sluice.
@@ -184,6 +198,11 @@ type exchange struct {
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
 	sent     time.Time // when the latest upstream attempt was sent
+	// cancelCall cancels the context of forward's upstream call, with a
+	// cause: errUpstreamTimeout on the plain path (see attempt).
+	cancelCall context.CancelCauseFunc
+	// serving lists the request among those Abort cuts (see begin).
+	serving inFlight
 }
 
 // reply is a whole upstream answer, read while the request held its slot.
@@ -201,8 +220,9 @@ type reply struct {
 // upstream has finished sending it. On the windowed path a retryable
 // failure is tried again in place (see again).
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancelCall = cancel
 	if m != nil {
 		ex.tenant = m.Tenant()
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
@@ -224,7 +244,9 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	stream := "false"
 	defer func() {
 		ex.rec.upstreamTime = since(start)
-		ex.p.metrics.UpstreamDuration.WithLabelValues(stream).Observe(time.Since(start).Seconds())
+		ex.p.upstreamDurations.get(stream, func(stream string) prometheus.Observer {
+			return ex.p.metrics.UpstreamDuration.WithLabelValues(stream)
+		}).Observe(time.Since(start).Seconds())
 	}()
 	rep, resp, err := ex.fetch(ctx, m)
 	switch {
@@ -314,9 +336,12 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	p := ex.p
 	sent := time.Now()
 	ex.sent = sent
-	stop := func() {}
+	var timeout *time.Timer
 	if m == nil {
-		ctx, stop = withUpstreamTimeout(ctx, p.cfg.UpstreamTimeout)
+		// The plain path's one attempt (again never retries it) is cut
+		// through forward's own context: a context of its own, as
+		// withUpstreamTimeout makes, would be one more per request.
+		timeout = time.AfterFunc(p.cfg.UpstreamTimeout, func() { ex.cancelCall(errUpstreamTimeout) })
 	}
 	body := ex.body.data
 	if ex.streamed != nil {
@@ -340,7 +365,9 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		}()
 	}
 	resp, err = p.up.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
-	stop() // the headers are in, or the call failed
+	if timeout != nil {
+		timeout.Stop() // the headers are in, or the call failed
+	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
 	}
@@ -352,8 +379,9 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if resp.StatusCode == http.StatusTooManyRequests {
 		p.lastRateLimited.Store(time.Now().UnixNano())
 	}
-	reassembling := ex.streamed != nil && isEventStream(resp.Header) && resp.StatusCode == http.StatusOK
-	if isEventStream(resp.Header) && !reassembling {
+	sse := isEventStream(resp.Header)
+	reassembling := ex.streamed != nil && sse && resp.StatusCode == http.StatusOK
+	if sse && !reassembling {
 		return nil, resp, "", nil
 	}
 	if reassembling {
@@ -583,6 +611,35 @@ func (p *Proxy) upstreamName() string {
 }
 
 func isEventStream(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	// Most answers are JSON: only a value that names event-stream is
+	// worth mime's parse, which allocates a map for the parameters. The
+	// media type is a token (ASCII) and is not decoded, so a value that
+	// lacks the word, in any case, never parses to text/event-stream.
+	if !containsFoldASCII(ct, "event-stream") {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && strings.EqualFold(mt, "text/event-stream")
+}
+
+// containsFoldASCII reports whether s holds sub (lower-case ASCII) in any
+// ASCII case.
+func containsFoldASCII(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
 }

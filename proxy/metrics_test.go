@@ -69,6 +69,7 @@ func TestAccessLogHasIDsAndNoSecrets(t *testing.T) {
 		})
 		rig.proxy.log = slog.New(slog.NewJSONHandler(&mu, nil))
 		const secretBody = `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"TOP-SECRET-PROMPT"}]}`
+		var ids []string
 		for _, auth := range []string{"x-api-key", "bearer"} {
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, rig.url+"/v1/messages", strings.NewReader(secretBody))
 			if auth == "bearer" {
@@ -85,8 +86,18 @@ func TestAccessLogHasIDsAndNoSecrets(t *testing.T) {
 			if resp.Header.Get(sluiceIDHeader) == "" {
 				t.Error("no sluice request id header")
 			}
+			ids = append(ids, resp.Header.Get(sluiceIDHeader))
 		}
+		// The access line is written once the answer is out (see
+		// deliver): let the handlers finish.
+		synctest.Wait()
 		out := buf.String()
+		lines := accessLines(out)
+		for _, id := range ids {
+			if n := len(lines[id]); n != 1 {
+				t.Errorf("%d access lines for %s; want exactly one", n, id)
+			}
+		}
 		for _, secret := range []string{"SECRET-KEY", "SECRET-BEARER", "TOP-SECRET-PROMPT", "sk-ant"} {
 			if strings.Contains(out, secret) {
 				t.Errorf("the log contains %q:\n%s", secret, out)

@@ -69,7 +69,12 @@ type Proxy struct {
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
-	pacer   *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
+	// The children of the vectors every request counts in, looked up
+	// once each (see children).
+	requestCounts     children[requestLabels, prometheus.Counter]
+	upstreamDurations children[string, prometheus.Observer]
+	tokenCounts       children[tokenLabels, prometheus.Counter]
+	pacer             *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
 	buckets *dispatch.KeyBuckets
@@ -92,11 +97,10 @@ type Proxy struct {
 	// at (PUBLIC_URL), for the results_url of batches.
 	publicBase string
 
-	// stopping ends, with errShuttingDown, when Abort cuts every request
-	// still being served; active counts those requests.
-	stopping context.Context
-	stop     context.CancelCauseFunc
-	active   atomic.Int64
+	// serving is every Messages request being served, which Abort cuts
+	// with errShuttingDown; active counts them.
+	serving servingSet
+	active  atomic.Int64
 	// draining is set when shutdown is signalled (Server.Serve), before
 	// the drain: from then on /readyz answers 503, so that a load balancer
 	// sends new requests elsewhere before sluice stops accepting them.
@@ -212,7 +216,6 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	p.publicBase = publicBase(cfg)
 	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
-	p.stopping, p.stop = context.WithCancelCause(context.Background())
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
 	}

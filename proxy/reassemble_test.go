@@ -204,6 +204,7 @@ func TestNonStreamingLeaderThroughSDKs(t *testing.T) {
 				if writes != 1 || reads != n-1 {
 					t.Fatalf("%d cache writes and %d reads seen by the SDK; want 1 and %d", writes, reads, n-1)
 				}
+				synctest.Wait() // each access line is written just after its answer (see deliver)
 				if got := strings.Count(log.String(), "cache=follower cache_hold_ms=400"); got != n-1 {
 					t.Errorf("%d followers held 400 ms, the leader's time to first token; want %d:\n%s", got, n-1, log.String())
 				}

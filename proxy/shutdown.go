@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -15,18 +16,67 @@ var errShuttingDown = errors.New("sluice is shutting down")
 var errShutdownCut = &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 	Message: "sluice is shutting down and could not finish this request within DRAIN_TIMEOUT_S; retry it, another instance or this one once restarted will serve it"}
 
+// inFlight is one Messages request being served, in the list that Abort
+// cuts; it lives in the request's exchange, so that being listed costs
+// the request no allocation.
+type inFlight struct {
+	prev, next *inFlight
+	cancel     context.CancelCauseFunc
+}
+
+// servingSet is every Messages request being served, for Abort. A list
+// under a lock rather than a context.AfterFunc on one stopping context
+// per request: the AfterFunc, its registration among the stopping
+// context's children and the closures around it were three to four
+// allocations per request, for a cancellation that comes once, at
+// shutdown.
+type servingSet struct {
+	mu      sync.Mutex
+	head    *inFlight
+	aborted bool // Abort has run: a request that begins now is cut at once
+}
+
 // begin starts serving one Messages request under parent (its client's
 // context): the context it returns also ends, with errShuttingDown, when
-// Abort is called. end must be called once the request has been answered.
-func (p *Proxy) begin(parent context.Context) (ctx context.Context, end func()) {
+// Abort is called. p.end(f) must be called once the request has been
+// answered; f is the request's own, unused by any other.
+func (p *Proxy) begin(parent context.Context, f *inFlight) context.Context {
 	p.active.Add(1)
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(p.stopping, func() { cancel(errShuttingDown) })
-	return ctx, func() {
-		stop()
-		cancel(nil)
-		p.active.Add(-1)
+	f.cancel = cancel
+	s := &p.serving
+	s.mu.Lock()
+	if s.aborted {
+		s.mu.Unlock()
+		cancel(errShuttingDown)
+		return ctx
 	}
+	f.prev, f.next = nil, s.head
+	if s.head != nil {
+		s.head.prev = f
+	}
+	s.head = f
+	s.mu.Unlock()
+	return ctx
+}
+
+// end ends what begin(_, f) began.
+func (p *Proxy) end(f *inFlight) {
+	s := &p.serving
+	s.mu.Lock()
+	switch {
+	case f.prev != nil:
+		f.prev.next = f.next
+	case s.head == f:
+		s.head = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	}
+	f.prev, f.next = nil, nil
+	s.mu.Unlock()
+	f.cancel(nil)
+	p.active.Add(-1)
 }
 
 // Abort cuts every Messages request still being served: those still in
@@ -35,7 +85,15 @@ func (p *Proxy) begin(parent context.Context) (ctx context.Context, end func()) 
 // streams get an in-band error event. The server calls it when the drain
 // deadline passes, then waits (Idle) for those answers before it closes
 // the connections, so that nothing accepted ends without an answer.
-func (p *Proxy) Abort() { p.stop(errShuttingDown) }
+func (p *Proxy) Abort() {
+	s := &p.serving
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = true
+	for f := s.head; f != nil; f = f.next {
+		f.cancel(errShuttingDown) // never calls back into the set: end runs on the request's own goroutine
+	}
+}
 
 // Idle waits until every Messages request has been answered, or ctx ends.
 func (p *Proxy) Idle(ctx context.Context) error {

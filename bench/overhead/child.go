@@ -26,8 +26,9 @@ const ChildEnv = "SLUICE_OVERHEAD_CHILD"
 // childSpec is what a child is told: its role, and for the load generator
 // what to send.
 type childSpec struct {
-	Role     string        `json:"role"` // upstream or load
-	URL      string        `json:"url,omitempty"`
+	Role     string        `json:"role"`           // upstream, go-proxy or load
+	URL      string        `json:"url,omitempty"`  // the load's target, the go-proxy's upstream
+	Pool     int           `json:"pool,omitempty"` // the go-proxy's idle connections per host: BATCH_MAX_CONCURRENCY, as sluice's
 	Clients  int           `json:"clients,omitempty"`
 	Warmup   time.Duration `json:"warmup,omitempty"`
 	Duration time.Duration `json:"duration,omitempty"`
@@ -49,6 +50,8 @@ func RunChild(stdout io.Writer) (bool, error) {
 	switch sp.Role {
 	case "upstream":
 		return true, serveUpstream(stdout)
+	case GoProxy:
+		return true, serveGoProxy(stdout, sp)
 	case "load":
 		res, err := generate(sp)
 		if err != nil {

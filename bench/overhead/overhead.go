@@ -1,15 +1,16 @@
 // Package overhead measures what sluice adds to a call, out of process:
 // an upstream that answers at once, sluice on the plain and the windowed
-// path, HAProxy as the yardstick when it is installed, and a load
-// generator, each a process of its own, driven in interleaved rounds so
+// path, HAProxy as the yardstick when it is installed, the least Go proxy
+// (net/http and httputil.ReverseProxy) as the yardstick of what any Go
+// proxy costs, and a load generator, each a process of its own, driven in interleaved rounds so
 // that a busy machine's noise falls on every path alike. It reports the
 // added latency at one client, the throughput at many against the
 // upstream alone, the CPU each proxy spends per request (from
 // /proc/<pid>/stat), and the same for many concurrent streams.
 //
 // `sluice bench --overhead` runs it; the children are the sluice
-// executable itself (`sluice serve`, and the upstream and the load
-// generator under ChildEnv), so nothing is built and nothing is shared.
+// executable itself (`sluice serve`, and the upstream, the go-proxy and
+// the load generator under ChildEnv), so nothing is built and nothing is shared.
 package overhead
 
 import (
@@ -65,6 +66,7 @@ func Short() Options {
 const (
 	Direct   = "direct"
 	HAProxy  = "haproxy"
+	GoProxy  = "go-proxy" // net/http's server and httputil.ReverseProxy, nothing else (see goproxy.go)
 	Plain    = "plain"
 	Windowed = "windowed"
 )
@@ -110,7 +112,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	rep := &Report{Rounds: opt.Rounds, Seconds: opt.Duration.Seconds(), Clients: opt.Clients, Streams: opt.Streams, Cap: opt.Cap,
 		LoadStart: loadAvg()}
 
-	up, upAddr, err := startUpstream(ctx, opt.Exe, dir)
+	up, upAddr, err := startServerChild(ctx, opt.Exe, dir, childSpec{Role: "upstream"})
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +137,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		targets = append(targets, t)
 		rep.HAProxy = version
 	}
+	gp, gpAddr, err := startServerChild(ctx, opt.Exe, dir, childSpec{Role: GoProxy, URL: "http://" + upAddr, Pool: opt.Cap})
+	if err != nil {
+		return nil, err
+	}
+	gp.url = "http://" + gpAddr
+	targets = append(targets, gp)
 	for _, s := range []struct {
 		name string
 		env  []string
@@ -220,27 +228,28 @@ func (t *target) tail() string {
 	return "\n" + t.name + "'s stderr ends:\n" + string(b)
 }
 
-// startUpstream starts the instant upstream and returns its address.
-func startUpstream(ctx context.Context, exe, dir string) (*target, string, error) {
-	spec, _ := json.Marshal(childSpec{Role: "upstream"})
-	t := &target{name: "upstream", cmd: exec.CommandContext(ctx, exe)}
+// startServerChild starts a child that serves (the instant upstream, the
+// go-proxy) and returns its address, the first line it writes.
+func startServerChild(ctx context.Context, exe, dir string, sp childSpec) (*target, string, error) {
+	spec, _ := json.Marshal(sp)
+	t := &target{name: sp.Role, cmd: exec.CommandContext(ctx, exe)}
 	t.cmd.Env = append(os.Environ(), ChildEnv+"="+string(spec))
 	t.cmd.SysProcAttr = orphanless()
 	out, err := t.cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
 	}
-	if t.stderr, err = os.Create(filepath.Join(dir, "upstream.stderr")); err != nil {
+	if t.stderr, err = os.Create(filepath.Join(dir, sp.Role+".stderr")); err != nil {
 		return nil, "", err
 	}
 	t.cmd.Stderr = t.stderr
 	if err := t.cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("overhead: start the upstream: %w", err)
+		return nil, "", fmt.Errorf("overhead: start the %s: %w", sp.Role, err)
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		stop(t)
-		return nil, "", fmt.Errorf("overhead: the upstream said no address: %w%s", err, t.tail())
+		return nil, "", fmt.Errorf("overhead: the %s said no address: %w%s", sp.Role, err, t.tail())
 	}
 	return t, strings.TrimSpace(line), nil
 }

@@ -3,6 +3,7 @@ package overhead
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -52,6 +53,36 @@ func TestGenerate(t *testing.T) {
 	res, err := generate(childSpec{URL: bad.URL, Clients: 1, Duration: 30 * time.Millisecond})
 	if err != nil || res.Requests != 0 || res.Errors == 0 || !strings.Contains(res.FirstErr, "529") {
 		t.Errorf("refusing target: %+v, %v", res, err)
+	}
+}
+
+// TestGoProxy drives the go-proxy in process, in front of the instant
+// upstream: every Message and every stream relayed whole, event by event.
+func TestGoProxy(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(upstreamHandler))
+	defer up.Close()
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := newGoProxy(u, goProxyIdlePerHost(4))
+	px := httptest.NewServer(rp)
+	defer px.Close()
+	defer rp.Transport.(*http.Transport).CloseIdleConnections()
+	for _, stream := range []bool{false, true} {
+		res, err := generate(childSpec{URL: px.URL, Clients: 3, Warmup: 20 * time.Millisecond, Duration: 100 * time.Millisecond, Stream: stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Requests == 0 || res.Errors != 0 {
+			t.Fatalf("stream %v: %+v", stream, res)
+		}
+		if stream && res.Events != res.Requests*int64(len(streamEvents)) {
+			t.Errorf("stream: %d events for %d streams", res.Events, res.Requests)
+		}
+	}
+	if goProxyIdlePerHost(4) != 100 || goProxyIdlePerHost(256) != 256 {
+		t.Errorf("idle connections per host: %d, %d; want sluice's 100 and 256", goProxyIdlePerHost(4), goProxyIdlePerHost(256))
 	}
 }
 

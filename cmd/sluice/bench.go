@@ -31,7 +31,8 @@ func runBench(args []string) error {
 			"       sluice bench --suite [--short] [--repeat N] --out DIR\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. With --overhead, measures what sluice adds to a call instead: an\n"+
-			"upstream that answers at once, HAProxy (when on PATH), sluice plain and windowed, and the load\n"+
+			"upstream that answers at once, HAProxy (when on PATH), go-proxy (net/http's server and\n"+
+			"httputil.ReverseProxy alone: what any Go proxy costs), sluice plain and windowed, and the load\n"+
 			"generator, each its own process, in interleaved rounds. Flags:\n")
 		fs.PrintDefaults()
 	}

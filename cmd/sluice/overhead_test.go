@@ -15,8 +15,8 @@ import (
 // TestOverheadShort runs `sluice bench --overhead --short` as a user
 // would, the built command in a process of its own, and checks what its
 // report must hold whatever the machine's speed: every path measured in
-// every phase without an error, direct as the yardstick of itself, a CPU
-// cost for each proxy, and the table. HAProxy is measured when it is on
+// every phase without an error (the go-proxy yardstick among them), direct
+// as the yardstick of itself, a CPU cost for each proxy, and the table. HAProxy is measured when it is on
 // PATH; in CI (.ci/run installs it) its absence is a failure.
 func TestOverheadShort(t *testing.T) {
 	if testing.Short() {
@@ -42,9 +42,9 @@ func TestOverheadShort(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{overhead.Direct, overhead.Plain, overhead.Windowed}
+	want := []string{overhead.Direct, overhead.GoProxy, overhead.Plain, overhead.Windowed}
 	if haveHAProxy {
-		want = []string{overhead.Direct, overhead.HAProxy, overhead.Plain, overhead.Windowed}
+		want = []string{overhead.Direct, overhead.HAProxy, overhead.GoProxy, overhead.Plain, overhead.Windowed}
 		if !strings.HasPrefix(rep.HAProxy, "HAProxy version") {
 			t.Errorf("haproxy on PATH, but the report says %q", rep.HAProxy)
 		}
