@@ -235,3 +235,29 @@ func (c *pendingCount) take(max int) bool {
 }
 
 func (c *pendingCount) give() { c.n.Add(-1) }
+
+// takeBody reads r's body as a Messages body is read, whatever endpoint it
+// is for: counted against MAX_PENDING_CONNS while it arrives, within the
+// body timeout, under the body budget as bytes come. When the body cannot
+// be had it answers the client itself (529, 408, 413, ...; nothing to a
+// client that is gone) and reports false; otherwise the caller releases
+// the body's reservation from p.bodies.
+func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request) (heldBody, bool) {
+	if !p.pendingConns.take(p.cfg.MaxPendingConns) {
+		p.metrics.Shed.Inc()
+		writeError(w, closing(w, errTooManyPending))
+		return heldBody{}, false
+	}
+	body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
+	p.pendingConns.give()
+	if aerr != nil {
+		if aerr.Status == 529 {
+			p.metrics.Shed.Inc()
+		}
+		if aerr != errClientGone {
+			writeError(w, aerr)
+		}
+		return heldBody{}, false
+	}
+	return body, true
+}

@@ -44,20 +44,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body is read before queuing: Go's server only notices a client
 	// that hangs up once the handler has consumed the request body.
-	if !p.pendingConns.take(p.cfg.MaxPendingConns) {
-		p.metrics.Shed.Inc()
-		writeError(w, closing(w, errTooManyPending))
-		return
-	}
-	body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
-	p.pendingConns.give()
-	if aerr != nil {
-		if aerr.Status == 529 {
-			p.metrics.Shed.Inc()
-		}
-		if aerr != errClientGone {
-			writeError(w, aerr)
-		}
+	body, ok := p.takeBody(w, r)
+	if !ok {
 		return
 	}
 	info, aerr := inspect(body.data, r.Header)

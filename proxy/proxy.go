@@ -515,20 +515,8 @@ func (p *Proxy) bulkBody(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if !p.pendingConns.take(p.cfg.MaxPendingConns) {
-			p.metrics.Shed.Inc()
-			writeError(w, closing(w, errTooManyPending))
-			return
-		}
-		body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
-		p.pendingConns.give()
-		if aerr != nil {
-			if aerr.Status == 529 {
-				p.metrics.Shed.Inc()
-			}
-			if aerr != errClientGone {
-				writeError(w, aerr)
-			}
+		body, ok := p.takeBody(w, r)
+		if !ok {
 			return
 		}
 		defer p.bodies.release(body.reserved)
