@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -231,6 +232,16 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, cred credent
 			return
 		}
 		wait = min(d, maxWait)
+	}
+	if wait > 0 {
+		if s.longPolls.Add(1) > int64(s.cfg.MaxLongPolls) {
+			s.longPolls.Add(-1)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, 529, "overloaded_error", fmt.Sprintf(
+				"sluice has %d long polls of bulk requests open, its bound; retry in a second, or read the request without ?wait=", s.cfg.MaxLongPolls))
+			return
+		}
+		defer s.longPolls.Add(-1)
 	}
 	key := ownerOf(r, cred)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)

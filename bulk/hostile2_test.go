@@ -5,6 +5,7 @@ package bulk
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -266,5 +267,67 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Errorf("the redirect's target got %d deliveries; want none", n)
+	}
+}
+
+// Long polls are bounded: with MaxLongPolls 2, a third poll that would
+// wait is answered 529 with retry-after at once, a read without ?wait=
+// still answers, and once the two waiting polls have ended a poll may
+// wait again. Nothing else bounds the connections and goroutines that
+// long polls hold.
+func TestLongPollsAreBounded(t *testing.T) {
+	h := newHarness(t, Config{MaxWait: time.Hour, MaxLongPolls: 2})
+	id := h.submit(msgBody("polled"))
+	poll := func() int {
+		req, _ := http.NewRequest("GET", h.url+"/v1/bulk/messages/"+id+"?wait=20s", nil)
+		req.Header.Set("x-api-key", testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Go(func() { codes[i] = poll() })
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.svc.longPolls.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d long polls waiting; want 2", h.svc.longPolls.Load())
+		}
+	}
+	req, _ := http.NewRequest("GET", h.url+"/v1/bulk/messages/"+id+"?wait=20s", nil)
+	req.Header.Set("x-api-key", testKey)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 529 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), `"overloaded_error"`) {
+		t.Errorf("a third long poll: %d retry-after %q %s; want 529, retry-after 1, overloaded_error", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refused poll took %v; want an answer at once", d)
+	}
+	if code, v := h.do("GET", "/v1/bulk/messages/"+id, ""); code != 200 || v["status"] != StatusQueued {
+		t.Errorf("a read without wait: %d %v; want 200 queued", code, v)
+	}
+	if code, _ := h.do("POST", "/v1/bulk/messages/"+id+"/cancel", ""); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+	wg.Wait()
+	if codes[0] != 200 || codes[1] != 200 {
+		t.Errorf("the two waiting polls: %v; want 200, 200 once the request ended", codes)
+	}
+	if n := h.svc.longPolls.Load(); n != 0 {
+		t.Errorf("%d long polls counted after all ended; want 0", n)
+	}
+	if code, v := h.do("GET", "/v1/bulk/messages/"+id+"?wait=1s", ""); code != 200 || v["status"] != StatusEnded {
+		t.Errorf("a long poll after the others ended: %d %v; want 200 ended", code, v)
 	}
 }

@@ -58,6 +58,12 @@ type Config struct {
 	// delivery, retried, not a way to make sluice post a result to an
 	// address the submitter did not name.
 	WebhookClient *http.Client
+	// MaxLongPolls is how many GET /v1/bulk/messages/{id}?wait= polls may
+	// wait at once, all keys together; past it a poll is answered 529
+	// with retry-after at once. Each waiting poll holds a connection, a
+	// goroutine and a store read a second, and nothing else bounds them.
+	// If zero, 1,024.
+	MaxLongPolls int
 	// Logger, if nil, slog.Default().
 	Logger *slog.Logger
 }
@@ -91,6 +97,7 @@ type Service struct {
 	waits    map[string]*waitFor // long polls by request id
 
 	pollReads atomic.Int64        // store reads of GET /v1/bulk/messages/{id}, for the tests
+	longPolls atomic.Int64        // GET ?wait= polls waiting now (Config.MaxLongPolls)
 	inFlight  int                 // batches created and not ended, at the last poll
 	sizes     map[string]int64    // bytes of the ids in windows
 	kick      chan struct{}       // wakes the submitter
@@ -144,6 +151,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.WebhookClient == nil {
 		cfg.WebhookClient = &http.Client{Timeout: 10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if cfg.MaxLongPolls <= 0 {
+		cfg.MaxLongPolls = 1024
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
