@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,10 +11,12 @@ import (
 	"github.com/sluicehq/sluice/request"
 )
 
-// inspect must accept exactly the bodies that are JSON objects, never panic,
-// read model, stream, max_tokens and metadata.user_id as encoding/json
-// reads them from the object's members (by exact name, the last of a
-// repeated one), and keep its prefixes within the API's bounds.
+// inspect must accept exactly the bodies that are JSON objects (but those
+// that name a member it reads twice or in another case, which it refuses
+// with a 400 naming the member: request.FuzzParseAsEncodingJSON checks
+// when), never panic, read model, stream, max_tokens and
+// metadata.user_id as encoding/json reads them from the object's members,
+// and keep its prefixes within the API's bounds.
 func FuzzInspect(f *testing.F) {
 	for _, s := range []string{requestJSON, streamRequestJSON, "", " ", "[]", "{", `{"model":5}`, `{"stream":"yes"}`, " \n{}", `{"a":1}x`, "\xff{}",
 		`{"metadata":{"user_id":"u-1"}}`, `{"metadata":{"user_id":"a","user_id":"b\u00e9"},"metadata":{"User_id":"c"}}`, `{"metadata":{"user_id":5}}`, `{"metadata":[{"user_id":"x"}]}`,
@@ -24,6 +27,13 @@ func FuzzInspect(f *testing.F) {
 		d, aerr := inspect(body, http.Header{"X-Api-Key": {"sk-fuzz"}})
 		var obj map[string]json.RawMessage
 		isObject := json.Unmarshal(body, &obj) == nil && obj != nil
+		var ne *request.NameError
+		if _, err := request.Parse(body, nil); aerr != nil && errors.As(err, &ne) {
+			if aerr.Status != http.StatusBadRequest || aerr.Type != "invalid_request_error" || !strings.Contains(aerr.Message, `"`+ne.Name+`"`) {
+				t.Fatalf("inspect(%q) = %+v; want a 400 invalid_request_error", body, aerr)
+			}
+			return
+		}
 		if (aerr == nil) != isObject {
 			t.Fatalf("inspect(%q) err = %v; JSON object = %v", body, aerr, isObject)
 		}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/sluicehq/sluice/request"
@@ -8,12 +9,19 @@ import (
 
 // inspect reads the descriptor of a Messages request (see request.Parse).
 // It refuses, with a 400, only a body that is empty, not a JSON object or
-// not valid JSON; everything else about the body is the upstream's to
-// judge, so that sluice never rejects a request the API would accept: a
-// model or stream of the wrong type is the upstream's to refuse.
+// not valid JSON, or that names a member sluice reads (model, stream,
+// max_tokens, ...) twice or in another case (request.NameError), which
+// decoders read differently, so that what sluice checks could differ from
+// what the upstream serves. Everything else about the body is the
+// upstream's to judge: a model or stream of the wrong type is the
+// upstream's to refuse.
 func inspect(body []byte, h http.Header) (request.Descriptor, *apiError) {
 	d, err := request.Parse(body, h)
-	if err != nil {
+	var ne *request.NameError
+	switch {
+	case errors.As(err, &ne):
+		return d, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
+	case err != nil:
 		return d, errBadJSON(err.Error())
 	}
 	return d, nil

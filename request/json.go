@@ -257,18 +257,8 @@ func textLen(s []byte) int {
 		c := s[i]
 		switch {
 		case c == '\\' && s[i+1] == 'u':
-			r := hex4(s[i+2:])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if utf16.DecodeRune(r, hex4(s[i+2:])) != unicode.ReplacementChar {
-						n += 4
-						i += 6
-						continue
-					}
-				}
-				r = unicode.ReplacementChar
-			}
+			var r rune
+			r, i = escapedRune(s, i)
 			n += utf8.RuneLen(r)
 		case c == '\\':
 			n++
@@ -287,4 +277,21 @@ func textLen(s []byte) int {
 		}
 	}
 	return n
+}
+
+// escapedRune decodes the \u escape at s[i], and the one after it when the
+// two are a surrogate pair, as encoding/json does: it returns the rune
+// (U+FFFD for a lone surrogate) and the index past the escapes.
+func escapedRune(s []byte, i int) (rune, int) {
+	r := hex4(s[i+2:])
+	i += 6
+	if !utf16.IsSurrogate(r) {
+		return r, i
+	}
+	if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+		if d := utf16.DecodeRune(r, hex4(s[i+2:])); d != unicode.ReplacementChar {
+			return d, i + 6
+		}
+	}
+	return unicode.ReplacementChar, i
 }

@@ -37,8 +37,8 @@ const maxModel = 128
 const MaxUserID = 256
 
 // Parse reads the descriptor of a Messages request from its body and
-// headers. It refuses only a body that is empty, not a JSON object or not
-// valid JSON (as encoding/json judges it); a field of the wrong type is
+// headers. It refuses a body that is empty, not a JSON object, not valid
+// JSON (as encoding/json judges it) or ambiguous in its names; a field of the wrong type is
 // ignored, since the API, not sluice, decides what is valid. It decodes
 // nothing but the model: one pass validates the body and finds its parts,
 // and one walk of tools, system and messages, in the API's prefix order,
@@ -46,8 +46,10 @@ const MaxUserID = 256
 // allocates only the hash's state (and, for a model with escapes, its
 // decoding), whatever the body's size.
 //
-// Fields are matched by their exact names, as the API matches them; when a
-// name appears twice, the last one counts.
+// A member's name is read decoded, as the API reads it; Parse refuses
+// (with a *NameError) a body in which a member it reads appears twice, or
+// is named as one it reads but for case, so that it reads what any
+// decoder the upstream might use reads (see names.go).
 func Parse(body []byte, h http.Header) (Descriptor, error) {
 	cred := Tenant(h)
 	d := Descriptor{Tenant: cred, Key: cred, Patience: Patience(h)}
@@ -59,34 +61,44 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 		return d, ErrNotObject
 	}
 	var model, tools, system, messages, auto, metadata []byte
+	var seen uint16
+	var nameErr error
 	end := object(body, i, 0, func(k, kEnd, v int) int {
 		end := skipValue(body, v, 1)
 		if end < 0 {
 			return -1
 		}
+		f, err := topFields.check(body[k:kEnd], &seen)
+		if err != nil && nameErr == nil {
+			nameErr = err // refused once the body is known to be JSON
+		}
 		val := body[v:end]
-		switch string(body[k:kEnd]) {
-		case `"model"`:
+		switch f {
+		case fModel:
 			model, d.Model = val, modelOf(val)
-		case `"stream"`:
+		case fStream:
 			d.Stream = string(val) == "true"
-		case `"max_tokens"`:
+		case fMaxTokens:
 			d.Cost.MaxTokens = countOf(val)
-		case `"tools"`:
+		case fTools:
 			tools = val
-		case `"system"`:
+		case fSystem:
 			system = val
-		case `"messages"`:
+		case fMessages:
 			messages = val
-		case `"cache_control"`:
+		case fCacheControl:
 			auto = val
-		case `"metadata"`:
+		case fMetadata:
 			metadata = val
 		}
 		return end
 	})
+	refused := Descriptor{Tenant: d.Tenant, Key: d.Key, Patience: d.Patience}
 	if end < 0 || skipSpace(body, end) != len(body) {
-		return Descriptor{Tenant: d.Tenant, Key: d.Key, Patience: d.Patience}, ErrInvalidJSON
+		return refused, ErrInvalidJSON
+	}
+	if nameErr != nil {
+		return refused, nameErr
 	}
 	// Different models never share a prefix: the key starts with the
 	// model as the body spells it.
@@ -97,9 +109,15 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 	p.system(system)
 	p.messages(messages)
 	p.automatic(auto)
+	var err error
+	if d.UserID, err = userIDOf(metadata); err != nil {
+		return refused, err
+	}
+	if p.err != nil {
+		return refused, p.err
+	}
 	d.Prefixes = p.prefixes
 	d.Cost.InputTokens = max(p.tokens, 1)
-	d.UserID = userIDOf(metadata)
 	return d, nil
 }
 
@@ -140,19 +158,26 @@ func Cut(s string, n int) string {
 
 // userIDOf is the user_id string of the metadata object val, cut to
 // MaxUserID bytes; "" when there is none. val is valid JSON, or nil.
-func userIDOf(val []byte) string {
+func userIDOf(val []byte) (string, error) {
 	if len(val) == 0 || val[0] != '{' {
-		return ""
+		return "", nil
 	}
 	var id string
+	var seen uint16
+	var nameErr error
 	object(val, 0, 1, func(k, kEnd, v int) int {
+		f, err := metadataFields.check(val[k:kEnd], &seen)
+		if err != nil {
+			nameErr = err
+			return -1
+		}
 		end := skipValue(val, v, 2)
-		if string(val[k:kEnd]) == `"user_id"` {
+		if f == 0 {
 			id = stringOf(val[v:end], MaxUserID)
 		}
 		return end
 	})
-	return id
+	return id, nameErr
 }
 
 func containsByte(b []byte, c byte) bool {
@@ -229,6 +254,19 @@ type prompt struct {
 	// role is the role of the message being walked, until it is
 	// written before the message's first block.
 	role []byte
+	err  error // a *NameError met in the walk, which then stops
+}
+
+// check is fs.check, keeping a refusal in p.err.
+func (p *prompt) check(fs *fields, key []byte, seen *uint16) int {
+	f, err := fs.check(key, seen)
+	if err != nil {
+		if p.err == nil {
+			p.err = err
+		}
+		return -2
+	}
+	return f
 }
 
 // Section and role markers: bytes no JSON text contains.
@@ -274,13 +312,16 @@ func (p *prompt) messages(val []byte) {
 		// follow it in the body (the Go SDK writes it so): then the
 		// content is walked once the role is known.
 		var role, content []byte
+		var seen uint16
 		end := object(val, v, 1, func(k, kEnd, v int) int {
-			switch string(val[k:kEnd]) {
-			case `"role"`:
+			switch p.check(messageFields, val[k:kEnd], &seen) {
+			case -2:
+				return -1
+			case fRole:
 				end := skipValue(val, v, 2)
 				role = val[v:end]
 				return end
-			case `"content"`:
+			case fContent:
 				if role != nil {
 					p.role = role
 					return p.content(val, v)
@@ -299,6 +340,9 @@ func (p *prompt) messages(val []byte) {
 			p.content(content, 0)
 		}
 		p.role = nil // a message without blocks adds nothing
+		if p.err != nil {
+			return -1
+		}
 		return end
 	})
 }
@@ -341,20 +385,26 @@ func (p *prompt) block(b []byte, i int, inContent bool) int {
 		return end
 	}
 	var cc, typ, text []byte
+	var seen uint16
 	end := object(b, i, 1, func(k, kEnd, v int) int {
 		end := skipValue(b, v, 2)
-		switch string(b[k:kEnd]) {
-		case `"cache_control"`:
+		switch p.check(blockFields, b[k:kEnd], &seen) {
+		case -2:
+			return -1
+		case fBlockCacheControl:
 			cc = b[v:end]
 			return end
-		case `"type"`:
+		case fType:
 			typ = b[v:end]
-		case `"text"`:
+		case fText:
 			text = b[v:end]
 		}
 		p.h.Write(b[k:end])
 		return end
 	})
+	if end < 0 {
+		return -1 // p.err
+	}
 	chars := end - i
 	if inContent && string(typ) == `"text"` {
 		chars = 0
@@ -397,21 +447,23 @@ func (p *prompt) breakpoint(cc []byte) {
 	p.prefixes = append(p.prefixes, Prefix{
 		Key:    binary.BigEndian.Uint64(p.h.Sum(sum[:0])),
 		Tokens: p.tokens,
-		TTL:    ttlOf(cc),
+		TTL:    p.ttlOf(cc),
 	})
 }
 
 // ttlOf is the lifetime a cache_control object asks for: an hour for
 // "ttl":"1h", else the default five minutes.
-func ttlOf(cc []byte) time.Duration {
+func (p *prompt) ttlOf(cc []byte) time.Duration {
 	ttl := 5 * time.Minute
+	var seen uint16
 	object(cc, 0, 0, func(k, kEnd, v int) int {
+		f := p.check(cacheFields, cc[k:kEnd], &seen)
+		if f == -2 {
+			return -1
+		}
 		end := skipValue(cc, v, 1)
-		if string(cc[k:kEnd]) == `"ttl"` {
-			ttl = 5 * time.Minute
-			if string(cc[v:end]) == `"1h"` {
-				ttl = time.Hour
-			}
+		if f == 0 && string(cc[v:end]) == `"1h"` {
+			ttl = time.Hour
 		}
 		return end
 	})

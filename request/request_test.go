@@ -251,9 +251,10 @@ func TestScalars(t *testing.T) {
 	}{
 		{`{"model":"m","stream":true,"max_tokens":64000}`, "m", true, 64000},
 		{`{"model":5,"stream":"yes","max_tokens":"64"}`, "", false, 0},
-		{`{"model":"a","model":"b","stream":true,"stream":null}`, "b", false, 0},
 		{`{"model":"caf\u00e9","max_tokens":1.5}`, "café", false, 0},
-		{`{"Model":"m","max_tokens":-1}`, "", false, 0},
+		{`{"stream":null,"max_tokens":-1}`, "", false, 0},
+		{`{"mode\u006c":"m","\u0073tream":true,"max_token\u0073":7}`, "m", true, 7}, // names decoded
+		{`{"models":"a","model_":"b","model":"m"}`, "m", false, 0},
 		{`{"model":"` + strings.Repeat("x", 300) + `"}`, strings.Repeat("x", 128), false, 0},
 	} {
 		d := parse(t, tc.body)
@@ -345,14 +346,77 @@ func TestValidityAsEncodingJSON(t *testing.T) {
 func TestUserID(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"metadata":{"user_id":"u-42"}}`:                             "u-42",
-		`{"metadata":{"user_id":"a","user_id":"caf\u00e9"}}`:          "café",
-		`{"metadata":{"User_ID":"u"}}`:                                "",
+		`{"metadata":{"user_i\u0064":"caf\u00e9"}}`:                   "café",
 		`{"metadata":{"user_id":7}}`:                                  "",
 		`{"metadata":"u"}`:                                            "",
 		`{"metadata":{"user_id":"` + strings.Repeat("x", 300) + `"}}`: strings.Repeat("x", MaxUserID),
 	} {
 		if got := parse(t, body).UserID; got != want {
 			t.Errorf("Parse(%.60s) user id %q; want %q", body, got, want)
+		}
+	}
+}
+
+// A member Parse reads that appears twice, or is named as one but for
+// case, is refused: decoders differ on which member counts, and sluice
+// must check what the upstream reads (issue 23).
+func TestAmbiguousNames(t *testing.T) {
+	for _, tc := range []struct {
+		body, name string
+		twice      bool
+	}{
+		{`{"model":"claude-haiku-4-5","mode\u006c":"claude-opus-4-1","max_tokens":8}`, "model", true},
+		{`{"model":"claude-haiku-4-5","Model":"claude-opus-4-1"}`, "model", false},
+		{`{"Model":"claude-opus-4-1"}`, "model", false},
+		{`{"MODE\u004c":"claude-opus-4-1"}`, "model", false},
+		{`{"model":"a","model":"a"}`, "model", true},
+		{`{"stream":false,"strea\u006d":true}`, "stream", true},
+		{`{"stream":false,"\u017ftream":true}`, "stream", false}, // ſ folds to s, as encoding/json matches names
+		{`{"max_tokens":1,"MAX_TOKENS":64000}`, "max_tokens", false},
+		{`{"max_to\u212aens":5}`, "max_tokens", false}, // the Kelvin sign folds to k
+		{`{"max_tokens":1,"max_tokens":64000}`, "max_tokens", true},
+		{`{"system":"a","System":"b"}`, "system", false},
+		{`{"tools":[],"tools":[]}`, "tools", true},
+		{`{"messages":[],"messageS":[]}`, "messages", false},
+		{`{"cache_control":{},"cache_control":{"type":"ephemeral"}}`, "cache_control", true},
+		{`{"metadata":{"user_id":"a"},"metadata":{"user_id":"b"}}`, "metadata", true},
+		{`{"metadata":{"user_id":"a","user_id":"b"}}`, "user_id", true},
+		{`{"metadata":{"User_ID":"u"}}`, "user_id", false},
+		{`{"messages":[{"role":"user","role":"assistant","content":"a"}]}`, "role", true},
+		{`{"messages":[{"role":"user","content":"a","Content":"b"}]}`, "content", false},
+		{`{"messages":[{"content":"a","conten\u0074":"b","role":"user"}]}`, "content", true},
+		{`{"system":[{"type":"text","text":"a","tex\u0074":"b"}]}`, "text", true},
+		{`{"messages":[{"role":"user","content":[{"type":"image","Type":"text"}]}]}`, "type", false},
+		{`{"tools":[{"name":"t","cache_control":{},"Cache_Control":{}}]}`, "cache_control", false},
+		{`{"tools":[{"name":"t","cache_control":{"ttl":"1h","TTL":"5m"}}]}`, "ttl", false},
+		{`{"messages":[{"role":"user","content":"a"}],"cache_control":{"ttl":"5m","ttl":"1h"}}`, "ttl", true},
+	} {
+		d, err := Parse([]byte(tc.body), http.Header{"X-Api-Key": {"k"}})
+		var ne *NameError
+		if !errors.As(err, &ne) {
+			t.Errorf("Parse(%s) = %v; want a NameError", tc.body, err)
+			continue
+		}
+		if ne.Name != tc.name || ne.Twice != tc.twice {
+			t.Errorf("Parse(%s): %+v; want member %q, twice %v", tc.body, ne, tc.name, tc.twice)
+		}
+		if msg := err.Error(); !strings.Contains(msg, `"`+tc.name+`"`) {
+			t.Errorf("Parse(%s): %q does not name the member", tc.body, msg)
+		}
+		if d.Model != "" || d.Tenant == "" {
+			t.Errorf("Parse(%s): descriptor %+v; want the headers' part alone", tc.body, d)
+		}
+	}
+	// Names Parse does not read, anywhere, are the upstream's business.
+	for _, body := range []string{
+		`{"model":"m","Modelx":1,"mode":2,"MODEL_":3}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_use","input":{"model":"x","Model":"y","model":"z"}}]}]}`,
+		`{"model":"m","metadata":{"user_id":"u","extra":{"user_id":1,"User_ID":2}}}`,
+		`{"model":"m","system":"say \"Model\":\"x\"","thinking":{"type":"enabled","Type":"x"}}`,
+		`{"model":"m","\u006d\u006f\u0064\u0065\u006c\u0073":"x"}`,
+	} {
+		if d, err := Parse([]byte(body), nil); err != nil || d.Model != "m" {
+			t.Errorf("Parse(%s) = model %q, %v; want m, accepted", body, d.Model, err)
 		}
 	}
 }
