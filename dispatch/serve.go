@@ -28,7 +28,7 @@ func (m *Member) serve() (err error) {
 	<-m.wave.Done()
 	s.queued.Add(-1)
 	if m.tenant != nil {
-		s.tenants.granted(m.tenant)
+		s.tenants.granted(m.tenant, m.req)
 	}
 	m.granted = time.Now()
 	defer m.deadline.finish()

@@ -73,6 +73,10 @@ type Tenants struct {
 	mu    sync.Mutex
 	known map[string]*tenant
 	other *tenant
+	// keyWaiting is, per inbound key whose limits bind apart from its
+	// requests' tenants (bindsKey), how many of its requests wait: at
+	// most the keys of the keys file.
+	keyWaiting map[string]int
 	// idle lists the tracked tenants with nothing waiting or in flight,
 	// the longest idle first: the ones a new tenant may replace.
 	idleHead, idleTail *tenant
@@ -111,7 +115,7 @@ func NewTenants(cfg TenantConfig) *Tenants {
 	if cfg.Max < 1 {
 		cfg.Max = DefaultMaxTenants
 	}
-	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}}
+	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
 }
 
 // Identify sets d's Tenant and Class from the policy's source, h (the
@@ -139,7 +143,9 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 			}
 		}
 	}
-	if name = strings.TrimSpace(name); name != "" {
+	// A leading NUL is kept for an inbound key's gate key (keyGateKey):
+	// no client names a tenant so (a header cannot hold it).
+	if name = strings.TrimLeft(strings.TrimSpace(name), "\x00"); name != "" {
 		d.Tenant = name
 	}
 	d.Class = ClassInteractive
@@ -149,12 +155,34 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 	}
 }
 
-// enter counts r in as waiting for its tenant and returns the tenant, or
-// refuses it with a *TenantFullError.
+// Under TENANT_FROM=header or metadata, the client names its tenant, and
+// one inbound key may speak for many: the key's own limits (max_waiting,
+// max_concurrent) then bind the key as a whole, over all its requests
+// whatever tenant each names, and the tenant shapes only the order
+// within. Otherwise the key's tenant is the key's (or shared by the keys
+// that name it), and its limits are its tenant's.
+
+// bindsKey tells whether r's inbound key's limits bind apart from r's
+// tenant.
+func (ts *Tenants) bindsKey(r *request.Descriptor) bool {
+	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata)
+}
+
+// keyGateKey is the gate's key for the requests of an inbound key whose
+// max_concurrent binds apart from their tenants: it cannot be a tenant's
+// name (Identify).
+func keyGateKey(in *request.Inbound) string { return "\x00inbound key " + in.Name }
+
+// enter counts r in as waiting for its tenant (and its inbound key) and
+// returns the tenant, or refuses it with a *TenantFullError.
 func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
-	limit := ts.cfg.MaxWaiting
+	limit, keyLimit := ts.cfg.MaxWaiting, 0
 	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
-		limit = in.MaxWaiting
+		if ts.bindsKey(r) {
+			keyLimit = in.MaxWaiting
+		} else {
+			limit = in.MaxWaiting
+		}
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -163,9 +191,29 @@ func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
 		t.shed++
 		return nil, &TenantFullError{Tenant: t.name, Max: limit}
 	}
+	if keyLimit > 0 && ts.keyWaiting[r.Inbound.Name] >= keyLimit {
+		t.shed++
+		return nil, &TenantFullError{Tenant: t.name, Max: keyLimit}
+	}
+	if ts.bindsKey(r) {
+		ts.keyWaiting[r.Inbound.Name]++
+	}
 	t.waiting++
 	ts.busy(t)
 	return t, nil
+}
+
+// keyLeft counts one of r's inbound key's waiting requests out. ts.mu is
+// held.
+func (ts *Tenants) keyLeft(r *request.Descriptor) {
+	if !ts.bindsKey(r) {
+		return
+	}
+	if n := ts.keyWaiting[r.Inbound.Name] - 1; n > 0 {
+		ts.keyWaiting[r.Inbound.Name] = n
+	} else {
+		delete(ts.keyWaiting, r.Inbound.Name)
+	}
 }
 
 // find is the tracked tenant called name: found, made, made in place of
@@ -225,17 +273,19 @@ func (ts *Tenants) settle(t *tenant) {
 	ts.idleTail = t
 }
 
-// left is one of t's waiting requests leaving without a slot.
-func (ts *Tenants) left(t *tenant) {
+// left is one of t's waiting requests, r, leaving without a slot.
+func (ts *Tenants) left(t *tenant, r *request.Descriptor) {
 	ts.mu.Lock()
+	ts.keyLeft(r)
 	t.waiting--
 	ts.settle(t)
 	ts.mu.Unlock()
 }
 
-// granted is one of t's waiting requests taking a slot.
-func (ts *Tenants) granted(t *tenant) {
+// granted is one of t's waiting requests, r, taking a slot.
+func (ts *Tenants) granted(t *tenant, r *request.Descriptor) {
 	ts.mu.Lock()
+	ts.keyLeft(r)
 	t.waiting--
 	t.inFlight++
 	ts.mu.Unlock()
@@ -266,6 +316,11 @@ func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
 		}
 		if in.MaxConcurrent > 0 {
 			tk.MaxInFlight = in.MaxConcurrent
+			if ts.bindsKey(r) {
+				// The gate caps a key's slots: the inbound key's
+				// requests share one, in arrival order within it.
+				tk.Key = keyGateKey(in)
+			}
 		}
 	}
 }

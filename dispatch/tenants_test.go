@@ -67,7 +67,7 @@ func TestTenantsBounded(t *testing.T) {
 	if c := enter("c"); c.name != OtherTenant {
 		t.Errorf("a third tenant with two busy is %q; want %q", c.name, OtherTenant)
 	}
-	ts.granted(a)
+	ts.granted(a, &request.Descriptor{})
 	ts.done(a) // a is idle now: c may take its place
 	if c := enter("c"); c.name != "c" {
 		t.Errorf("a new tenant with one idle is %q; want its own", c.name)
@@ -75,7 +75,7 @@ func TestTenantsBounded(t *testing.T) {
 	if got := enter("a"); got.name != OtherTenant {
 		t.Errorf("the replaced tenant, coming back with both busy, is %q; want %q", got.name, OtherTenant)
 	}
-	ts.left(b)
+	ts.left(b, &request.Descriptor{})
 	names := map[string]TenantStats{}
 	for _, st := range ts.Stats() {
 		names[st.Tenant] = st
@@ -86,7 +86,7 @@ func TestTenantsBounded(t *testing.T) {
 	// Many tenants, one at a time: the map never grows past Max.
 	for i := range 1000 {
 		tn := enter(strconv.Itoa(i))
-		ts.left(tn)
+		ts.left(tn, &request.Descriptor{})
 	}
 	if n := len(ts.known); n > 2 {
 		t.Errorf("%d tenants tracked; want at most 2", n)

@@ -206,6 +206,6 @@ func (m *Member) fillTicket() {
 // leftWaiting counts m, which waited, out of its tenant without a slot.
 func (m *Member) leftWaiting() {
 	if m.tenant != nil {
-		m.s.tenants.left(m.tenant)
+		m.s.tenants.left(m.tenant, m.req)
 	}
 }

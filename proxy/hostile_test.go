@@ -164,10 +164,12 @@ func TestModelListHoldsAgainstCaseVariantNames(t *testing.T) {
 			t.Errorf("POST %s naming claude-opus-4-5 under \"model\" with a haiku-only key: %d %.60s; want 403 or 400, and nothing upstream (the upstream got %s)", tc.path, status, body, got)
 		}
 	}
-	// The same trick on /v1/messages, whose check reads exact names, holds.
+	// The same trick on /v1/messages is refused before the check: a
+	// decoder that ignores case would read the other model (issue 23).
 	msg := `{"model":"claude-opus-4-5","Model":"claude-haiku-4-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
-	if status, body := send(t, "POST", srv.URL+"/v1/messages", msg, "x-api-key", sluiceKey("haiku-only")); status != http.StatusForbidden {
-		t.Errorf("POST /v1/messages with a case variant: %d %s; want 403", status, body)
+	status, body := send(t, "POST", srv.URL+"/v1/messages", msg, "x-api-key", sluiceKey("haiku-only"))
+	if got, _ := seen.Load().(string); status != http.StatusBadRequest || got != "" {
+		t.Errorf("POST /v1/messages with a case variant: %d %s; want 400, and nothing upstream (the upstream got %s)", status, body, got)
 	}
 }
 

@@ -214,6 +214,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", cfg.ListenAddr)
 	}
 	p.publicBase = publicBase(cfg)
+	if p.inbound != nil && (cfg.TenantFrom == dispatch.TenantFromHeader || cfg.TenantFrom == dispatch.TenantFromMetadata) {
+		p.log.Info("TENANT_FROM="+cfg.TenantFrom+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
+			"tenant_from", cfg.TenantFrom)
+	}
 	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	if p.up == nil {
