@@ -169,7 +169,7 @@ var Settings = []Setting{
 		Meaning: "Under GATE_ORDER=fair, the longest the oldest batch request (x-sluice-priority: batch, or an inbound key of class batch) waits while interactive ones are served before the next slot goes to batch. 0: batch waits as long as interactive requests do.",
 		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.PriorityStarve })},
 	{Env: "TENANT_FROM", Flag: "tenant-from", Default: "key", Accepts: "key, header, metadata or inbound",
-		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key), or with INBOUND_KEYS_FILE its sluice key's tenant; header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant. A request without the header, user_id or inbound key is its key's tenant.",
+		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key), or with INBOUND_KEYS_FILE its sluice key's tenant; header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant. A request without the header, user_id or inbound key is its key's tenant. With INBOUND_KEYS_FILE and header or metadata, a key's max_concurrent and max_waiting still bind the key as a whole, whatever tenants its requests name (its requests then share one place in the fair order, in arrival order).",
 		apply: func(c *Config, v string) error {
 			return parseWord(&c.TenantFrom, v, "key", "header", "metadata", "inbound")
 		}},
