@@ -76,8 +76,12 @@ func (m *Member) Used(u Usage) {
 // gate. The head of a key's line goes as soon as its cost fits, so an
 // exhausted bucket holds its key for the time it takes to refill by one
 // request's cost, not until the bucket is full again; a key's tenants
-// take turns (see keyLine), and within a key and tenant nobody overtakes.
-// A 429 that still comes holds its key alone, for its retry-after.
+// take turns, a tenant's head that fits may pass another's that does not
+// for a bounded time (see keyLine), and within a key and tenant nobody
+// overtakes. Whenever an answer changes what the buckets hold (the unused
+// part of a max_tokens given back, a refusal's refund, headers that raise
+// the estimate), the key's line is looked at again. A 429 that still
+// comes holds its key alone, for its retry-after.
 //
 // The output limit is debited max_tokens up front and corrected to the
 // reply's usage once it has ended, which is how the API's documentation
@@ -105,8 +109,26 @@ var _ Pacing = (*KeyBuckets)(nil)
 // the one upstream key sluice holds, so one line for all would let one
 // tenant's burst hold everyone else's requests behind the whole of it,
 // before the gate's fair order could see them. Within a tenant nobody
-// overtakes; a head that does not fit is waited for, not passed over, so
-// a large request is never starved by other tenants' small ones.
+// overtakes.
+//
+// A head that does not fit holds the other tenants' heads behind it for
+// passGrace at most: long enough for the answers in flight to come back
+// and give back what they did not use of their max_tokens, after which a
+// head that was only short of those fits. A head that still does not fit
+// then cannot for a while (it asks for most of a bucket that others
+// spend), and the other tenants' heads that fit pass it, in turn order,
+// rather than wait the minute its refill may take. It is passed for a
+// bounded time only: its reserve time is passGrace plus the wait for its
+// cost that the buckets showed when it first failed (when it would have
+// fitted had nobody passed it); from then on it holds the bucket, and
+// nobody goes before it until it fits. So a head waits at most
+// passGrace, plus its first wait, plus the refill of what others took
+// meanwhile, which is at most its own cost: no more than passGrace and
+// twice the time its cost takes to refill from empty (2 min 1 s for a
+// whole bucket), as far as the model of the buckets knows (a 429's hold
+// comes on top), and sooner when answers give back what they did not use.
+// Its tenant's later requests wait behind it, each with the same bound
+// once at the head.
 type keyLine struct {
 	key   string
 	ring  []*tenantQueue // tenants with members held, in turn order
@@ -136,11 +158,10 @@ func (l *keyLine) push(p pacedMember) {
 	l.ring = append(l.ring, &tenantQueue{tenant: t, waiting: []pacedMember{p}})
 }
 
-// head is the member whose turn it is. l.held() and k.mu is held.
-func (l *keyLine) head() pacedMember { return l.ring[l.turn].waiting[0] }
-
-// pop takes the head out and passes the turn on. k.mu is held.
-func (l *keyLine) pop() {
+// popAt takes the head of the tenant at i out and passes the turn on to
+// the tenant after it. k.mu is held.
+func (l *keyLine) popAt(i int) {
+	l.turn = i
 	q := l.ring[l.turn]
 	q.waiting[0] = pacedMember{}
 	q.waiting = q.waiting[1:]
@@ -168,6 +189,30 @@ type pacedMember struct {
 	join  func(*Member)
 	live  func() bool
 	since time.Time
+	// failed is when this member first failed to fit at the head of its
+	// tenant's queue, zero until then; reserve is when it holds the
+	// bucket against other tenants' heads from then on (see keyLine).
+	failed, reserve time.Time
+}
+
+// passGrace is how long a head that does not fit holds the other
+// tenants' heads of its key behind it before they may pass it (see
+// keyLine).
+const passGrace = time.Second
+
+// fail marks p as having failed to fit at now, when its cost would fit
+// at: its grace and its reserve time start from the first time.
+func (p *pacedMember) fail(now, at time.Time) {
+	if p.failed.IsZero() {
+		p.failed = now
+		p.reserve = now.Add(passGrace + max(at.Sub(now), 0))
+	}
+}
+
+// holding reports whether p, a head, holds the others behind it at now:
+// within its grace, or past its reserve time.
+func (p *pacedMember) holding(now time.Time) bool {
+	return !p.failed.IsZero() && (now.Before(p.failed.Add(passGrace)) || !now.Before(p.reserve))
 }
 
 // cost is what m is estimated to spend.
@@ -218,13 +263,19 @@ func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 			l = &keyLine{key: key}
 			k.lines[key] = l
 		}
-		l.push(pacedMember{m, join, live, now})
+		p := pacedMember{m: m, join: join, live: live, since: now}
+		p.fail(now, at)
+		l.push(p)
 		k.arm(l, at)
 		k.mu.Unlock()
 		return
 	}
-	l.push(pacedMember{m, join, live, now})
+	// A line is held: m goes behind its own tenant's held members, but
+	// may pass other tenants' heads that do not fit.
+	l.push(pacedMember{m: m, join: join, live: live, since: now})
+	out := k.serve(l, now)
 	k.mu.Unlock()
+	k.release(out, now)
 }
 
 // prune drops the members at the head of each of l's queues that no
@@ -264,36 +315,113 @@ func (k *KeyBuckets) arm(l *keyLine, t time.Time) {
 	}
 }
 
-// wake lets go the members at the heads of l whose cost fits now, a
-// tenant at a time in turns, and arms l's timer for the next.
+// wake lets go the members at the heads of l whose cost fits now and
+// arms l's timer for the next.
 func (k *KeyBuckets) wake(l *keyLine) {
 	now := time.Now()
-	var out []pacedMember
 	k.mu.Lock()
 	l.due = time.Time{}
+	out := k.serve(l, now)
+	k.mu.Unlock()
+	k.release(out, now)
+}
+
+// serve debits and takes out of l the heads that may go now, a tenant at
+// a time in turns, and arms l's timer for when the next might; the
+// caller joins them (release) once k.mu is let go. k.mu is held.
+func (k *KeyBuckets) serve(l *keyLine, now time.Time) []pacedMember {
+	var out []pacedMember
 	for {
 		l.prune()
 		if !l.held() {
-			delete(k.lines, l.key) // a later member makes a new line
-			break
+			if k.lines[l.key] == l {
+				delete(k.lines, l.key) // a later member makes a new line
+			}
+			return out
 		}
-		p := l.head()
-		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.req, cachedTokens(p.m)), now)
-		if !ok {
-			k.arm(l, at)
-			break
+		i, d, next := k.pick(l, now)
+		if i < 0 {
+			k.arm(l, next)
+			return out
 		}
+		p := l.ring[i].waiting[0]
 		p.m.spend = spend{debit: d, held: p.m.spend.held + now.Sub(p.since)}
-		l.pop()
+		l.popAt(i)
 		out = append(out, p)
 	}
-	k.mu.Unlock()
+}
+
+// pick is the tenant in l whose head goes now, debited, or -1 and when
+// one might. A head past its reserve time holds the bucket (the first
+// such in turn order): it goes if it fits, and nobody else. Otherwise the
+// heads are tried in turn order: one that fits goes; one that does not is
+// passed if its grace is over, and otherwise holds the rest behind it
+// (see keyLine). k.mu is held.
+func (k *KeyBuckets) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time) {
+	n := len(l.ring)
+	for j := range n {
+		i := (l.turn + j) % n
+		p := &l.ring[i].waiting[0]
+		if p.failed.IsZero() || now.Before(p.reserve) {
+			continue
+		}
+		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.req, cachedTokens(p.m)), now)
+		if ok {
+			return i, d, now
+		}
+		return -1, pace.Debit{}, at
+	}
+	var next time.Time
+	soonest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for j := range n {
+		i := (l.turn + j) % n
+		p := &l.ring[i].waiting[0]
+		c := k.cost(p.m.req, cachedTokens(p.m))
+		at := k.Buckets.FitsAt(l.key, c, now)
+		if !at.After(now) {
+			d, ok, when := k.Buckets.Take(l.key, c, now)
+			if ok {
+				return i, d, now
+			}
+			at = when
+		}
+		p.fail(now, at)
+		soonest(at)
+		if p.holding(now) {
+			soonest(p.failed.Add(passGrace)) // the others may pass it then
+			break
+		}
+		soonest(p.reserve) // it holds the others again then
+	}
+	return -1, pace.Debit{}, next
+}
+
+// release joins the members serve let go, and reports how long each was
+// held.
+func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
 	for _, p := range out {
 		if k.Held != nil {
 			k.Held(now.Sub(p.since))
 		}
 		p.join(p.m)
 	}
+}
+
+// fitsAt is the soonest any of l's heads would fit, as far as the
+// buckets are known at now. l.held() and k.mu is held.
+func (l *keyLine) fitsAt(k *KeyBuckets, now time.Time) time.Time {
+	var at time.Time
+	for _, q := range l.ring {
+		p := q.waiting[0]
+		if t := k.Buckets.FitsAt(l.key, k.cost(p.m.req, cachedTokens(p.m)), now); at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // Settle learns the key's limits from the answer's headers. A refusal
@@ -303,22 +431,23 @@ func (k *KeyBuckets) wake(l *keyLine) {
 func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 	now := time.Now()
 	k.Buckets.Observe(m.req.Key, m.spend.debit, status, h, now)
-	if m.spend.settled {
-		return
+	if !m.spend.settled {
+		m.spend.settled = true
+		switch {
+		case status == http.StatusTooManyRequests:
+			k.Buckets.Refund(m.spend.debit, now)
+		case status >= 300:
+			k.Buckets.Correct(m.spend.debit, pace.Cost{}, now)
+		}
 	}
-	m.spend.settled = true
-	switch {
-	case status == http.StatusTooManyRequests:
-		k.Buckets.Refund(m.spend.debit, now)
-	case status >= 300:
-		k.Buckets.Correct(m.spend.debit, pace.Cost{}, now)
-	}
+	k.recheck(m.req.Key, now)
 }
 
 // Used corrects m's debit to its answer's usage.
 func (k *KeyBuckets) Used(m *Member, u Usage) {
 	now := time.Now()
 	k.Buckets.Correct(m.spend.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
+	k.recheck(m.req.Key, now)
 }
 
 // End gives back a debit that no answer settled: the call never reached
@@ -331,19 +460,49 @@ func (k *KeyBuckets) End(m *Member) {
 	m.spend.settled = true
 	k.mu.Unlock()
 	if !sp.settled {
-		k.Buckets.Refund(sp.debit, time.Now())
+		now := time.Now()
+		k.Buckets.Refund(sp.debit, now)
+		k.recheck(m.req.Key, now)
 	}
 }
 
-// Holds reports whether a request like r would be held now: its key has
-// members held, or its cost does not fit.
+// recheck re-arms key's line, if it holds anyone, for when its heads fit
+// now that an answer has changed what the buckets hold: the unused part
+// of a max_tokens given back at an answer's end, a refusal's refund or
+// headers that raise the estimate. The timer was armed for the refill
+// alone, which for a key limited on output tokens, whose requests give
+// back most of their max_tokens, was tens of seconds late.
+func (k *KeyBuckets) recheck(key string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.lines[key]
+	if l == nil || !l.held() {
+		return
+	}
+	k.arm(l, l.fitsAt(k, now))
+}
+
+// Holds reports whether a request like r would be held now: its tenant
+// has members held on its key, a head there holds the others behind it
+// (see keyLine), or its cost does not fit.
 func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
+	now := time.Now()
 	k.mu.Lock()
 	l := k.lines[r.Key]
-	held := l != nil && l.held()
+	held := l != nil && l.holds(r.Tenant, now)
 	k.mu.Unlock()
-	now := time.Now()
 	return held || k.Buckets.FitsAt(r.Key, k.cost(r, 0), now).After(now)
+}
+
+// holds reports whether l holds a new member of tenant: behind its own
+// tenant's, or behind a head that holds the others. k.mu is held.
+func (l *keyLine) holds(tenant string, now time.Time) bool {
+	for _, q := range l.ring {
+		if p := &q.waiting[0]; q.tenant == tenant || p.holding(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // HeldUntil is when a request like r would fit in its key's buckets, as

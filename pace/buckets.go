@@ -68,7 +68,13 @@ type Debit struct {
 	// spent is the key's running total of debits, by kind, when this one
 	// was taken: what was debited after it is what its answer's headers
 	// cannot have seen yet.
-	spent  [numKinds]float64
+	spent [numKinds]float64
+	// given is the key's running total of what was given back, by kind,
+	// when this one was taken, and at when it was taken: what was given
+	// back since, and what refilled since, its answer's headers may not
+	// have seen either (they were made when the upstream admitted it).
+	given  [numKinds]float64
+	at     time.Time
 	taken  bool
 	shared bool
 }
@@ -125,7 +131,8 @@ type Buckets struct {
 type keyBuckets struct {
 	key     string
 	b       [numKinds]bucket
-	spent   [numKinds]float64 // running total of debits
+	spent   [numKinds]float64 // running total of debits, less what was given back
+	given   [numKinds]float64 // running total of what was given back
 	blocked time.Time         // a 429's retry-after: nothing goes before it
 }
 
@@ -232,7 +239,7 @@ func (bs *Buckets) Take(key string, c Cost, now time.Time) (Debit, bool, time.Ti
 	if at.After(now) {
 		return Debit{}, false, at
 	}
-	d := Debit{Key: key, Cost: c, spent: k.spent, taken: true}
+	d := Debit{Key: key, Cost: c, spent: k.spent, given: k.given, at: now, taken: true}
 	for kind := range numKinds {
 		n := c.of(kind)
 		k.spent[kind] += n
@@ -286,6 +293,9 @@ func (bs *Buckets) correct(d Debit, spent Cost, refund bool, now time.Time) {
 // give adds n (negative: takes) to kind's bucket.
 func (k *keyBuckets) give(kind Kind, n float64, now time.Time) {
 	k.spent[kind] -= n
+	if n > 0 {
+		k.given[kind] += n
+	}
 	if b := &k.b[kind]; k.uses(kind) {
 		b.refill(now)
 		b.level = math.Min(b.limit, b.level+n)
@@ -294,10 +304,14 @@ func (k *keyBuckets) give(kind Kind, n float64, now time.Time) {
 
 // Observe learns from one answer to a request that took d: the limits and
 // what remains of them, and a 429's retry-after, which holds key alone.
-// The local estimate is kept within what the headers allow: never above
-// what remains (other clients of the organisation spend it too), never
-// below what remains less what was debited since d (the headers cannot
-// have seen those yet).
+// The local estimate is kept below what the headers allow. The headers
+// were made when the upstream admitted d's request, which may be long
+// before its answer ends (a whole JSON answer brings them at its end): so
+// never above what remains plus what was given back and what refilled
+// since d was taken (other clients of the organisation spend it too; a
+// bound of what remains alone threw away the unused max_tokens that
+// other requests gave back since, and held an output-limited key for
+// tens of seconds); it is never raised to them (see below).
 func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now time.Time) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
@@ -332,14 +346,26 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 		if bs.share > 0 {
 			limit, rem, slack = limit*bs.share, rem*bs.share, slack*bs.share
 		}
+		// uncounted is what of d the upstream did not count, which Settle
+		// gives back after this: the headers of a refusal have not seen
+		// it, so the estimate, which still holds it, is bounded that
+		// much lower.
+		uncounted := 0.0
+		if d.taken && d.Key == key && (status == http.StatusTooManyRequests || (status >= 300 && kind != Requests)) {
+			uncounted = d.Cost.of(kind)
+		}
 		hi := math.Min(limit, rem+slack)
+		if d.taken && d.Key == key && !d.shared {
+			since := max(now.Sub(d.at), 0).Minutes() * limit
+			hi = math.Min(limit, rem+slack+since+k.given[kind]-d.given[kind])
+		}
 		if !b.known {
 			// First seen: the rounded count is the best guess (the true
 			// one is as likely above it as below), less what was let go
 			// after d while the limit was unknown, which the headers
 			// cannot have seen; from here on the local estimate is only
 			// kept within the bounds.
-			level := math.Min(limit, rem)
+			level := math.Min(limit, rem) - uncounted
 			if d.taken && d.Key == key {
 				level -= k.spent[kind] - d.spent[kind] - d.Cost.of(kind)
 			}
@@ -348,13 +374,15 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 		}
 		b.limit = limit
 		b.refill(now)
-		lo := rem - slack
-		if d.taken && d.Key == key {
-			lo -= k.spent[kind] - d.spent[kind] - d.Cost.of(kind)
-		} else {
-			lo = math.Inf(-1) // no debit to reckon from: only the upper bound
-		}
-		b.level = math.Max(math.Min(b.level, hi), math.Min(lo, hi))
+		// Only ever lowered: the headers' lower bound, what remains less
+		// what was debited since d, is not one when several requests are
+		// in flight at once, since one debited before d may reach the
+		// upstream after it (a window's flush sends its members in any
+		// order): raising the estimate to it sent a 1,024-token request
+		// into a 429 (TestBucketsALargeHeadDoesNotHoldAnotherTenants-
+		// SmallRequests). A level too low comes back with the refill and
+		// the answers' refunds.
+		b.level = math.Min(b.level, hi-uncounted)
 	}
 	if status == http.StatusTooManyRequests {
 		wait := time.Second
