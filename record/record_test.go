@@ -253,3 +253,12 @@ func BenchmarkShape(b *testing.B) {
 		shape(e, h)
 	}
 }
+
+// An exchange that ends after Close (a client still being answered) is
+// dropped, not a panic.
+func TestAddAfterClose(t *testing.T) {
+	r := open(t, Config{Path: filepath.Join(t.TempDir(), "rec.jsonl"), MaxBytes: 1 << 20})
+	r.Close()
+	r.Add(exchange(0))
+	r.Close()
+}

@@ -73,7 +73,10 @@ type Recorder struct {
 	ch      chan *Exchange
 	pending atomic.Int64 // bytes of the bodies queued
 	done    chan struct{}
-	close   sync.Once
+	// mu orders Add's sends before Close's close: an exchange that ends
+	// after Close (a client still being answered) is dropped, not a panic.
+	mu     sync.RWMutex
+	closed bool
 
 	written prometheus.Counter
 	dropped *prometheus.CounterVec // reason: full, too_large, write_error
@@ -128,8 +131,13 @@ func (r *Recorder) Collectors() []prometheus.Collector {
 }
 
 // Add queues e to be written, or drops it (and counts it) when the queue
-// is full: it never waits. It must not be called after Close.
+// is full: it never waits. After Close it does nothing.
 func (r *Recorder) Add(e *Exchange) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return
+	}
 	n := int64(len(e.Body))
 	if r.pending.Add(n) > r.cfg.QueueBytes {
 		r.pending.Add(-n)
@@ -146,7 +154,12 @@ func (r *Recorder) Add(e *Exchange) {
 
 // Close writes what is queued and closes the file.
 func (r *Recorder) Close() error {
-	r.close.Do(func() { close(r.ch) })
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.ch)
+	}
+	r.mu.Unlock()
 	<-r.done
 	return nil
 }
