@@ -175,7 +175,10 @@ func requestBody(model, prefix string, tools []map[string]any, id int, a Arrival
 // do sends request id until it succeeds, fails for good, or runs out of
 // retries. ctx ending (the run aborted) ends it as lost.
 func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
-	body := requestBody(c.model, c.prefix, c.tools, id, a)
+	body := []byte(a.Body)
+	if a.Body == "" {
+		body = requestBody(c.model, c.prefix, c.tools, id, a)
+	}
 	var out Outcome
 	try := c.attempt
 	if c.bulk {

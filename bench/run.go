@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/statuswriter"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// Observer, if set, is asked for an observer to give each mode's proxy
 	// (proxy.Options.Observer); it may return nil.
 	Observer func(mode string) proxy.Observer
+	// Recorder, if set, is asked for a recorder to give each mode's proxy
+	// (proxy.Options.Recorder, RECORD_FILE); it may return nil.
+	Recorder func(mode string) *record.Recorder
 }
 
 // Sample is one reading of the gauges, at T since the run's start.
@@ -258,6 +262,9 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		popt := proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		if opt.Observer != nil {
 			popt.Observer = opt.Observer(mode)
+		}
+		if opt.Recorder != nil {
+			popt.Recorder = opt.Recorder(mode)
 		}
 		if mode == ModeBulk {
 			svc, err := startBulk(ctx, cfg, popt.Logger)

@@ -50,6 +50,8 @@ type Scenario struct {
 	Alone *Alone `json:"alone"`
 
 	dir fs.FS // where a trace file named by Workload.Trace is looked up
+	// arrivals, when set, are the workload (a replay's, see replay.go).
+	arrivals []Arrival
 }
 
 // Variant is a windowed mode with settings of its own: its Sluice's

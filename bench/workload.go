@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 )
@@ -28,11 +29,18 @@ type Arrival struct {
 	// TENANT_FROM=key tells the tenants apart. "" is the one tenant
 	// sk-bench.
 	Tenant string
+	// Body, when set, is the request's body as it is sent (a replayed
+	// recording's, see replay.go), instead of one built from the fields
+	// above.
+	Body string
 }
 
 // Arrivals builds the workload's requests in arrival order. The same
 // scenario and seed always give the same list.
 func (sc *Scenario) Arrivals() ([]Arrival, error) {
+	if sc.arrivals != nil {
+		return slices.Clone(sc.arrivals), nil // a replay's
+	}
 	w := sc.Workload
 	if w.Kind == "tenants" {
 		return sc.tenantArrivals()

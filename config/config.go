@@ -42,6 +42,8 @@ type Config struct {
 	MetricsEnabled       bool          // METRICS_ENABLED
 	LogFormat            string        // LOG_FORMAT: text or json
 	LogLevel             string        // LOG_LEVEL: debug, info, warn or error
+	RecordFile           string        // RECORD_FILE; empty: no recording
+	RecordMax            int64         // RECORD_MAX_MB, in bytes
 	PublicURL            *url.URL      // PUBLIC_URL; nil: http:// and the listen address
 	BodyBudget           int64         // BODY_BUDGET_MB, in bytes
 	UpstreamTimeout      time.Duration // UPSTREAM_TIMEOUT_S
@@ -207,6 +209,16 @@ var Settings = []Setting{
 	{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Accepts: "debug, info, warn or error",
 		Meaning: "Least severe log level written; warn drops the access lines.",
 		apply:   func(c *Config, v string) error { return parseWord(&c.LogLevel, v, "debug", "info", "warn", "error") }},
+	{Env: "RECORD_FILE", Flag: "record-file", Default: "", Accepts: "a file path, or empty",
+		Meaning: "Record the shape of every Messages request to this file (JSON lines), for `sluice bench --replay` to show what windowing would save on your own traffic: arrival, salted hashes of tenant and key, model, stream, max_tokens, each prompt block's tokens, salted hash and cache_control, the answer's status, rate limits and usage; never text, keys or bodies (docs/replay.md). An existing recording there is continued. Empty: no recording.",
+		apply:   func(c *Config, v string) error { c.RecordFile = v; return nil }},
+	{Env: "RECORD_MAX_MB", Flag: "record-max-mb", Default: "256", Accepts: "whole megabytes >= 1",
+		Meaning: "Disk bound of RECORD_FILE: when it reaches half of this it becomes RECORD_FILE.1 (replacing the older one) and a new part begins.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			c.RecordMax = int64(n) << 20
+			return err
+		}},
 	{Env: "PUBLIC_URL", Flag: "public-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
 		Meaning: "The URL clients reach sluice at, written into each batch's results_url. Empty: http:// and the listen address. Never taken from a request's Host header.",
 		apply:   parsePublicURL},

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
+	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/statuswriter"
 )
@@ -44,6 +45,9 @@ type record struct {
 	// span is the request's server span; nil when tracing is off (or for
 	// a probe, which is not traced).
 	span trace.Span
+	// shape is the request's shape for RECORD_FILE; nil when the proxy
+	// does not record (see record.go).
+	shape *recording.Exchange
 }
 
 type recordKey struct{}
@@ -143,6 +147,7 @@ func (p *Proxy) account(r *http.Request, rec *record, status int, bytesOut int64
 	if p.obs != nil && route == "messages" {
 		p.observeDone(r, rec, status, end)
 	}
+	p.recordDone(rec, status)
 	if route == "healthz" || route == "readyz" || route == "metrics" {
 		return accessFields{}, false // scrapes and probes would drown the access log
 	}
@@ -236,6 +241,7 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // prefix's TTL, instead of reading it at a tenth of the input price.
 func (ex *exchange) countTokens(model string, u usage) {
 	ex.p.countTokens(model, u)
+	ex.rec.recordUsage(u)
 	if ex.member != nil {
 		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
 	}

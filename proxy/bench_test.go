@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/sluicehq/sluice/config"
+	recording "github.com/sluicehq/sluice/record"
 )
 
 // BenchmarkAddedLatency measures one request at a time, over keep-alive
@@ -41,7 +42,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		}
 		opt := Options{Logger: benchLogger}
 		for _, o := range opts {
-			opt.ParkWhenQueued, opt.TracerProvider = o.ParkWhenQueued, o.TracerProvider
+			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder = o.ParkWhenQueued, o.TracerProvider, o.Recorder
 		}
 		p, err := New(cfg, opt)
 		if err != nil {
@@ -80,6 +81,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 		{"windowed-size1-traced", func(b *testing.B) string {
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1 }, Options{TracerProvider: discardingTracer(b)})
 		}},
+		// RECORD_FILE set: what recording costs the request path (the walk
+		// and the write run on the recorder's goroutine).
+		{"plain-recorded", func(b *testing.B) string { return target(b, false, nil, Options{Recorder: benchRecorder(b)}) }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			url := tc.url(b) + "/v1/messages"
@@ -102,6 +106,16 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// benchRecorder records to a file in b's temporary directory.
+func benchRecorder(b *testing.B) *recording.Recorder {
+	rc, err := recording.Open(recording.Config{Path: b.TempDir() + "/rec.jsonl", MaxBytes: 64 << 20, Logger: benchLogger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rc.Close() })
+	return rc
 }
 
 // discardingTracer is the SDK's tracer provider, batching as sluice's

@@ -59,6 +59,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	p.tenants.Identify(&info, r.Header)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
+	p.recordArrival(rec, body.data, &info)
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
 	if p.sched == nil {
 		ctx := p.begin(r.Context(), &ex.serving)
@@ -361,6 +362,7 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	}
 	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
 	ex.rec.upstreamID = resp.Header.Get("Request-Id")
+	ex.rec.recordAnswer(resp.Header)
 	if m != nil {
 		m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
 	}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/park"
+	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -80,6 +82,9 @@ type Proxy struct {
 	buckets *dispatch.KeyBuckets
 	// cache is the cache-aware releaser (CACHE_AWARE); nil otherwise.
 	cache *dispatch.CacheAware
+	// recorder records the shape of each Messages request (RECORD_FILE);
+	// nil otherwise.
+	recorder *recording.Recorder
 	// lastRateLimited is when the upstream last answered 429, in Unix
 	// nanoseconds.
 	lastRateLimited atomic.Int64
@@ -179,6 +184,11 @@ type Options struct {
 	// Bulk, if set, serves /v1/bulk/ (the async bulk endpoint, package
 	// bulk).
 	Bulk http.Handler
+
+	// Recorder, if set, is given the shape of every Messages request
+	// (RECORD_FILE, package record); its metrics are served too. The
+	// caller closes it once the proxy has drained.
+	Recorder *recording.Recorder
 }
 
 // New builds a proxy for cfg.
@@ -187,7 +197,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound}
+		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound, recorder: opt.Recorder}
 	if p.budget == nil {
 		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
 	}
@@ -255,6 +265,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		BodyBudget: func() int { return int(p.bodies.limit) },
 		Tenants:    p.tenantCounts,
 	})
+	if opt.Recorder != nil {
+		opt.Collectors = append(slices.Clip(opt.Collectors), opt.Recorder.Collectors()...)
+	}
 	for _, c := range opt.Collectors {
 		if err := p.metrics.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)

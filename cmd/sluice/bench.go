@@ -24,11 +24,14 @@ func runBench(args []string) error {
 	repeat := fs.Int("repeat", 1, "run each mode `N` times, with seeds seed..seed+N-1, and report the median and range of each figure")
 	var ov overheadFlags
 	ov.register(fs)
+	var rp replayFlags
+	rp.register(fs)
 	fs.Usage = func() {
 		o := fs.Output()
 		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
 			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n\n"+
-			"       sluice bench --suite [--short] [--repeat N] --out DIR\n\n"+
+			"       sluice bench --suite [--short] [--repeat N] --out DIR\n"+
+			"       sluice bench --replay FILE [--speed X] [--capacity N] [--rpm N] [--itpm N] [--otpm N] [--out DIR]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. With --overhead, measures what sluice adds to a call instead: an\n"+
 			"upstream that answers at once, HAProxy (when on PATH), go-proxy (net/http's server and\n"+
@@ -50,6 +53,9 @@ func runBench(args []string) error {
 	}
 	if *suite {
 		return runSuite(fs, *out, ov.short, *repeat, *quiet, args)
+	}
+	if rp.file != "" {
+		return rp.run(*out, *repeat, *quiet)
 	}
 	if ov.short {
 		return errors.New("bench: --short goes with --suite or --overhead")

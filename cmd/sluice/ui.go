@@ -53,6 +53,18 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 		spans := flushSpans
 		flushSpans = func() { bk.Close(); spans() }
 	}
+	rc, err := openRecorder(cfg, log)
+	if err != nil {
+		flushSpans()
+		return nil, err
+	}
+	if rc != nil {
+		opt.Recorder = rc
+		// Closed after the drain, with the spans: the last exchanges are
+		// written.
+		spans := flushSpans
+		flushSpans = func() { rc.Close(); spans() }
+	}
 	var live *web.Live
 	if cfg.UIEnabled {
 		live = web.NewLive(nil)
