@@ -33,6 +33,7 @@ type Config struct {
 	ListenAddr           string        // LISTEN_ADDR
 	UpstreamURL          *url.URL      // UPSTREAM_URL
 	StreamIdleTimeout    time.Duration // STREAM_IDLE_TIMEOUT_S
+	StreamClientStall    time.Duration // STREAM_CLIENT_STALL_S; 0: none
 	DrainTimeout         time.Duration // DRAIN_TIMEOUT_S
 	UIEnabled            bool          // UI_ENABLED
 	MaxQueue             int           // BATCH_MAX_QUEUE
@@ -152,6 +153,9 @@ var Settings = []Setting{
 	{Env: "STREAM_IDLE_TIMEOUT_S", Flag: "stream-idle-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
 		Meaning: "A stream silent this long, or sending nothing but ping events (which the API sends to keep a connection open), is ended with an in-band timeout_error event and its slot released.",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.StreamIdleTimeout })},
+	{Env: "STREAM_CLIENT_STALL_S", Flag: "stream-client-stall-s", Default: "10", Accepts: "whole seconds >= 0",
+		Meaning: "A stream's client that takes no bytes for this long while the upstream waits on it (sluice's 1 MB buffer for the stream is full) is cut and its slot given back, within 1.25 times this. A client that reads at any pace is never cut so. 0: only STREAM_IDLE_TIMEOUT_S applies.",
+		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.StreamClientStall })},
 	{Env: "DRAIN_TIMEOUT_S", Flag: "drain-timeout-s", Default: "30", Accepts: "whole seconds >= 0",
 		Meaning: "On SIGINT/SIGTERM, how long in-flight requests may take to finish before sluice exits.",
 		apply:   wholeUnits(time.Second, 0, func(c *Config) *time.Duration { return &c.DrainTimeout })},
@@ -233,7 +237,7 @@ var Settings = []Setting{
 		Meaning: "On the plain path and every relayed path, how long the upstream may take to send its response headers (the SDKs' own default timeout is 600 s); after them a body silent for STREAM_IDLE_TIMEOUT_S is cut.",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
 	{Env: "MAX_PENDING_CONNS", Flag: "max-pending-conns", Default: "4096", Accepts: "a whole number >= 1",
-		Meaning: "Max connections that have not yet sent a whole request, headers and body (new ones, and idle keep-alive ones awaiting their next request). A new one past it is answered 529 and closed at once, an idle one closed, so slow or idle clients cannot use up file descriptors.",
+		Meaning: "Max connections that have not yet sent a whole request, headers and body (new ones, and idle keep-alive ones awaiting their next request). A new one past it takes the place of the keep-alive connection idle longest, which is closed; with none idle (all sending slowly) it is answered 529 and closed at once. So slow or idle clients cannot use up file descriptors, and idle ones cannot lock new clients out. Capped to fit the process's file limit (RLIMIT_NOFILE), with descriptors kept for the admin listener, upstream connections and requests being served.",
 		apply:   func(c *Config, v string) (err error) { c.MaxPendingConns, err = parseInt(v, 1); return }},
 	{Env: "SHUTDOWN_DELAY_S", Flag: "shutdown-delay-s", Default: "0", Accepts: "whole seconds >= 0",
 		Meaning: "On SIGINT/SIGTERM, how long sluice goes on serving, with GET /readyz answering 503, before it stops accepting and the drain begins; behind a load balancer, set it to the time its readiness probe takes to mark sluice down.",

@@ -62,6 +62,8 @@ type Metrics struct {
 	Shed             prometheus.Counter
 	Deadlines        prometheus.Counter
 	Departed         prometheus.Counter
+	ClientStalls     prometheus.Counter       // stream clients cut by STREAM_CLIENT_STALL_S
+	IdleConnsClosed  prometheus.Counter       // idle keep-alive connections closed to admit a new one
 	Tokens           *prometheus.CounterVec   // model, kind
 	CacheGroups      prometheus.Counter       // leaders that got a held follower
 	CacheRequests    *prometheus.CounterVec   // role: leader, follower, warm
@@ -103,6 +105,10 @@ func New(st State) *Metrics {
 		Help: "Requests cut at their wave deadline (BATCH_TIMEOUT_S)."})
 	m.Departed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_departed_clients_total",
 		Help: "Windowed requests whose client hung up before the answer."})
+	m.ClientStalls = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_stream_client_stalls_total",
+		Help: "Streams whose client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it: the connection was cut and the slot given back."})
+	m.IdleConnsClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_idle_connections_closed_total",
+		Help: "Idle keep-alive connections closed to admit a new connection at MAX_PENDING_CONNS."})
 	m.Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tokens_total",
 		Help: "Tokens reported in responses' usage, by model and kind (input, output, cache_write, cache_read)."},
 		[]string{"model", "kind"})
@@ -125,7 +131,7 @@ func New(st State) *Metrics {
 	m.GateLimitChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_gate_limit_changes_total",
 		Help: "Changes of the gate's slots by the adaptive limit (GATE_LIMIT=adaptive), by direction (up, down); the limit itself is sluice_gate_capacity_requests."}, []string{"direction"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
-		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.Tokens,
+		m.UpstreamDuration, m.UpstreamTTFB, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.ClientStalls, m.IdleConnsClosed, m.Tokens,
 		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.GateLimitChanges} {
 		f(c)
 	}

@@ -112,6 +112,10 @@ type conn struct {
 
 func (c *conn) LocalAddr() net.Addr { return c.addr }
 
+// NetConn is the connection c wraps (as tls.Conn's NetConn is), so that a
+// server can reach what its own listener put beneath the Parker's.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func (c *conn) Read(b []byte) (int, error) {
 	if len(c.next) > 0 {
 		n := copy(b, c.next)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,9 @@ const maxEventSize = 8 << 20
 // slow client costs its slot nothing as long as the rest of its stream
 // fits here (a long answer of 4,000 output tokens is about 600 KB of
 // events); past it the upstream waits for the client, and a client that
-// takes no bytes for STREAM_IDLE_TIMEOUT_S is cut.
+// takes no bytes for STREAM_CLIENT_STALL_S while it waits is cut (see
+// streamPipe.put), so that a client that reads nothing gives its slot back
+// long before STREAM_IDLE_TIMEOUT_S.
 const streamBufferSize = 1 << 20
 
 // streamBufferBudget bounds the events held for all streams together,
@@ -49,6 +52,15 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
+	if c, ok := ex.r.Context().Value(connKey{}).(net.Conn); ok && p.cfg.StreamClientStall > 0 {
+		pipe.stall, pipe.acked = p.cfg.StreamClientStall, ackedBytes(c)
+		pipe.cut = func() {
+			p.metrics.ClientStalls.Inc()
+			// A deadline passed, not a close: a parked connection is
+			// closed only by its Response, after its watch.
+			c.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
 	defer pipe.close() // whatever happens here, the writer finishes and complete's wait ends
 	ex.out = pipe
 	h := ex.w.Header()
@@ -145,6 +157,10 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 // errClientWrite marks a failure to write to the client.
 var errClientWrite = errors.New("write to client")
 
+// errClientStalled marks a client cut for taking no bytes while the
+// upstream waited on it.
+var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it", errClientWrite)
+
 // errEventTooLarge marks an upstream event longer than maxEventSize.
 var errEventTooLarge = errors.New("upstream event too large")
 
@@ -158,14 +174,31 @@ type streamPipe struct {
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
 
-	mu     sync.Mutex
-	buf    []byte // events put and not yet taken by the writer
-	closed bool   // nothing more will be put
-	err    error  // the writer failed: the client is gone or stopped reading
+	// stall, if not zero, is how long the client may take no bytes while
+	// put waits for room (STREAM_CLIENT_STALL_S) before cut ends the
+	// writes to it. acked, if not nil, reports the bytes the client's TCP
+	// has acknowledged: without it, taking bytes is seen only when a write
+	// completes.
+	stall time.Duration
+	acked func() uint64
+	cut   func()
+
+	mu        sync.Mutex
+	buf       []byte    // events put and not yet taken by the writer
+	closed    bool      // nothing more will be put
+	err       error     // the writer failed: the client is gone or stopped reading
+	tookAt    time.Time // when the client was last seen taking bytes
+	lastAcked uint64    // acked's value then
+
+	// deadlines orders the writer's renewals of its write deadline and
+	// cut, so that a renewal cannot undo a cut.
+	deadlines sync.Mutex
+	isCut     bool
 }
 
 func newStreamPipe(max int, shared *byteBudget) *streamPipe {
-	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}),
+		tookAt: time.Now()}
 }
 
 func signal(c chan struct{}) {
@@ -179,7 +212,16 @@ func signal(c chan struct{}) {
 // budget spent. An event always fits in an empty pipe, so every stream
 // makes progress. It fails once the writer has failed, or when ctx ends
 // while it waits.
+//
+// While it waits the upstream waits on the client, and the request holds
+// its slot: a client that has then taken no bytes for stall is cut, every
+// byte in the pipe and the socket's buffers unread. The check runs every
+// stall/4, so the slot is given back within 1.25 × stall of the later of
+// the client's last byte taken and the wait's start. A client that reads
+// at any pace, however slow, is never cut so: each byte it takes moves
+// its acknowledged count.
 func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
+	var tick <-chan time.Time
 	sp.mu.Lock()
 	for sp.err == nil {
 		if len(sp.buf) == 0 {
@@ -190,10 +232,20 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 			break
 		}
 		sp.mu.Unlock()
+		if tick == nil && sp.stall > 0 {
+			t := time.NewTicker(sp.stall / 4)
+			defer t.Stop()
+			tick = t.C
+		}
 		select {
 		case <-sp.room:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-tick:
+			if sp.stalled() {
+				sp.fail(errClientStalled)
+				return errClientStalled
+			}
 		}
 		sp.mu.Lock()
 	}
@@ -204,6 +256,49 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	sp.mu.Unlock()
 	signal(sp.wake)
 	return err
+}
+
+// stalled reports whether the client has taken no bytes for stall.
+func (sp *streamPipe) stalled() bool {
+	var acked uint64
+	if sp.acked != nil {
+		acked = sp.acked()
+	}
+	now := time.Now()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.acked != nil && acked != sp.lastAcked {
+		sp.lastAcked, sp.tookAt = acked, now
+	}
+	return now.Sub(sp.tookAt) >= sp.stall
+}
+
+// fail ends the stream for err: the writer stops, and cut ends a write
+// blocked on the client.
+func (sp *streamPipe) fail(err error) {
+	sp.mu.Lock()
+	if sp.err == nil {
+		sp.err = err
+	}
+	sp.mu.Unlock()
+	signal(sp.wake)
+	sp.deadlines.Lock()
+	sp.isCut = true
+	if sp.cut != nil {
+		sp.cut()
+	}
+	sp.deadlines.Unlock()
+}
+
+// renew sets the next write's deadline, unless the writes were cut.
+func (sp *streamPipe) renew(rc *http.ResponseController, idle time.Duration) bool {
+	sp.deadlines.Lock()
+	defer sp.deadlines.Unlock()
+	if sp.isCut {
+		return false
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(idle))
+	return true
 }
 
 // putLast adds sluice's own last event, past the bounds: it is small, and
@@ -236,10 +331,15 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 	var spare []byte
 	for err == nil {
 		sp.mu.Lock()
-		for len(sp.buf) == 0 && !sp.closed {
+		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
 			sp.mu.Unlock()
 			<-sp.wake
 			sp.mu.Lock()
+		}
+		if sp.err != nil { // cut
+			err = sp.err
+			sp.mu.Unlock()
+			break
 		}
 		take, last := sp.buf, sp.closed && len(sp.buf) == 0
 		sp.buf = spare[:0]
@@ -248,16 +348,24 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 		if last {
 			return
 		}
-		if werr := writeRenewing(w, rc, take, idle); werr != nil {
+		if werr := writeRenewingWhile(w, rc, take, idle, sp.renew); werr != nil {
 			err = fmt.Errorf("%w: %v", errClientWrite, werr)
 		} else {
 			err = flushTo(rc)
 		}
 		sp.shared.release(int64(len(take)))
 		spare = take
+		sp.mu.Lock()
+		sp.tookAt = time.Now()
+		if sp.err != nil { // cut
+			err = sp.err
+		}
+		sp.mu.Unlock()
 	}
 	sp.mu.Lock()
-	sp.err = err
+	if sp.err == nil {
+		sp.err = err
+	}
 	sp.shared.release(int64(len(sp.buf)))
 	sp.buf = nil
 	sp.mu.Unlock()
@@ -273,9 +381,20 @@ const writeChunk = 32 << 10
 // at the pace it reads. Not every ResponseWriter supports deadlines (a
 // recorder in tests); where it does not, the writes simply have none.
 func writeRenewing(w io.Writer, rc *http.ResponseController, data []byte, idle time.Duration) error {
+	return writeRenewingWhile(w, rc, data, idle, func(rc *http.ResponseController, idle time.Duration) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(idle))
+		return true
+	})
+}
+
+// writeRenewingWhile is writeRenewing with renew setting each deadline;
+// it stops with errClientStalled once renew reports false.
+func writeRenewingWhile(w io.Writer, rc *http.ResponseController, data []byte, idle time.Duration, renew func(*http.ResponseController, time.Duration) bool) error {
 	for len(data) > 0 {
 		n := min(len(data), writeChunk)
-		_ = rc.SetWriteDeadline(time.Now().Add(idle))
+		if !renew(rc, idle) {
+			return errClientStalled
+		}
 		if _, err := w.Write(data[:n]); err != nil {
 			return err
 		}

@@ -70,7 +70,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if h == nil {
 		h = p
 	}
-	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns, shed: p.metrics.Shed.Inc}
+	if n, capped := capPending(p.cfg.MaxPendingConns, fileLimit()); capped {
+		// Before serving, so that the bodies' count (takeBody, relay)
+		// sees the same bound as the connections'.
+		log.Warn("MAX_PENDING_CONNS capped to fit the process's file limit (RLIMIT_NOFILE): raise the limit (ulimit -n) to allow more",
+			"max_pending_conns", p.cfg.MaxPendingConns, "capped_to", n, "rlimit_nofile", fileLimit(), "reserved", fdReserve)
+		p.cfg.MaxPendingConns = n
+	}
+	guard := &pendingConns{max: p.cfg.MaxPendingConns, count: p.pendingConns, shed: p.metrics.Shed.Inc, evicted: p.metrics.IdleConnsClosed.Inc}
 	srv := &http.Server{
 		Handler:           guard.handler(h),
 		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
@@ -139,60 +146,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	p.Close()
 	<-errc // Serve has returned ErrServerClosed
 	return err
-}
-
-// pendingConns bounds the connections that have not yet sent a whole
-// request: a connection counts from its accept, or from when it goes idle
-// after an answer, until a request of its reaches a handler (and a body
-// counts until it is read, see readBody and relay), so slow or idle
-// clients cannot use up the process's file descriptors. A new connection
-// past the bound is answered 529 and closed; an idle one is closed (its
-// client reconnects).
-type pendingConns struct {
-	max     int
-	count   *pendingCount
-	shed    func()   // counts a refused connection
-	waiting sync.Map // net.Conn → struct{}: counted, no request of its in a handler yet
-}
-
-func (g *pendingConns) track(c net.Conn, state http.ConnState) {
-	switch state {
-	case http.StateNew:
-		if !g.count.take(g.max) {
-			g.shed()
-			refuseConn(c)
-			return
-		}
-		g.waiting.Store(c, struct{}{})
-	case http.StateIdle:
-		if !g.count.take(g.max) {
-			c.Close()
-			return
-		}
-		g.waiting.Store(c, struct{}{})
-	case http.StateActive:
-		// Some bytes of a request: it is pending until its handler runs.
-	default: // closed, hijacked
-		g.reached(c)
-	}
-}
-
-// reached stops counting c: a request of its reached a handler, or it is
-// gone.
-func (g *pendingConns) reached(c net.Conn) {
-	if _, ok := g.waiting.LoadAndDelete(c); ok {
-		g.count.give()
-	}
-}
-
-// handler tells g when a request reaches h.
-func (g *pendingConns) handler(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
-			g.reached(c)
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // connKey carries a request's connection in its context.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -31,14 +32,28 @@ func (l shapedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if sc, ok := c.(syscall.Conn); ok {
-		return &shapedSocket{shapedConn{c}, sc}, nil
+		return &shapedSocket{shapedConn: shapedConn{Conn: c}, sc: sc}, nil
 	}
 	return &shapedConn{Conn: c}, nil
 }
 
 // shapedConn rewrites the plain-text errors Go's server writes itself as
-// Anthropic-shaped JSON errors.
-type shapedConn struct{ net.Conn }
+// Anthropic-shaped JSON errors. It also counts the reads that brought
+// bytes, so that the pending-connection bound can tell a connection idle
+// between requests from one whose next request has begun to arrive (Go's
+// server calls both StateIdle until the request's headers are whole).
+type shapedConn struct {
+	net.Conn
+	reads atomic.Uint64
+}
+
+func (c *shapedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.reads.Add(1)
+	}
+	return n, err
+}
 
 // shapedSocket is a shapedConn over a socket: it still reaches the socket
 // beneath, so that parking can watch it with epoll. A connection that is
