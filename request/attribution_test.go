@@ -118,6 +118,7 @@ func TestClaudeCodeFixturesShareFirstPrefixes(t *testing.T) {
 	if da.Prefixes[1] != dt.Prefixes[1] {
 		t.Errorf("second prefix: %+v, tool result turn %+v; want equal", da.Prefixes[1], dt.Prefixes[1])
 	}
+	t.Logf("Claude Code prefixes (tokens): %d, %d, %d of %d input", da.Prefixes[0].Tokens, da.Prefixes[1].Tokens, da.Prefixes[len(da.Prefixes)-1].Tokens, da.Cost.InputTokens)
 	if da.Prefixes[0].Tokens < 5000 {
 		t.Errorf("tools and identity prefix = %d tokens; want the ~7,800 of a Claude Code prompt", da.Prefixes[0].Tokens)
 	}
