@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -115,7 +118,8 @@ const fixtureDir = "../testdata/clients"
 // Claude Code runs two one-line tasks, each with one tool call (the
 // simulator's ToolUseShare 1, ToolUseMax 1), so the fixtures hold a
 // session's first request and its later turn with the tool result, and the
-// first request of another task; the TypeScript SDK runs sdk-check.mjs.
+// first request of another task; the TypeScript SDK runs sdk-check.mjs;
+// the Go SDK sends one request with a cached system prompt.
 // Credential headers are never written (sim's recorder drops them). Then
 // `git diff testdata/` shows what a new release changed, and the request,
 // sim and dispatch tests say whether sluice still groups it.
@@ -190,4 +194,27 @@ func TestCapture(t *testing.T) {
 	}
 	keep(rs[0], "sdk-ts-message")
 	keep(cached[0], "sdk-ts-cached")
+
+	// The official Go SDK (the v1 module go.mod pins): one request with
+	// tools, a cached system prompt and a user turn.
+	dir = t.TempDir()
+	base = recordingSim(t, sim.Config{Seed: 1}, dir)
+	client := anthropic.NewClient(option.WithAPIKey("sk-go-sdk"), option.WithBaseURL(base))
+	_, err := client.Messages.New(ctx, anthropic.MessageNewParams{
+		Model:     anthropic.ModelClaudeSonnet4_5,
+		MaxTokens: 1024,
+		System: []anthropic.TextBlockParam{{Text: strings.Repeat("You are a careful assistant. ", 400),
+			CacheControl: anthropic.NewCacheControlEphemeralParam()}},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"))},
+	})
+	if err != nil {
+		t.Fatalf("Go SDK: %v", err)
+	}
+	rs = messages(readRecorded(t, dir))
+	if len(rs) != 1 {
+		t.Fatalf("Go SDK: %d Messages requests recorded; want 1", len(rs))
+	}
+	keep(rs[0], "sdk-go-cached")
 }

@@ -148,3 +148,18 @@ func firstSystemText(t *testing.T, body []byte) string {
 	}
 	return b.System[0].Text
 }
+
+// The official SDKs' captured requests with a cached system prompt: one
+// breakpoint each, on the system prompt, and no attribution line.
+func TestSDKFixtures(t *testing.T) {
+	for _, name := range []string{"sdk-go-cached", "sdk-ts-cached"} {
+		b, h := fixture(t, name)
+		d, err := Parse(b, h)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(d.Prefixes) != 1 || d.Prefixes[0].Tokens < 1024 || bytes.Contains(b, []byte(AttributionPrefix)) {
+			t.Errorf("%s: prefixes %+v; want one system prefix over 1024 tokens", name, d.Prefixes)
+		}
+	}
+}
