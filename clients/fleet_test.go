@@ -4,19 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -47,24 +41,7 @@ func runFleet(t *testing.T, bin string, windowed bool) fleetRun {
 	t.Helper()
 	scfg := sim.DefaultConfig()
 	scfg.ToolUseShare = -1
-	s := sim.New(scfg)
-	up := httptest.NewServer(s)
-	defer func() { up.Close(); s.Close() }()
-	cfg := config.Default()
-	cfg.Enabled = windowed
-	cfg.UpstreamURL, _ = url.Parse(up.URL)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	cfg.PublicURL, _ = url.Parse(base)
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := (&proxy.Server{Proxy: p, Log: slog.New(slog.DiscardHandler)}).Start(ln)
-	defer stop()
+	base, s := startStack(t, scfg, windowed)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
