@@ -67,11 +67,20 @@ func startServe(t *testing.T) string {
 	t.Helper()
 	scfg := sim.DefaultConfig()
 	scfg.BatchDuration = 500 * time.Millisecond
+	base, _ := startStack(t, scfg, true)
+	return base
+}
+
+// startStack runs a simulator with scfg and, in front of it, sluice
+// serve's stack with every setting at its default, windowed or plain; it
+// returns sluice's base URL and the simulator.
+func startStack(t *testing.T, scfg sim.Config, windowed bool) (string, *sim.Server) {
+	t.Helper()
 	s := sim.New(scfg)
 	up := httptest.NewServer(s)
 	t.Cleanup(func() { up.Close(); s.Close() })
 	cfg := config.Default()
-	cfg.Enabled = true
+	cfg.Enabled = windowed
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,7 +94,7 @@ func startServe(t *testing.T) string {
 	}
 	stop := (&proxy.Server{Proxy: p, Log: slog.New(slog.DiscardHandler)}).Start(ln)
 	t.Cleanup(func() { stop() })
-	return base
+	return base, s
 }
 
 // startDemo builds sluice and runs `sluice demo` with no built-in traffic

@@ -73,7 +73,7 @@ type Config struct {
 	// Tenants and the fair order.
 	GateOrder           string             // GATE_ORDER: fair or fifo
 	PriorityStarve      time.Duration      // PRIORITY_STARVE_MS
-	TenantFrom          string             // TENANT_FROM: key, header, metadata or inbound
+	TenantFrom          string             // TENANT_FROM: key, header, metadata, inbound or session
 	TenantMax           int                // TENANT_MAX
 	TenantWeights       map[string]float64 // TENANT_WEIGHTS; nil: every tenant 1
 	TenantMaxConcurrent int                // TENANT_MAX_CONCURRENT; 0: no limit
@@ -174,10 +174,10 @@ var Settings = []Setting{
 	{Env: "PRIORITY_STARVE_MS", Flag: "priority-starve-ms", Default: "5000", Accepts: "whole milliseconds >= 0",
 		Meaning: "Under GATE_ORDER=fair, the longest the oldest batch request (x-sluice-priority: batch, or an inbound key of class batch) waits while interactive ones are served before the next slot goes to batch. 0: batch waits as long as interactive requests do.",
 		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.PriorityStarve })},
-	{Env: "TENANT_FROM", Flag: "tenant-from", Default: "key", Accepts: "key, header, metadata or inbound",
-		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key), or with INBOUND_KEYS_FILE its sluice key's tenant; header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant. A request without the header, user_id or inbound key is its key's tenant. With INBOUND_KEYS_FILE and header or metadata, a key's max_concurrent and max_waiting still bind the key as a whole, whatever tenants its requests name (its requests then share one place in the fair order, in arrival order).",
+	{Env: "TENANT_FROM", Flag: "tenant-from", Default: "key", Accepts: "key, header, metadata, inbound or session",
+		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key), or with INBOUND_KEYS_FILE its sluice key's tenant; header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant; session, Claude Code's session (its X-Claude-Code-Session-Id header, else the session_id in metadata.user_id), so that each agent of a fleet on one key gets a fair share (with INBOUND_KEYS_FILE the inbound key's tenant still holds). A request without the header, user_id, session or inbound key is its key's tenant. With INBOUND_KEYS_FILE and header or metadata, a key's max_concurrent and max_waiting still bind the key as a whole, whatever tenants its requests name (its requests then share one place in the fair order, in arrival order). The tenant orders and counts; it never decides what a request may do.",
 		apply: func(c *Config, v string) error {
-			return parseWord(&c.TenantFrom, v, "key", "header", "metadata", "inbound")
+			return parseWord(&c.TenantFrom, v, "key", "header", "metadata", "inbound", "session")
 		}},
 	{Env: "TENANT_MAX", Flag: "tenant-max", Default: "100", Accepts: "a whole number >= 1",
 		Meaning: "Distinct tenants tracked at once, in the fair order, the per-tenant limits and the metrics' labels; a new tenant past it takes the place of an idle one, or, when none is idle, shares the tenant other.",

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -18,7 +19,13 @@ const (
 	TenantFromHeader   = "header"   // the x-sluice-tenant header
 	TenantFromMetadata = "metadata" // the body's metadata.user_id
 	TenantFromInbound  = "inbound"  // the inbound sluice key's tenant
+	TenantFromSession  = "session"  // Claude Code's session: its header, else metadata.user_id's session_id
 )
+
+// SessionHeader is the header Claude Code names its session with; the
+// same id is the session_id of the JSON string it sends as
+// metadata.user_id.
+const SessionHeader = "X-Claude-Code-Session-Id"
 
 // The headers a client names its tenant (under TENANT_FROM=header) and
 // its priority class with.
@@ -132,6 +139,15 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 		name = request.Cut(strings.ToValidUTF8(h.Get(TenantHeader), "\uFFFD"), maxTenantName)
 	case TenantFromMetadata:
 		name = d.UserID
+	case TenantFromSession:
+		// A session names a tenant only for requests without an inbound
+		// key: with one, the key's tenant (and its limits) still bind, so
+		// that a client cannot widen its share by naming sessions.
+		if d.Inbound == nil {
+			name = sessionOf(h, d.UserID)
+			break
+		}
+		fallthrough
 	case TenantFromInbound, TenantFromKey:
 		// With inbound keys, the key a client brings is its sluice key
 		// (the upstream's is sluice's own, the same for everyone): under
@@ -154,6 +170,27 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 		d.Class = ClassBatch
 	}
 }
+
+// sessionOf is Claude Code's session id: its X-Claude-Code-Session-Id
+// header, else the session_id of metadata.user_id when that is a JSON
+// object (Claude Code sends {"device_id","account_uuid","session_id"} as a
+// string); "" when neither. Valid UTF-8, cut to maxTenantName: a label
+// value of the metrics.
+func sessionOf(h http.Header, userID string) string {
+	id := h.Get(SessionHeader)
+	if strings.TrimSpace(id) == "" && strings.HasPrefix(userID, "{") {
+		var u struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal([]byte(userID), &u) == nil {
+			id = u.SessionID
+		}
+	}
+	return request.Cut(strings.ToValidUTF8(id, "\uFFFD"), maxTenantName)
+}
+
+// enter counts r in as waiting for its tenant and returns the tenant, or
+// refuses it with a *TenantFullError.
 
 // Under TENANT_FROM=header or metadata, the client names its tenant, and
 // one inbound key may speak for many: the key's own limits (max_waiting,

@@ -31,6 +31,10 @@ func TestIdentify(t *testing.T) {
 		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, ClassInteractive},
 		{TenantFromMetadata, nil, nil, "u1", "u1", ClassInteractive},
 		{TenantFromMetadata, nil, nil, "", keyTenant, ClassInteractive},
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, nil, `{"session_id":"s-meta"}`, "s-hdr", ClassInteractive},
+		{TenantFromSession, nil, nil, `{"device_id":"d","account_uuid":"","session_id":"s-meta"}`, "s-meta", ClassInteractive},
+		{TenantFromSession, nil, nil, "u1", keyTenant, ClassInteractive},                           // a user_id that is not Claude Code's
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, in, "", "ci", ClassInteractive}, // the inbound key binds
 		{TenantFromInbound, nil, in, "", "ci", ClassInteractive},
 		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", ClassInteractive},
 		{TenantFromInbound, nil, nil, "", keyTenant, ClassInteractive}, // no inbound key: the credential's

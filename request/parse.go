@@ -1,6 +1,7 @@
 package request
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -251,6 +252,9 @@ type prompt struct {
 	prefixes []Prefix // at most MaxPrefixes
 	blocks   int      // blocks hashed so far
 	lastCC   bool     // the last block hashed is a breakpoint
+	// outside is the tokens counted in tokens but in no prefix: an
+	// attribution line's.
+	outside int
 	// role is the role of the message being walked, until it is
 	// written before the message's first block.
 	role []byte
@@ -294,9 +298,74 @@ func (p *prompt) tools(val []byte) {
 
 func (p *prompt) system(val []byte) {
 	p.mark(markSystem)
-	if len(val) > 0 {
-		p.content(val, 0)
+	if len(val) == 0 || val[0] != '[' {
+		if len(val) > 0 {
+			p.content(val, 0)
+		}
+		return
 	}
+	first := true
+	array(val, 0, 0, func(v int) int {
+		if first {
+			first = false
+			if end, tokens := attributionLine(val, v); end > 0 {
+				// Counted as input, kept out of every key and prefix.
+				p.tokens += tokens
+				p.outside += tokens
+				p.blocks++
+				p.lastCC = false
+				return end
+			}
+		}
+		return p.block(val, v, true)
+	})
+}
+
+// AttributionPrefix begins the text of the attribution line Claude Code
+// puts first in system, `x-anthropic-billing-header: cc_version=...;
+// cc_entrypoint=...; cch=...;`. Its hex parts are computed from the
+// request's own content, so they differ between agents and between turns;
+// the first-party API reads the line as billing metadata, not as prompt
+// text, and caches the prompt without it (docs/sim.md, "The attribution
+// line", gives the sources).
+const AttributionPrefix = "x-anthropic-billing-header:"
+
+// attributionLine tells whether the system block at b[i] is an attribution
+// line, and if so returns its end and its text's estimated tokens; else
+// (0, 0). It is one when the block is an object whose only members are
+// "type":"text" and a "text" string that begins, as the body spells it,
+// with AttributionPrefix: no cache_control, nothing else. A block that is
+// not one is given up at its first member that differs, so the big first
+// system block of other clients costs a few bytes' look.
+func attributionLine(b []byte, i int) (int, int) {
+	if b[i] != '{' {
+		return 0, 0
+	}
+	var typ, text bool
+	tokens := 0
+	end := object(b, i, 1, func(k, kEnd, v int) int {
+		switch string(b[k:kEnd]) {
+		case `"type"`:
+			if typ || !bytes.HasPrefix(b[v:], []byte(`"text"`)) {
+				return -1
+			}
+			typ = true
+			return v + len(`"text"`)
+		case `"text"`:
+			if text || !bytes.HasPrefix(b[v:], []byte(`"`+AttributionPrefix)) {
+				return -1
+			}
+			text = true
+			end := skipString(b, v)
+			tokens = EstimateTokens(textLen(b[v:end]))
+			return end
+		}
+		return -1
+	})
+	if end < 0 || !typ || !text {
+		return 0, 0
+	}
+	return end, tokens
 }
 
 func (p *prompt) messages(val []byte) {
@@ -446,7 +515,7 @@ func (p *prompt) breakpoint(cc []byte) {
 	var sum [sha256.Size]byte
 	p.prefixes = append(p.prefixes, Prefix{
 		Key:    binary.BigEndian.Uint64(p.h.Sum(sum[:0])),
-		Tokens: p.tokens,
+		Tokens: p.tokens - p.outside,
 		TTL:    p.ttlOf(cc),
 	})
 }

@@ -87,6 +87,27 @@ type Config struct {
 	// SlowStreamInterval is the gap between events under the slow-stream
 	// fault. Zero means 1s.
 	SlowStreamInterval time.Duration
+
+	// ToolUseShare is the share of replies to requests with tools and
+	// tool_choice auto (or none) that call a tool, chosen from the request
+	// hash: 0.5 when zero, none when negative, every one at 1.
+	ToolUseShare float64
+	// ToolUseMax, when positive, stops tool calls under tool_choice auto
+	// once the conversation holds that many tool_result blocks, so that a
+	// real agent's tool loop ends after a known number of turns (with
+	// ToolUseShare 1 and ToolUseMax 1: one tool call, then an answer).
+	ToolUseMax int
+	// ToolUseName, when set and offered in tools, is the tool an auto
+	// tool call calls (Claude Code's "Agent" starts a subagent); else the
+	// tool is chosen from the request hash.
+	ToolUseName string
+
+	// RecordDir, when set, is a folder where the simulator writes every
+	// API request it receives (method, path, query and headers in
+	// NNNN.request.json, the exact body in NNNN.body), at most
+	// MaxRecorded of them, with no credential headers: fixtures of what
+	// a real client sends.
+	RecordDir string
 }
 
 // CapacityStep is the upstream's capacity from From after the server
@@ -175,6 +196,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.FaultRate500, "fault-rate-500", c.FaultRate500, "fraction of messages requests answered 500 api_error")
 	fs.Float64Var(&c.FaultRate529, "fault-rate-529", c.FaultRate529, "fraction of messages requests answered 529 overloaded_error")
 	fs.DurationVar(&c.SlowStreamInterval, "slow-stream-interval", c.SlowStreamInterval, "gap between events under the slow-stream fault (0 = 1s)")
+	fs.Float64Var(&c.ToolUseShare, "tool-use-share", c.ToolUseShare, "share of tool_choice auto replies that call a tool (0 = 0.5, negative = none, 1 = all)")
+	fs.IntVar(&c.ToolUseMax, "tool-use-max", c.ToolUseMax, "no auto tool call once the conversation holds this many tool results (0 = no limit)")
+	fs.StringVar(&c.ToolUseName, "tool-use-name", c.ToolUseName, "the tool an auto tool call calls when offered (\"\" = chosen from the request)")
+	fs.StringVar(&c.RecordDir, "record-dir", c.RecordDir, "write every API request (headers without credentials, exact body) to this folder")
 }
 
 // spikeList is the flag.Value form of []Spike: FROM-TO:FACTOR[,...].

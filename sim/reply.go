@@ -129,9 +129,15 @@ func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint6
 				}
 			}
 		case "", "auto":
-			// Sometimes, deterministically: about half of auto requests call a tool.
-			if (h>>40)&1 == 0 {
+			// Sometimes, deterministically: ToolUseShare of auto requests
+			// (half by default) call a tool, until ToolUseMax results.
+			if s.callsTool(p, h) {
 				tool = &p.tools[int(h>>20)%len(p.tools)]
+				for i := range p.tools {
+					if p.tools[i].Name == s.cfg.ToolUseName {
+						tool = &p.tools[i]
+					}
+				}
 				preamble = min(n, 12)
 			}
 		}
@@ -167,6 +173,22 @@ func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint6
 	r.blocks = []replyBlock{textBlock(rng, n)}
 	r.outputTokens = n
 	return r
+}
+
+// callsTool decides whether a reply to a tool_choice auto request calls a
+// tool: ToolUseShare of them by the request hash, none once the
+// conversation holds ToolUseMax tool results.
+func (s *Server) callsTool(p *prompt, h uint64) bool {
+	share := s.cfg.ToolUseShare
+	if share == 0 {
+		// The default keeps the test of one hash bit it always had, so that
+		// replies are the same as before the setting existed.
+		return (h>>40)&1 == 0 && (s.cfg.ToolUseMax <= 0 || p.toolResults < s.cfg.ToolUseMax)
+	}
+	if share < 0 || (s.cfg.ToolUseMax > 0 && p.toolResults >= s.cfg.ToolUseMax) {
+		return false
+	}
+	return unit(mix(h, 0x7001)) < share
 }
 
 func textBlock(rng *rand.Rand, n int) replyBlock {

@@ -39,9 +39,11 @@ type Server struct {
 	batches  *batchStore
 	stats    *statsRecorder
 	faults   *faultMemory
+	rec      *recorder // nil unless Config.RecordDir is set
 }
 
-// New returns a simulator with the models set by cfg.
+// New returns a simulator with the models set by cfg. A RecordDir that
+// cannot be created panics: it is a caller's mistake, found at start.
 func New(cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,6 +58,13 @@ func New(cfg Config) *Server {
 		batches:  newBatchStore(),
 		stats:    &statsRecorder{byStatus: map[int]int64{}},
 		faults:   &faultMemory{seen: map[string]bool{}},
+	}
+	if cfg.RecordDir != "" {
+		rec, err := newRecorder(cfg.RecordDir)
+		if err != nil {
+			panic("sim: " + err.Error())
+		}
+		s.rec = rec
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.handleMessages)
@@ -93,6 +102,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("anthropic-organization-id", organizationID)
 	sw := statuswriter.Wrap(w)
 	if !strings.HasPrefix(r.URL.Path, "/sim/") { // the simulator's own endpoints are not API traffic
+		if s.rec != nil {
+			if err := s.rec.record(r); err != nil {
+				writeError(sw, &apiError{500, "api_error", "sim: recording the request failed: " + err.Error()})
+				return
+			}
+		}
 		s.stats.credential(r.Header)
 		defer func() { s.stats.finish(sw.Status()) }()
 	}

@@ -18,6 +18,9 @@ type segment struct {
 	canon  []byte // canonical bytes, without cache_control
 	tokens int
 	cc     *cacheControl
+	// outside: a leading attribution line, counted as input but in no
+	// cached prefix (see attributionLine).
+	outside bool
 }
 
 type cacheControl struct {
@@ -47,6 +50,9 @@ type prompt struct {
 	// tools and system prompt.
 	msgStart    int
 	thinkingKey []byte
+	// toolResults counts the tool_result blocks of the messages: the
+	// turns of a tool loop so far (Config.ToolUseMax).
+	toolResults int
 }
 
 // breakpoint is a cacheable prefix ending at a cache_control marker.
@@ -271,11 +277,32 @@ func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *ap
 		}
 		if blk.Type == "text" {
 			p.add(textCanon(role, blk.Text), len(blk.Text), blk.CacheControl)
+			if i == 0 && role == "system" && attributionLine(b) {
+				p.segments[len(p.segments)-1].outside = true
+			}
 			continue
+		}
+		if blk.Type == "tool_result" {
+			p.toolResults++
 		}
 		p.add(append([]byte(role+"\x00"), canonical(b, blk.CacheControl)...), len(b), blk.CacheControl)
 	}
 	return nil
+}
+
+// attributionLine tells whether the first system block raw is the
+// attribution line Claude Code sends there: an object whose only members
+// are "type":"text" and a "text" that begins, as the body spells it, with
+// request.AttributionPrefix (so no cache_control). The API reads it as
+// billing metadata and caches the prompt without it; request.Parse keeps
+// it out of sluice's prefix keys by the same rule (docs/sim.md, "The
+// attribution line").
+func attributionLine(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || len(m) != 2 {
+		return false
+	}
+	return string(m["type"]) == `"text"` && bytes.HasPrefix(m["text"], []byte(`"`+request.AttributionPrefix))
 }
 
 func textCanon(role, text string) []byte {
@@ -312,6 +339,9 @@ func (p *prompt) computeBreakpoints() {
 		if i == p.msgStart && p.thinkingKey != nil {
 			h.Write(p.thinkingKey)
 			h.Write([]byte{0})
+		}
+		if s.outside {
+			continue
 		}
 		h.Write(s.canon)
 		h.Write([]byte{0})

@@ -36,6 +36,12 @@ func runSim(args []string) error {
 		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
 	}
 
+	if cfg.RecordDir != "" {
+		// sim.New panics on a folder it cannot make; say so here instead.
+		if err := os.MkdirAll(cfg.RecordDir, 0o755); err != nil {
+			return fmt.Errorf("--record-dir: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
