@@ -65,7 +65,9 @@ func TestImageServesProbesAMessageAndDrains(t *testing.T) {
 	listening := regexp.MustCompile(`"msg":"sluice listening","addr":"(127\.0\.0\.1:\d+)"`)
 	addr := startAndFind(t, cmd, listening)
 	base := "http://" + addr
-	client := &http.Client{Timeout: 20 * time.Second}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Timeout: 20 * time.Second, Transport: tr}
 
 	if cmd.SysProcAttr != nil && cmd.SysProcAttr.Chroot != "" {
 		// The process runs as the image's user: 65532, mapped 1:1.
@@ -159,9 +161,11 @@ func nsAttr(root string, uid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 		UidMappings: m, GidMappings: m,
-		Chroot:     root,
-		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)},
-		Pdeathsig:  syscall.SIGKILL,
+		// The child clears its supplementary groups as it drops to uid,
+		// which a namespace whose setgroups is denied would refuse.
+		GidMappingsEnableSetgroups: true,
+		Chroot:                     root,
+		Credential:                 &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)},
 	}
 }
 

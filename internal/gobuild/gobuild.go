@@ -35,6 +35,7 @@ func Sluice(ctx context.Context, goos, goarch, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w", "-o", out, Package)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch,
 		"GOAMD64=v1", "GOARM64=v8.0", "GOFLAGS=")
+	defer lock()()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s for %s/%s: %v\n%s", Package, goos, goarch, err, b)
 	}
