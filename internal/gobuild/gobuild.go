@@ -72,7 +72,9 @@ func ReadStamp(path string) (Stamp, error) {
 		}
 	}
 	if s.Revision == "" || s.Time.IsZero() || s.Version == "" || s.Version == "(devel)" {
-		return Stamp{}, fmt.Errorf("%s carries no VCS stamp (version %q, revision %q): build from a git checkout", path, s.Version, s.Revision)
+		// The Go toolchain stamps only a checkout whose .git is a
+		// directory: not a git worktree, whose .git is a file.
+		return Stamp{}, fmt.Errorf("%s carries no VCS stamp (version %q, revision %q): build from a git clone (not a git worktree, which the Go toolchain does not stamp)", path, s.Version, s.Revision)
 	}
 	return s, nil
 }
