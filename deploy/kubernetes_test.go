@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -81,6 +82,52 @@ func decodeInto(t *testing.T, where string, doc []byte, into any) {
 	if err := yaml.UnmarshalStrict(doc, into); err != nil {
 		t.Fatalf("%s: %v", where, err)
 	}
+	// encoding/json, under UnmarshalStrict, matches field names without
+	// regard to case, where the API server does not: readinessprobe would
+	// pass above and be dropped by the cluster. Every key of the document
+	// must come back, spelt the same, when the decoded object is encoded.
+	var orig, back any
+	j, err := yaml.YAMLToJSON(doc)
+	if err == nil {
+		err = json.Unmarshal(j, &orig)
+	}
+	if err == nil {
+		j, err = json.Marshal(into)
+	}
+	if err == nil {
+		err = json.Unmarshal(j, &back)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for _, k := range missingKeys("", orig, back) {
+		t.Errorf("%s: %s is not a field of %T (spelling and case count)", where, k, into)
+	}
+}
+
+// missingKeys lists the object keys of a that b lacks, by path.
+func missingKeys(path string, a, b any) []string {
+	var out []string
+	switch av := a.(type) {
+	case map[string]any:
+		bv, _ := b.(map[string]any)
+		for k, v := range av {
+			bk, ok := bv[k]
+			if !ok {
+				out = append(out, path+"."+k)
+				continue
+			}
+			out = append(out, missingKeys(path+"."+k, v, bk)...)
+		}
+	case []any:
+		bv, _ := b.([]any)
+		for i, v := range av {
+			if i < len(bv) {
+				out = append(out, missingKeys(fmt.Sprintf("%s[%d]", path, i), v, bv[i])...)
+			}
+		}
+	}
+	return out
 }
 
 // load reads a kustomization and the resources it lists (recursively, for
@@ -317,7 +364,7 @@ func checkSluice(t *testing.T, m manifests, replicas int32) map[string]string {
 		t.Fatal("no Deployment sluice")
 	}
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
-		t.Errorf("replicas %v, want %d", d.Spec.Replicas, replicas)
+		t.Errorf("replicas %s, want %d", show(d.Spec.Replicas), replicas)
 	}
 	pod := d.Spec.Template
 	if !selects(d.Spec.Selector.MatchLabels, pod.Labels) {
@@ -390,7 +437,7 @@ func checkSluice(t *testing.T, m manifests, replicas int32) map[string]string {
 	// The kubelet's SIGKILL must come after the whole graceful shutdown.
 	need := int64(cfg.ShutdownDelay.Seconds() + cfg.DrainTimeout.Seconds() + 5)
 	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g <= need {
-		t.Errorf("terminationGracePeriodSeconds %v, want above SHUTDOWN_DELAY_S + DRAIN_TIMEOUT_S + 5 = %d", g, need)
+		t.Errorf("terminationGracePeriodSeconds %s, want above SHUTDOWN_DELAY_S + DRAIN_TIMEOUT_S + 5 = %d", show(g), need)
 	}
 
 	// Prometheus scrapes /metrics on the admin port.
@@ -496,6 +543,14 @@ func checkHardened(t *testing.T, what string, spec *corev1.PodSpec) {
 	}
 }
 
+// show prints a pointer's value, or "unset".
+func show[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
 // A misspelt field must fail the strict decoding the tests rely on.
 func TestKubernetesDecodingRefusesUnknownFields(t *testing.T) {
 	var d appsv1.Deployment
@@ -503,4 +558,22 @@ func TestKubernetesDecodingRefusesUnknownFields(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "replica") {
 		t.Fatalf("a misspelt field decoded: %v", err)
 	}
+	// A field in the wrong case passes encoding/json; decodeInto's
+	// round trip catches it.
+	doc := []byte("apiVersion: apps/v1\nkind: Deployment\nspec:\n  Replicas: 3\n")
+	if got := missingKeys("", map[string]any{"spec": map[string]any{"Replicas": 3}}, roundTrip(t, doc)); !slices.Equal(got, []string{".spec.Replicas"}) {
+		t.Errorf("a field in the wrong case: missing keys %v", got)
+	}
+}
+
+func roundTrip(t *testing.T, doc []byte) any {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := json.Marshal(&d)
+	var back any
+	json.Unmarshal(j, &back)
+	return back
 }
