@@ -1,0 +1,5 @@
+//go:build !unix
+
+package gobuild
+
+func lock() (unlock func()) { return func() {} }
