@@ -181,7 +181,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 	}
 	if n := int64(len(trimmed)); n > s.cfg.MaxPendingBytes {
 		// Never storable, however many of the key's requests end.
-		refuse(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body of %s exceeds BULK_MAX_PENDING_MB (%s), the most one API key may have stored at once; send a smaller request",
+		refuse(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body of %s exceeds the quota of %s (BULK_MAX_PENDING_MB) that one API key may have stored at once; send a smaller request",
 			byteSize(n), byteSize(s.cfg.MaxPendingBytes)))
 		return
 	}

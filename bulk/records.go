@@ -50,16 +50,16 @@ type quotaError struct {
 }
 
 func (e *quotaError) Error() string {
-	return fmt.Sprintf("this API key has %s of bulk requests stored that have not ended; this one (%s) would take it past BULK_MAX_PENDING_MB (%s), the most one key may have stored at once",
+	return fmt.Sprintf("this API key has %s of bulk requests stored that have not ended; this one, %s, would take it past its quota of %s (BULK_MAX_PENDING_MB)",
 		byteSize(e.stored), byteSize(e.size), byteSize(e.quota))
 }
 
-// byteSize says n in bytes, and in MB too once that says more.
+// byteSize says n in bytes, or in MB from 1 MB up.
 func byteSize(n int64) string {
 	if n < 1<<20 {
 		return fmt.Sprintf("%d bytes", n)
 	}
-	return fmt.Sprintf("%.1f MB (%d bytes)", float64(n)/(1<<20), n)
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
 
 // queuedRef is a queued request, as a window holds it.
@@ -191,7 +191,7 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest, quota int64) err
 			// statement under READ COMMITTED, sees this group's rows; two
 			// replicas cannot both fill the last of a quota. SQLite has
 			// one writer at a time.
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(SUM(bytes), 0) FROM requests WHERE key_hash = ? AND status <> 'ended'`), n.KeyHash).Scan(&stored); err != nil {
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM requests WHERE key_hash = ? AND status <> 'ended'`), n.KeyHash).Scan(&stored); err != nil {
 				return fmt.Errorf("bulk: count a key's stored bytes: %w", err)
 			}
 		}
