@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,4 +53,24 @@ func TestPacingLateCallerNeverWaits(t *testing.T) {
 			time.Sleep(lost)
 		}
 	})
+}
+
+// TestPacingRealTime measures, on the real clock, how long 100,000
+// streamed tokens at 50 µs each take (5 s of generation): run it by hand
+// with SLUICE_SIM_TIMING=1 (docs/sim.md has the figures). It asserts no
+// time, since a loaded machine's timers are late; it fails only past 3×.
+func TestPacingRealTime(t *testing.T) {
+	if os.Getenv("SLUICE_SIM_TIMING") != "1" {
+		t.Skip("a real-time measurement: set SLUICE_SIM_TIMING=1")
+	}
+	s := New(Config{PerToken: 50 * time.Microsecond})
+	defer s.Close()
+	for _, stream := range []bool{true, false} {
+		body := fmt.Sprintf(`{"model":"m","max_tokens":128000,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		d, code := timed(s, body, "x-sim-output-tokens", "100000")
+		t.Logf("stream=%v: 100,000 tokens at 50µs in %v (want 5s), status %d", stream, d.Round(time.Millisecond), code)
+		if code != 200 || d > 15*time.Second {
+			t.Errorf("stream=%v: %d in %v; want 200 in about 5 s", stream, code, d)
+		}
+	}
 }
