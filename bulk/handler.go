@@ -179,6 +179,12 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 			return
 		}
 	}
+	if n := int64(len(trimmed)); n > s.cfg.MaxPendingBytes {
+		// Never storable, however many of the key's requests end.
+		refuse(http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("request body of %s exceeds the quota of %s (BULK_MAX_PENDING_MB) that one API key may have stored at once; send a smaller request",
+			byteSize(n), byteSize(s.cfg.MaxPendingBytes)))
+		return
+	}
 	sum := sha256.Sum256(trimmed)
 	key := ownerOf(r, cred)
 	if hook == "" {
@@ -199,7 +205,16 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		refuse(http.StatusInternalServerError, "api_error", "sluice could not store the request; it was not accepted: retry it")
 		return
 	}
+	var quota *quotaError
 	switch {
+	case errors.As(nr.err, &quota):
+		// 429, not 413: the request is not too large in itself; the same
+		// one is taken once some of the key's earlier submissions end.
+		// Batches take minutes to hours, so a minute is the soonest a
+		// retry is worth making.
+		w.Header().Set("Retry-After", strconv.Itoa(quotaRetryAfter))
+		refuse(http.StatusTooManyRequests, "rate_limit_error", quota.Error()+". Retry once some of them have ended (GET /v1/bulk/messages?status=queued lists them), or ask the operator to raise BULK_MAX_PENDING_MB")
+		return
 	case nr.err != nil:
 		refuse(http.StatusConflict, "invalid_request_error", "Idempotency-Key "+strconv.Quote(idem)+" was already used with a different body; use a new key for a new request")
 		return
@@ -215,6 +230,10 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 	s.m.submissions.WithLabelValues("accepted").Inc()
 	writeJSON(w, http.StatusAccepted, view(&nr.Request))
 }
+
+// quotaRetryAfter is the retry-after, in seconds, of a submission past
+// its key's quota (Config.MaxPendingBytes).
+const quotaRetryAfter = 60
 
 // maxWait bounds a long poll.
 const maxWait = 60 * time.Second

@@ -69,4 +69,10 @@ CREATE TABLE webhooks (
 );
 CREATE INDEX webhooks_due ON webhooks (status, next_at);
 `},
+	// The per-key quota (BULK_MAX_PENDING_MB) sums the bytes of a key's
+	// requests not ended at every submission: from this index alone.
+	{version: 2,
+		sql: `
+CREATE INDEX requests_pending ON requests (key_hash, bytes) WHERE status <> 'ended';
+`},
 }

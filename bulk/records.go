@@ -43,6 +43,25 @@ type newRequest struct {
 
 var errIdemConflict = errors.New("idempotency key reused with another body")
 
+// quotaError refuses a submission that would take its key past its quota
+// of bytes stored and not ended (Config.MaxPendingBytes).
+type quotaError struct {
+	stored, size, quota int64
+}
+
+func (e *quotaError) Error() string {
+	return fmt.Sprintf("this API key has %s of bulk requests stored that have not ended; this one, %s, would take it past its quota of %s (BULK_MAX_PENDING_MB)",
+		byteSize(e.stored), byteSize(e.size), byteSize(e.quota))
+}
+
+// byteSize says n in bytes, or in MB from 1 MB up.
+func byteSize(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+}
+
 // queuedRef is a queued request, as a window holds it.
 type queuedRef struct {
 	id, keyHash string
@@ -94,8 +113,9 @@ func in(ids []string) (string, []any) {
 
 // insert stores a group of submissions in one transaction, one commit for
 // all (the group commit): each one's 202 waits for it. A submission whose
-// idempotency key is taken gets existing or errIdemConflict instead.
-func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
+// idempotency key is taken gets existing or errIdemConflict instead, and
+// one that would take its key's bytes not ended past quota a *quotaError.
+func (s *Store) insert(ctx context.Context, subs []*newRequest, quota int64) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("bulk: store submissions: %w", err)
@@ -149,7 +169,9 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 		}
 		return false, nil
 	}
-	creds := map[string]bool{}
+	// pending is each key's bytes not ended, read once per group after the
+	// key's credential row is locked (below), plus what this group adds.
+	pending := map[string]int64{}
 	for _, n := range subs {
 		if n.idemKey != "" {
 			if ok, err := taken(n); err != nil {
@@ -158,12 +180,27 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 				continue
 			}
 		}
-		if !creds[n.KeyHash] {
+		stored, seen := pending[n.KeyHash]
+		if !seen {
 			if _, err := cred.ExecContext(ctx, n.KeyHash, n.sealed); err != nil {
 				return fmt.Errorf("bulk: store a credential: %w", err)
 			}
-			creds[n.KeyHash] = true
+			// Read after the upsert: on PostgreSQL it holds the key's
+			// credential row locked until this commit, so another
+			// replica's group of the same key waits here and then, a new
+			// statement under READ COMMITTED, sees this group's rows; two
+			// replicas cannot both fill the last of a quota. SQLite has
+			// one writer at a time.
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) FROM requests WHERE key_hash = ? AND status <> 'ended'`), n.KeyHash).Scan(&stored); err != nil {
+				return fmt.Errorf("bulk: count a key's stored bytes: %w", err)
+			}
 		}
+		if size := int64(len(n.body)); stored+size > quota {
+			n.err = &quotaError{stored: stored, size: size, quota: quota}
+			pending[n.KeyHash] = stored
+			continue
+		}
+		pending[n.KeyHash] = stored + int64(len(n.body))
 		var idem, hook any
 		if n.idemKey != "" {
 			idem = n.idemKey
@@ -175,9 +212,10 @@ func (s *Store) insert(ctx context.Context, subs []*newRequest) error {
 		if err != nil {
 			return fmt.Errorf("bulk: store a submission: %w", err)
 		}
-		if stored, err := res.RowsAffected(); err != nil {
+		if added, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("bulk: store a submission: %w", err)
-		} else if stored == 0 { // the key was taken meanwhile, by another replica
+		} else if added == 0 { // the key was taken meanwhile, by another replica
+			pending[n.KeyHash] -= int64(len(n.body))
 			if ok, err := taken(n); err != nil {
 				return err
 			} else if !ok {

@@ -64,6 +64,14 @@ type Config struct {
 	// goroutine and a store read a second, and nothing else bounds them.
 	// If zero, 1,024.
 	MaxLongPolls int
+	// MaxPendingBytes is how many bytes of submissions one key (one
+	// credential, or one sluice key under inbound keys) may have stored
+	// that have not ended (queued, or in a batch in progress):
+	// BULK_MAX_PENDING_MB. Past it a submission is answered 429 until some
+	// end. It is counted in the store, so it holds across restarts and
+	// replicas. Without it one key could fill the disk in seconds. If
+	// zero, 1 GB.
+	MaxPendingBytes int64
 	// Logger, if nil, slog.Default().
 	Logger *slog.Logger
 }
@@ -154,6 +162,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if cfg.MaxLongPolls <= 0 {
 		cfg.MaxLongPolls = 1024
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = 1 << 30
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -296,7 +307,7 @@ func (s *Service) writer() {
 			reqs = append(reqs, w.req)
 		}
 		start := time.Now()
-		err := s.store.insert(s.ctx, reqs)
+		err := s.store.insert(s.ctx, reqs, s.cfg.MaxPendingBytes)
 		s.m.commit.Observe(time.Since(start).Seconds())
 		s.m.groupSize.Observe(float64(len(group)))
 		for _, w := range group {

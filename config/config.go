@@ -86,6 +86,7 @@ type Config struct {
 	BulkMaxWait       time.Duration // BULK_MAX_WAIT_S
 	BulkMaxRequests   int           // BULK_MAX_BATCH_REQUESTS
 	BulkMaxBytes      int64         // BULK_MAX_BATCH_MB, in bytes
+	BulkMaxPending    int64         // BULK_MAX_PENDING_MB, in bytes
 	BulkRetention     time.Duration // BULK_RETENTION
 	BulkPoll          time.Duration // BULK_POLL_MS
 	BulkSecret        string        // BULK_SECRET (never logged)
@@ -341,6 +342,13 @@ var Settings = []Setting{
 				err = errors.New("must be at most 250, under the Batches API's 256 MB")
 			}
 			c.BulkMaxBytes = int64(n) << 20
+			return err
+		}},
+	{Env: "BULK_MAX_PENDING_MB", Flag: "bulk-max-pending-mb", Default: "1024", Accepts: "whole megabytes >= 1",
+		Meaning: "Bytes of bulk submissions one API key may have stored that have not ended (queued or in a batch in progress), counted in BULK_STORE so it holds across restarts and replicas; past it a submission is answered 429 rate_limit_error (retry-after 60) until some end. The default is four full batches.",
+		apply: func(c *Config, v string) error {
+			n, err := parseInt(v, 1)
+			c.BulkMaxPending = int64(n) << 20
 			return err
 		}},
 	{Env: "BULK_RETENTION", Flag: "bulk-retention", Default: "29d", Accepts: "a duration: 29d, 36h, 90m",

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -393,6 +394,16 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
 		}
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
+	}
+	if status == http.StatusOK && !reassembling && !json.Valid(data) {
+		// A whole answer cut short or garbled on the way (the connection
+		// ended cleanly where it should not have): relayed as a 200, the
+		// SDKs fail to decode it and do not retry; a 502 they retry. A
+		// reassembled stream is sluice's own JSON, valid by construction.
+		p.metrics.InvalidJSON.Inc()
+		p.log.Warn("upstream answered 200 with a body that is not valid JSON; answered 502", "upstream_request_id", ex.rec.upstreamID, "bytes", len(data))
+		return nil, nil, "", &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			Message: fmt.Sprintf("the upstream answered 200 with a body of %d bytes that is not valid JSON; sluice did not relay it. Retry the request", len(data))}
 	}
 	rep = &reply{status: status, header: header, data: data}
 	if c, ok := retry.Retryable(status, header); ok {
