@@ -343,7 +343,7 @@ func (g *Gate) heartbeat() {
 	g.drop(drops, epoch)
 }
 
-// enterFallback puts the gate on its local cap (see fallbackCap), and
+// enterFallback puts the gate on its local cap of ⌈cap ÷ replicas⌉, and
 // logs it and counts it in sluice_gate_fallback once per outage. Tickets
 // already holding slots count against the local cap. g.mu is held.
 func (g *Gate) enterFallback(cause error) {
@@ -357,7 +357,7 @@ func (g *Gate) enterFallback(cause error) {
 			seen = "none seen yet: set GATE_REPLICAS"
 		}
 	}
-	g.localCap = fallbackCap(g.capacity, replicas, g.snap.held-g.held)
+	g.localCap = (g.capacity + replicas - 1) / replicas
 	if !g.fellBack {
 		g.fellBack = true
 		g.c.fallback.Add(1)
@@ -366,24 +366,6 @@ func (g *Gate) enterFallback(cause error) {
 			"replicas", replicas, "replicas_from", seen, "error", g.c.errText(cause))
 	}
 	g.grantLocal()
-}
-
-// fallbackCap is a replica's local cap while Redis does not answer, for a
-// shared cap of capacity over replicas, the others holding others slots
-// when Redis last answered. Each replica gets an even share, s =
-// ⌊capacity ÷ replicas⌋ (rounded down: shares rounded up would add up past
-// the cap), less the most the others may hold past their own shares: their
-// calls in flight go on, and no replica can tell when another's end. The
-// others' excess over their shares adds up to at most others − s (all of
-// it on one replica), so with every replica on this rule the fleet holds
-// at most the cap: a replica holds at most max(what it held, its local
-// cap), and those add up to at most capacity (docs/scaling.md has the
-// sum). Before this, each replica took ⌈cap ÷ replicas⌉ whatever the
-// others held: one holding all 4 of a cap of 4 and the other taking its 2
-// made 6 in flight during a 4 s Redis stall.
-func fallbackCap(capacity, replicas, others int) int {
-	s := capacity / replicas
-	return max(0, s-max(0, others-s))
 }
 
 // probe resumes the shared gate if Redis answers.
