@@ -106,8 +106,9 @@ func parseBody(body []byte, h http.Header, blocks bool) (Descriptor, []Block, er
 	// model as the body spells it.
 	p := prompt{h: sha256.New()}
 	if blocks {
-		p.chain = &maphash.Hash{}
+		p.chained = true
 		p.chain.SetSeed(blockSeed)
+		p.blockList = make([]Block, 0, 32) // a coding agent's tools, system and first turns
 	}
 	p.write(model)
 	p.mark(markEnd)
@@ -250,7 +251,8 @@ type prompt struct {
 	// chain, when blocks are asked for, hashes what h does, and blockList
 	// takes its sum at each block's end; section and index are where the
 	// block being walked sits.
-	chain     *maphash.Hash
+	chained   bool
+	chain     maphash.Hash
 	blockList []Block
 	section   Section
 	index     int
@@ -259,7 +261,7 @@ type prompt struct {
 // write feeds b to the prefix hash, and to the block chain if kept.
 func (p *prompt) write(b []byte) {
 	p.h.Write(b)
-	if p.chain != nil {
+	if p.chained {
 		p.chain.Write(b)
 	}
 }
@@ -419,7 +421,7 @@ func (p *prompt) end(tokens int, cc []byte) {
 	if p.lastCC {
 		p.breakpoint(cc)
 	}
-	if p.chain != nil && len(p.blockList) < MaxBlocks {
+	if p.chained && len(p.blockList) < MaxBlocks {
 		p.blockList = append(p.blockList, Block{Hash: p.chain.Sum64(), Tokens: p.tokens,
 			Section: p.section, Index: p.index, Breakpoint: p.lastCC})
 	}
