@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/cachewhy"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
