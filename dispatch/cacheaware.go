@@ -76,6 +76,17 @@ type cachePlace struct {
 	heldFrom time.Time     // when its hold began
 	until    time.Time     // when its hold ends at the latest
 	join     func(*Member) // its scheduler's join
+	c        *CacheAware   // for CacheRead
+	// group is the group of a follower its leader's beginning freed;
+	// floor the tokens of its next shorter cacheable prefix, which a read
+	// must pass to be of the prefix it followed (see CacheRead).
+	group *cacheGroup
+	floor int
+	// probe is the longest of its prefixes that was not held on (see
+	// DoubtGroups), and probeFloor its floor: a read past it shows the
+	// prefix cached after all.
+	probe      *cacheGroup
+	probeFloor int
 }
 
 // CacheAware is a Releaser that lets concurrent requests sharing a cached
@@ -126,12 +137,27 @@ type CacheAware struct {
 	// flight on another replica too (see CacheShare). Set it before the
 	// first Release.
 	Share CacheShare
+	// DoubtGroups is how many groups in a row whose held followers read
+	// none of their prefix (their usage's cache_read_input_tokens) make
+	// it stop holding on that prefix, for DoubtCoolOff or until a request
+	// is seen to read it: a wrong belief about what the API caches then
+	// costs a few groups' holds, not every group's. If zero,
+	// DefaultDoubtGroups.
+	DoubtGroups int
+	// DoubtCoolOff is how long a prefix is not held on; after it one more
+	// group may form, and if it reads nothing either the prefix is not
+	// held on for another DoubtCoolOff. If zero, DefaultDoubtCoolOff.
+	DoubtCoolOff time.Duration
+	// Doubted, if set, is told each time a prefix stops being held on or
+	// is held on again. It must be quick.
+	Doubted func(Doubt)
 
 	listen  sync.Once
 	mu      sync.Mutex
 	entries map[uint64]*list.Element // of *prefixEntry
 	lru     list.List                // most recently used first
 	seq     uint64
+	doubts  map[uint64]*doubt // see cachedoubt.go; at most MaxPrefixes
 }
 
 var _ Releaser = (*CacheAware)(nil)
@@ -142,6 +168,7 @@ var _ Releaser = (*CacheAware)(nil)
 type prefixEntry struct {
 	key         uint64
 	ttl         time.Duration
+	tokens      int
 	leader      *Member
 	remote      bool
 	remoteUntil time.Time
@@ -235,7 +262,7 @@ func (c *CacheAware) claim(ms []*Member, r *release) {
 	c.mu.Lock()
 	for _, m := range ms {
 		for _, p := range cacheable(m.req) {
-			if !seen[p.Key] && c.find(p.Key, r.now) == nil {
+			if !seen[p.Key] && c.find(p.Key, r.now) == nil && !c.distrusted(p.Key, r.now) {
 				seen[p.Key] = true
 				ask = append(ask, SharedPrefix{p.Key, p.TTL})
 			}
@@ -262,8 +289,16 @@ func (c *CacheAware) place(m *Member, r *release) {
 		return
 	}
 	c.seq++
-	m.cache.seq = c.seq
+	m.cache.seq, m.cache.c = c.seq, c
+	held := false // some prefix may be held on
 	for i := len(ps) - 1; i >= 0; i-- {
+		if c.distrusted(ps[i].Key, r.now) {
+			if m.cache.probe == nil {
+				m.cache.probe, m.cache.probeFloor = &cacheGroup{key: ps[i].Key, tokens: ps[i].Tokens}, floorOf(ps, i)
+			}
+			continue
+		}
+		held = true
 		e := c.find(ps[i].Key, r.now)
 		if e == nil && r.claims[ps[i].Key] != ClaimLead {
 			e = c.addShared(ps[i], r)
@@ -277,8 +312,13 @@ func (c *CacheAware) place(m *Member, r *release) {
 			m.cache.Role = CacheWarm
 			c.send(m, nil, r)
 		default:
+			m.cache.floor = floorOf(ps, i)
 			c.hold(e, m, r)
 		}
+		return
+	}
+	if !held { // every prefix it has is doubted: it goes as if it had none
+		r.out = append(r.out, m)
 		return
 	}
 	m.cache.Role = CacheLeader
@@ -289,7 +329,7 @@ func (c *CacheAware) place(m *Member, r *release) {
 // the registry does not know. c.mu is held.
 func (c *CacheAware) send(m *Member, led []*prefixEntry, r *release) {
 	for _, p := range cacheable(m.req) {
-		if c.find(p.Key, r.now) == nil {
+		if c.find(p.Key, r.now) == nil && !c.distrusted(p.Key, r.now) {
 			led = append(led, c.add(p, m, r))
 		}
 	}
@@ -467,8 +507,13 @@ func (c *CacheAware) begun(m *Member, led []*prefixEntry, answered bool) {
 // frees its followers to read it. c.mu is held.
 func (c *CacheAware) warm(e *prefixEntry, r *release) {
 	e.warmUntil = r.now.Add(e.ttl)
+	var g *cacheGroup
 	for _, f := range e.held {
 		if f.at(flushed) {
+			if g == nil {
+				g = &cacheGroup{key: e.key, tokens: e.tokens}
+			}
+			f.cache.group = g // its read tells whether the entry exists
 			c.free(f, ReleasedBegun, r)
 		}
 	}
@@ -542,11 +587,7 @@ func (c *CacheAware) add(p request.Prefix, m *Member, r *release) *prefixEntry {
 	if c.entries == nil {
 		c.entries = map[uint64]*list.Element{}
 	}
-	limit := c.MaxPrefixes
-	if limit <= 0 {
-		limit = DefaultMaxPrefixes
-	}
-	for c.lru.Len() >= limit {
+	for c.lru.Len() >= c.maxPrefixes() {
 		old := c.lru.Back().Value.(*prefixEntry)
 		for _, f := range old.held {
 			if f.at(flushed) {
@@ -556,7 +597,7 @@ func (c *CacheAware) add(p request.Prefix, m *Member, r *release) *prefixEntry {
 		}
 		c.remove(old)
 	}
-	e := &prefixEntry{key: p.Key, ttl: p.TTL, leader: m}
+	e := &prefixEntry{key: p.Key, ttl: p.TTL, tokens: p.Tokens, leader: m}
 	e.elem = c.lru.PushFront(e)
 	c.entries[p.Key] = e.elem
 	return e
@@ -576,6 +617,13 @@ func (c *CacheAware) disarm(e *prefixEntry) {
 		e.timer.Stop()
 	}
 	e.due = time.Time{}
+}
+
+func (c *CacheAware) maxPrefixes() int {
+	if c.MaxPrefixes > 0 {
+		return c.MaxPrefixes
+	}
+	return DefaultMaxPrefixes
 }
 
 func (c *CacheAware) leaderWait() time.Duration {
@@ -602,6 +650,14 @@ func cacheable(r *request.Descriptor) []request.Prefix {
 		}
 	}
 	return nil
+}
+
+// floorOf is the tokens of the prefix before ps[i], 0 for the first.
+func floorOf(ps []request.Prefix, i int) int {
+	if i == 0 {
+		return 0
+	}
+	return ps[i-1].Tokens
 }
 
 // Held is how many followers are held now, for a gauge: it walks the

@@ -36,6 +36,8 @@ type State struct {
 	Buckets func() []Bucket
 	// CacheHeld is the followers CACHE_AWARE holds now for their leaders.
 	CacheHeld func() int
+	// CacheDistrusted is the prefixes CACHE_AWARE does not hold on now.
+	CacheDistrusted func() int
 }
 
 // Bucket is one upstream key's estimated rate-limit bucket.
@@ -70,6 +72,9 @@ type Metrics struct {
 	CacheRequests    *prometheus.CounterVec   // role: leader, follower, warm
 	CacheHold        *prometheus.HistogramVec // released; seconds a follower was held
 	CacheSavings     prometheus.Counter       // USD at list prices
+	CacheMissBlock   *prometheus.CounterVec   // block: cache writes by the first block that differs
+	CacheMissTokens  *prometheus.CounterVec   // block: tokens those writes could have read
+	CacheDistrusted  *prometheus.CounterVec   // event: distrusted, trusted
 	BucketWait       prometheus.Histogram     // seconds a request was held for its key's rate limits
 	GateLimitChanges *prometheus.CounterVec   // direction: up, down (GATE_LIMIT=adaptive)
 }
@@ -124,6 +129,12 @@ func New(st State) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 11)}, []string{"released"})
 	m.CacheSavings = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_cache_savings_usd_total",
 		Help: "Estimated USD saved at list prices by CACHE_AWARE: each follower's cache read tokens, priced as the write it would have made without its hold less the read it made."})
+	m.CacheMissBlock = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_cache_miss_block_total",
+		Help: "Answers that wrote to the prompt cache, by the first block of their prompt that differs from the recent prompt sharing the most leading blocks (tools[3], system[0], messages[>=8]), or new, same or appended."}, []string{"block"})
+	m.CacheMissTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_cache_miss_tokens_total",
+		Help: "Estimated tokens those writes could have read: the run of leading blocks shared with the recent prompt, less what the answer read, by the same block label."}, []string{"block"})
+	m.CacheDistrusted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_cache_distrust_total",
+		Help: "CACHE_AWARE's prefixes it stopped holding on after their followers read none of them (event=distrusted), or held on again once seen read (event=trusted)."}, []string{"event"})
 	m.BucketWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_ratelimit_wait_seconds",
 		Help:    "Time a held request waited outside the gate for its upstream key's rate-limit buckets to hold its cost (RATE_LIMIT_PACING=buckets).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 13)})
@@ -135,7 +146,8 @@ func New(st State) *Metrics {
 		Help: "Changes of the gate's slots by the adaptive limit (GATE_LIMIT=adaptive), by direction (up, down); the limit itself is sluice_gate_capacity_requests."}, []string{"direction"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
 		m.UpstreamDuration, m.UpstreamTTFB, m.InvalidJSON, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.ClientStalls, m.IdleConnsClosed, m.Tokens,
-		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.GateLimitChanges} {
+		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.CacheMissBlock, m.CacheMissTokens, m.CacheDistrusted,
+		m.GateLimitChanges} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() int) {
@@ -152,6 +164,7 @@ func New(st State) *Metrics {
 	gauge("sluice_body_budget_capacity_bytes", "Bytes of Messages request bodies that may be held at once (BODY_BUDGET_MB).", st.BodyBudget)
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_cache_followers_held", "Requests CACHE_AWARE holds now outside the gate, waiting for the response of the request writing their prompt prefix to begin.", st.CacheHeld)
+	gauge("sluice_cache_distrusted_prefixes", "Prompt prefixes CACHE_AWARE does not hold followers on now, their followers having read none of them.", st.CacheDistrusted)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
 	f(newTenantCollector(st.Tenants))
 	// The runtime's and the process's own: memory, goroutines, file

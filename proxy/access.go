@@ -36,6 +36,11 @@ type record struct {
 	tenant       string                 // the Messages request's tenant (see TENANT_FROM)
 	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
 	bucketWait   time.Duration          // how long RATE_LIMIT_PACING=buckets held it for its key's limits
+	// missBlock and missTokens explain a cache write of its answer (see
+	// cachewhy.go): the first block that differs, and the tokens it
+	// could have read.
+	missBlock  string
+	missTokens int
 	// member is the request's place in its wave, once it got a slot; set
 	// only when an Observer is (for its timeline).
 	member *dispatch.Member
@@ -171,6 +176,7 @@ func (p *Proxy) logAccess(r *http.Request, rec *record, f accessFields) {
 		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
 		slog.Uint64("wave", rec.wave), slog.Int("retries", rec.retries),
 		slog.String("cache", rec.cache.Role.String()), slog.Float64("cache_hold_ms", millis(rec.cache.Held)),
+		slog.String("cache_miss_block", rec.missBlock), slog.Int("cache_miss_tokens", rec.missTokens),
 		slog.Float64("bucket_wait_ms", millis(rec.bucketWait)),
 		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
@@ -247,6 +253,10 @@ func (ex *exchange) countTokens(model string, u usage) {
 	}
 	if ex.tenant != "" {
 		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
+	}
+	ex.explainWrite(u)
+	if ex.member != nil {
+		ex.member.CacheRead(int(u.CacheRead))
 	}
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return

@@ -24,7 +24,7 @@ func FuzzInspect(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		d, aerr := inspect(body, http.Header{"X-Api-Key": {"sk-fuzz"}})
+		d, _, aerr := inspect(body, http.Header{"X-Api-Key": {"sk-fuzz"}})
 		var obj map[string]json.RawMessage
 		isObject := json.Unmarshal(body, &obj) == nil && obj != nil
 		var ne *request.NameError

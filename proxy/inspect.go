@@ -7,7 +7,8 @@ import (
 	"github.com/sluicehq/sluice/request"
 )
 
-// inspect reads the descriptor of a Messages request (see request.Parse).
+// inspect reads the descriptor of a Messages request and its prompt's
+// blocks (see request.ParseBlocks), which explain its cache writes.
 // It refuses, with a 400, only a body that is empty, not a JSON object or
 // not valid JSON, or that names a member sluice reads (model, stream,
 // max_tokens, ...) twice or in another case (request.NameError), which
@@ -15,14 +16,14 @@ import (
 // what the upstream serves. Everything else about the body is the
 // upstream's to judge: a model or stream of the wrong type is the
 // upstream's to refuse.
-func inspect(body []byte, h http.Header) (request.Descriptor, *apiError) {
-	d, err := request.Parse(body, h)
+func inspect(body []byte, h http.Header) (request.Descriptor, []request.Block, *apiError) {
+	d, bs, err := request.ParseBlocks(body, h)
 	var ne *request.NameError
 	switch {
 	case errors.As(err, &ne):
-		return d, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
+		return d, nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	case err != nil:
-		return d, errBadJSON(err.Error())
+		return d, nil, errBadJSON(err.Error())
 	}
-	return d, nil
+	return d, bs, nil
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
@@ -49,7 +50,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	info, aerr := inspect(body.data, r.Header)
+	info, blocks, aerr := inspect(body.data, r.Header)
 	if info.Inbound = inboundOf(r); aerr == nil && !allowsModel(info.Inbound, info.Model) {
 		aerr = errModelNotAllowed(info.Inbound, info.Model)
 	}
@@ -61,7 +62,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	p.tenants.Identify(&info, r.Header)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	p.recordArrival(rec, body.data, &info)
-	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info}
+	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info, why: p.why.Explain(blocks)}
 	if p.sched == nil {
 		ctx := p.begin(r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
@@ -178,6 +179,9 @@ type exchange struct {
 	// of sluice's own for a wait the upstream caused.
 	last *reply
 	desc request.Descriptor // what the policies know of the request
+	// why is what would explain a cache write of its answer (see
+	// cachewhy.go).
+	why cachewhy.Finding
 	// member is its place in its wave, on the windowed path once it got a
 	// slot: its answer's usage corrects its key's rate-limit debit.
 	member *dispatch.Member

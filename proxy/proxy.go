@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -85,6 +86,8 @@ type Proxy struct {
 	// recorder records the shape of each Messages request (RECORD_FILE);
 	// nil otherwise.
 	recorder *recording.Recorder
+	// why explains each cache write (see cachewhy.go).
+	why cachewhy.Index
 	// lastRateLimited is when the upstream last answered 429, in Unix
 	// nanoseconds.
 	lastRateLimited atomic.Int64
@@ -254,6 +257,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			}
 			return p.cache.Held()
 		},
+		CacheDistrusted: func() int {
+			if p.cache == nil {
+				return 0
+			}
+			return p.cache.Distrusted()
+		},
 		// The setting, not the admission chain: an injected Admission may
 		// bound the queue differently, but today's default is QueueBound.
 		QueueCapacity: func() int {
@@ -313,7 +322,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		}
 		releaser := opt.Releaser
 		if releaser == nil && cfg.CacheAware {
-			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc, Share: opt.CacheShare}
+			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc, Share: opt.CacheShare,
+				Doubted: p.cacheDoubted}
 			releaser = p.cache
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,

@@ -194,8 +194,8 @@ func shape(e *Exchange, h *hasher) Request {
 	r := Request{T: e.Arrival, Tenant: h.of("tenant", e.Tenant), Key: h.of("key", e.Key), Model: e.Model, Stream: e.Stream,
 		MaxTokens: e.MaxTokens, Status: e.Status, Limits: e.limits, Usage: e.Usage}
 	system := 0
-	auto := request.Blocks(e.Body, h.mac, func(b *request.Block) {
-		out := Block{In: b.Section, Tokens: b.Tokens, Hash: hex.EncodeToString(b.Sum[:hashLen]), Cache: cacheOf(b.CacheControl)}
+	auto := request.Shapes(e.Body, h.mac, func(b *request.Shape) {
+		out := Block{In: b.Section.String(), Tokens: b.Tokens, Hash: hex.EncodeToString(b.Sum[:hashLen]), Cache: cacheOf(b.CacheControl)}
 		switch b.Section {
 		case request.SectionMessages:
 			msg := b.Message
@@ -232,7 +232,7 @@ func cacheOf(raw []byte) *CacheControl {
 		Type json.RawMessage `json:"type"`
 		TTL  json.RawMessage `json:"ttl"`
 	}
-	_ = json.Unmarshal(raw, &cc) // valid JSON: request.Blocks walked it
+	_ = json.Unmarshal(raw, &cc) // valid JSON: request.Shapes walked it
 	out := &CacheControl{Type: word(cc.Type, ccTypes), TTL: word(cc.TTL, ccTTLs)}
 	if out.TTL == "other" {
 		out.TTL = ""

@@ -122,6 +122,15 @@ func BenchmarkParse(b *testing.B) {
 				}
 			}
 		})
+		b.Run(tc.name+"/blocks", func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := ParseBlocks(tc.body, h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(tc.name+"/inspect-before", func(b *testing.B) {
 			b.SetBytes(int64(len(tc.body)))
 			b.ReportAllocs()

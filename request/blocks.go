@@ -1,193 +1,53 @@
 package request
 
-import "hash"
-
-// Sections of a prompt, in the API's prefix order.
-const (
-	SectionTools    = "tools"
-	SectionSystem   = "system"
-	SectionMessages = "messages"
+import (
+	"hash/maphash"
+	"strconv"
 )
 
-// Block is one block of a prompt as Blocks walks it: where it sits, what
-// it is estimated to cost, and a hash of its content. It holds no text of
-// the prompt: Role and Type are the body's spelling of the message's role
-// and the block's type (JSON strings, quotes included; nil when absent),
-// for the caller to map onto the few values it knows.
+// MaxBlocks bounds the blocks ParseBlocks gives: a longer prompt's later
+// blocks are left out (what explains a cache write is nearly always early
+// in the prompt, and a bound keeps a hostile body from costing more).
+const MaxBlocks = 1024
+
+// Section is the part of the prompt a block sits in, in prefix order.
+type Section uint8
+
+const (
+	SectionTools Section = iota
+	SectionSystem
+	SectionMessages
+)
+
+var sectionNames = [...]string{"tools", "system", "messages"}
+
+func (s Section) String() string { return sectionNames[s] }
+
+// Block is one block of a prompt in the API's prefix order: a tool, a
+// system block, or a message's content block.
 type Block struct {
-	Section string // SectionTools, SectionSystem or SectionMessages
-	Message int    // the message's index in messages; -1 in tools and system
-	Role    []byte // the message's role as the body spells it
-	Type    []byte // the block's type as the body spells it; nil for a string content
-	// Tokens is the block's estimated input tokens, as Parse counts them
-	// (and the simulator): a text block of system or messages its text's,
-	// any other block its JSON's.
+	// Hash is a hash of the model and of every block up to and including
+	// this one, as the prefix keys hash them (cache_control left out):
+	// two prompts' blocks at the same place have the same Hash exactly
+	// when their prompts agree up to there. It is a fast hash with a
+	// seed of this process: compare it only within one process.
+	Hash uint64
+	// Tokens is the estimated tokens of the prompt up to and including
+	// this block.
 	Tokens int
-	// Sum is the hash of the block's content (without its cache_control),
-	// as the hash given to Blocks makes it; valid until the next block.
-	Sum []byte
-	// CacheControl is the block's cache_control value, raw; nil without.
-	CacheControl []byte
-	// Text is the start of a text block's text, raw (up to the first
-	// textPeek bytes of the JSON string, opening quote included), for a
-	// caller that must tell a kind of block by how it begins; nil for
-	// other blocks.
-	Text []byte
+	// Section and Index are where the block sits: the tool's index, the
+	// system block's index (0 for a string system prompt), or the
+	// message's index (every block of a message has its message's).
+	Section Section
+	Index   int
+	// Breakpoint says the block carries a cache_control breakpoint (or
+	// takes the top-level one, as the last block).
+	Breakpoint bool
 }
 
-// textPeek is how much of a text block's text Blocks shows its caller.
-const textPeek = 64
+// Position names where b sits, as "tools[3]", "system[0]" or
+// "messages[5]".
+func (b Block) Position() string { return b.Section.String() + "[" + strconv.Itoa(b.Index) + "]" }
 
-// Blocks walks the prompt of a Messages body in the API's prefix order
-// (tools, system, messages' content blocks) and calls visit for each
-// block, with its content hashed by h (reset before each block: a keyed
-// hash keeps the sums apart from any other hashing of the same text). It
-// returns the body's top-level cache_control (automatic caching), raw, or
-// nil. A body Parse refuses yields no blocks.
-//
-// It is a second walk of the body, made only by callers that need each
-// block (sluice's recording of traffic shapes, off the request path);
-// Parse keeps its one walk. The token estimates are the same rules as
-// Parse's: a test holds the two to the same totals.
-func Blocks(body []byte, h hash.Hash, visit func(b *Block)) (auto []byte) {
-	i := skipSpace(body, 0)
-	if i == len(body) || body[i] != '{' {
-		return nil
-	}
-	var tools, system, messages []byte
-	end := object(body, i, 0, func(k, kEnd, v int) int {
-		end := skipValue(body, v, 1)
-		if end < 0 {
-			return -1
-		}
-		switch string(body[k:kEnd]) {
-		case `"tools"`:
-			tools = body[v:end]
-		case `"system"`:
-			system = body[v:end]
-		case `"messages"`:
-			messages = body[v:end]
-		case `"cache_control"`:
-			auto = body[v:end]
-		}
-		return end
-	})
-	if end < 0 || skipSpace(body, end) != len(body) {
-		return nil
-	}
-	w := blockWalk{h: h, visit: visit}
-	w.b.Message = -1
-	if len(tools) > 0 && tools[0] == '[' {
-		w.b.Section = SectionTools
-		array(tools, 0, 0, func(v int) int { return w.block(tools, v, false) })
-	}
-	if len(system) > 0 {
-		w.b.Section = SectionSystem
-		w.content(system, 0)
-	}
-	if len(messages) > 0 && messages[0] == '[' {
-		w.b.Section = SectionMessages
-		array(messages, 0, 0, func(v int) int {
-			w.b.Message++
-			if messages[v] != '{' {
-				return skipValue(messages, v, 1)
-			}
-			var role, content []byte
-			end := object(messages, v, 1, func(k, kEnd, v int) int {
-				end := skipValue(messages, v, 2)
-				switch string(messages[k:kEnd]) {
-				case `"role"`:
-					role = messages[v:end]
-				case `"content"`:
-					content = messages[v:end]
-				}
-				return end
-			})
-			if content != nil {
-				w.b.Role = role
-				w.content(content, 0)
-			}
-			return end
-		})
-	}
-	if len(auto) == 0 || auto[0] != '{' {
-		auto = nil
-	}
-	return auto
-}
-
-// blockWalk is Blocks' state: the block being filled in.
-type blockWalk struct {
-	h     hash.Hash
-	visit func(b *Block)
-	b     Block
-	sum   []byte
-}
-
-// content walks a system prompt or a message's content at b[i], a string
-// or an array of blocks, as prompt.content does.
-func (w *blockWalk) content(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		end := skipString(b, i)
-		w.h.Reset()
-		w.h.Write(textMember)
-		w.h.Write(b[i:end])
-		w.emit(nil, EstimateTokens(textLen(b[i:end])), nil, b[i:min(end, i+textPeek)])
-		return end
-	case '[':
-		return array(b, i, 0, func(v int) int { return w.block(b, v, true) })
-	}
-	return skipValue(b, i, 0)
-}
-
-// block hashes the tool or content block at b[i] and returns its end, as
-// prompt.block does.
-func (w *blockWalk) block(b []byte, i int, inContent bool) int {
-	w.h.Reset()
-	if b[i] != '{' {
-		end := skipValue(b, i, 1)
-		w.h.Write(b[i:end])
-		w.emit(nil, EstimateTokens(end-i), nil, nil)
-		return end
-	}
-	var cc, typ, text []byte
-	end := object(b, i, 1, func(k, kEnd, v int) int {
-		end := skipValue(b, v, 2)
-		switch string(b[k:kEnd]) {
-		case `"cache_control"`:
-			cc = b[v:end]
-			return end
-		case `"type"`:
-			typ = b[v:end]
-		case `"text"`:
-			text = b[v:end]
-		}
-		w.h.Write(b[k:end])
-		return end
-	})
-	chars := end - i
-	var peek []byte
-	if inContent && string(typ) == `"text"` {
-		chars = 0
-		if len(text) > 0 && text[0] == '"' {
-			chars = textLen(text)
-			peek = text[:min(len(text), textPeek)]
-		}
-	}
-	if !inContent {
-		typ = nil // a tool's type names the tool's kind, not a block's
-	}
-	w.emit(typ, EstimateTokens(chars), cc, peek)
-	return end
-}
-
-func (w *blockWalk) emit(typ []byte, tokens int, cc, text []byte) {
-	w.sum = w.h.Sum(w.sum[:0])
-	w.b.Type, w.b.Tokens, w.b.Sum, w.b.Text = typ, tokens, w.sum, text
-	w.b.CacheControl = nil
-	if len(cc) > 0 && cc[0] == '{' {
-		w.b.CacheControl = cc
-	}
-	w.visit(&w.b)
-}
+// blockSeed seeds every Block.Hash of this process.
+var blockSeed = maphash.MakeSeed()

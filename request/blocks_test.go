@@ -1,104 +1,88 @@
 package request
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
+	"strings"
 	"testing"
 )
 
-// blockBodies are prompts of every shape Blocks and Parse must count
-// alike: string and array system prompts and contents, tools with and
-// without breakpoints, a role after its content (the Go SDK's order),
-// tool calls and results, automatic caching.
-var blockBodies = map[string][]byte{
-	"small": smallBody(),
-	"agent": agentBody(),
-	"role after content": []byte(`{"model":"m","max_tokens":5,"system":"be brief","messages":[` +
-		`{"content":[{"type":"text","text":"héllo \"there\"","cache_control":{"type":"ephemeral","ttl":"1h"}}],"role":"user"}]}`),
-	"automatic": []byte(`{"model":"m","cache_control":{"type":"ephemeral"},"tools":[{"name":"a","input_schema":{}}],` +
-		`"messages":[{"role":"user","content":"one"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"a","input":{}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"two"}]}]}`),
-	"odd values": []byte(`{"model":"m","tools":[1,{"name":"b","cache_control":{"type":"ephemeral"}}],"system":[{"type":"text","text":"s"},"x"],` +
-		`"messages":[3,{"role":"user"},{"role":"user","content":[]},{"role":"user","content":"ok"}]}`),
+// blocksOf is ParseBlocks of body, failing the test on a refusal.
+func blocksOf(t *testing.T, body string) (Descriptor, []Block) {
+	t.Helper()
+	d, bs, err := ParseBlocks([]byte(body), nil)
+	if err != nil {
+		t.Fatalf("ParseBlocks(%s): %v", body, err)
+	}
+	return d, bs
 }
 
-// Blocks counts each block's tokens by Parse's rules: the blocks add up to
-// Parse's estimate of the whole prompt, and the running total at each
-// breakpoint is the prefix Parse keys there.
-func TestBlocksCountAsParseDoes(t *testing.T) {
-	for name, body := range blockBodies {
-		d, err := Parse(body, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		total, n := 0, 0
-		var breaks []int
-		auto := Blocks(body, sha256.New(), func(b *Block) {
-			total += b.Tokens
-			n++
-			if b.CacheControl != nil {
-				breaks = append(breaks, total)
-			}
-		})
-		if auto != nil && (len(breaks) == 0 || breaks[len(breaks)-1] != total) {
-			breaks = append(breaks, total)
-		}
-		if n > 0 && total != d.Cost.InputTokens {
-			t.Errorf("%s: blocks add up to %d tokens; Parse estimates %d", name, total, d.Cost.InputTokens)
-		}
-		if len(breaks) != len(d.Prefixes) {
-			t.Fatalf("%s: %d breakpoints; Parse has %d prefixes", name, len(breaks), len(d.Prefixes))
-		}
-		for i, p := range d.Prefixes {
-			if breaks[i] != p.Tokens {
-				t.Errorf("%s: breakpoint %d at %d tokens; Parse's prefix has %d", name, i, breaks[i], p.Tokens)
-			}
-		}
+// Each block is named by where it sits, in prefix order; its hash chains
+// every block before it, and cache_control does not change it.
+func TestParseBlocks(t *testing.T) {
+	tools := `[{"name":"a","description":"A"},{"name":"b","description":"B","cache_control":{"type":"ephemeral"}}]`
+	system := `[{"type":"text","text":"line one"},{"type":"text","text":"line two","cache_control":{"type":"ephemeral"}}]`
+	msgs := `[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"yes"},{"type":"text","text":"and"}]},{"content":"later","role":"user"}]`
+	d, bs := blocksOf(t, body(model, tools, system, msgs, ""))
+	var got []string
+	for _, b := range bs {
+		got = append(got, b.Position())
 	}
-}
+	want := "tools[0] tools[1] system[0] system[1] messages[0] messages[1] messages[1] messages[2]"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("positions %v; want %s", got, want)
+	}
+	if !bs[1].Breakpoint || !bs[3].Breakpoint || bs[0].Breakpoint || bs[7].Breakpoint {
+		t.Errorf("breakpoints %+v; want tools[1] and system[1] only", bs)
+	}
+	if bs[3].Tokens != d.Prefixes[1].Tokens || bs[7].Tokens != d.Cost.InputTokens {
+		t.Errorf("cumulative tokens %d and %d; want the prefix's %d and the prompt's %d",
+			bs[3].Tokens, bs[7].Tokens, d.Prefixes[1].Tokens, d.Cost.InputTokens)
+	}
+	// Parse gives the same descriptor, and no blocks are kept without
+	// asking.
+	if p := parse(t, body(model, tools, system, msgs, "")); p.Cost != d.Cost || len(p.Prefixes) != len(d.Prefixes) || p.Prefixes[1] != d.Prefixes[1] {
+		t.Errorf("Parse %+v; ParseBlocks %+v", p, d)
+	}
 
-// Equal blocks hash equal whatever their cache_control or position, and
-// a keyed hash keeps two recordings' sums apart.
-func TestBlocksHashContentNotPlace(t *testing.T) {
-	body := []byte(`{"model":"m","system":[{"type":"text","text":"same"},{"type":"text","text":"same","cache_control":{"type":"ephemeral"}},{"type":"text","text":"other"}],` +
-		`"messages":[{"role":"user","content":"same"}]}`)
-	sums := func(key string) []string {
-		var out []string
-		Blocks(body, hmac.New(sha256.New, []byte(key)), func(b *Block) { out = append(out, string(b.Sum)) })
-		return out
+	// The same prompt without its markers: the same hashes. A changed
+	// system[0]: the tools' hashes alike, every later one different.
+	plain := strings.ReplaceAll(body(model, tools, system, msgs, ""), `,"cache_control":{"type":"ephemeral"}`, "")
+	_, bs2 := blocksOf(t, plain)
+	for i := range bs {
+		if bs2[i].Hash != bs[i].Hash {
+			t.Errorf("%s hashes differently without cache_control", bs[i].Position())
+		}
 	}
-	a, b := sums("one"), sums("two")
-	if len(a) != 4 {
-		t.Fatalf("%d blocks; want 4", len(a))
+	_, bs3 := blocksOf(t, body(model, tools, strings.Replace(system, "line one", "line 1", 1), msgs, ""))
+	for i := range bs {
+		if same := bs3[i].Hash == bs[i].Hash; same != (i < 2) {
+			t.Errorf("%s: same hash %v after system[0] changed", bs[i].Position(), same)
+		}
 	}
-	if a[0] != a[1] || a[0] != a[3] {
-		t.Error("the same text hashes differently with a breakpoint, or as a string content")
-	}
-	if a[0] == a[2] {
-		t.Error("different texts hash alike")
-	}
-	if a[0] == b[0] {
-		t.Error("two keys give the same sum")
+	// Another model: no block alike.
+	_, bs4 := blocksOf(t, body(`"claude-opus-4-1"`, tools, system, msgs, ""))
+	if bs4[0].Hash == bs[0].Hash {
+		t.Error("tools[0] hashes alike under another model")
 	}
 }
 
-// A body Parse refuses yields no blocks.
-func TestBlocksOfInvalidBody(t *testing.T) {
-	for _, body := range []string{``, `[]`, `{"system":"x"`, `{"system":"x"} extra`} {
-		n := 0
-		Blocks([]byte(body), sha256.New(), func(*Block) { n++ })
-		if n != 0 {
-			t.Errorf("%q: %d blocks; want none", body, n)
-		}
+// A string system prompt is system[0]; the top-level cache_control marks
+// the last block; ParseBlocks keeps at most MaxBlocks.
+func TestParseBlocksEdges(t *testing.T) {
+	_, bs := blocksOf(t, body(model, "", `"be brief"`, `[{"role":"user","content":"hi"}]`, `"cache_control":{"type":"ephemeral"}`))
+	if len(bs) != 2 || bs[0].Position() != "system[0]" || bs[0].Breakpoint || !bs[1].Breakpoint {
+		t.Errorf("blocks %+v; want system[0], then messages[0] with the top-level breakpoint", bs)
 	}
-}
-
-func BenchmarkBlocks(b *testing.B) {
-	body := agentBody()
-	h := hmac.New(sha256.New, []byte("salt"))
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		Blocks(body, h, func(*Block) {})
+	var m strings.Builder
+	m.WriteString(`[{"role":"user","content":[`)
+	for i := range MaxBlocks + 10 {
+		if i > 0 {
+			m.WriteByte(',')
+		}
+		m.WriteString(`{"type":"text","text":"x"}`)
+	}
+	m.WriteString(`]}]`)
+	d, bs := blocksOf(t, body(model, "", "", m.String(), ""))
+	if len(bs) != MaxBlocks || d.Cost.InputTokens != MaxBlocks+10 {
+		t.Errorf("%d blocks kept, %d tokens; want %d blocks and every block's token", len(bs), d.Cost.InputTokens, MaxBlocks)
 	}
 }

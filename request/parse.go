@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash"
+	"hash/maphash"
 	"math"
 	"net/http"
 	"strconv"
@@ -52,14 +53,27 @@ const MaxUserID = 256
 // is named as one it reads but for case, so that it reads what any
 // decoder the upstream might use reads (see names.go).
 func Parse(body []byte, h http.Header) (Descriptor, error) {
+	d, _, err := parseBody(body, h, false)
+	return d, err
+}
+
+// ParseBlocks is Parse that also gives the prompt's blocks in prefix
+// order (see Block), at most MaxBlocks of them: what explaining a cache
+// write needs. It costs a second, fast hash of the same bytes and the
+// slice; Parse alone pays neither.
+func ParseBlocks(body []byte, h http.Header) (Descriptor, []Block, error) {
+	return parseBody(body, h, true)
+}
+
+func parseBody(body []byte, h http.Header, blocks bool) (Descriptor, []Block, error) {
 	cred := Tenant(h)
 	d := Descriptor{Tenant: cred, Key: cred, Patience: Patience(h)}
 	i := skipSpace(body, 0)
 	if i == len(body) {
-		return d, ErrEmpty
+		return d, nil, ErrEmpty
 	}
 	if body[i] != '{' {
-		return d, ErrNotObject
+		return d, nil, ErrNotObject
 	}
 	var model, tools, system, messages, auto, metadata []byte
 	var seen uint16
@@ -96,15 +110,20 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 	})
 	refused := Descriptor{Tenant: d.Tenant, Key: d.Key, Patience: d.Patience}
 	if end < 0 || skipSpace(body, end) != len(body) {
-		return refused, ErrInvalidJSON
+		return refused, nil, ErrInvalidJSON
 	}
 	if nameErr != nil {
-		return refused, nameErr
+		return refused, nil, nameErr
 	}
 	// Different models never share a prefix: the key starts with the
 	// model as the body spells it.
 	p := prompt{h: sha256.New()}
-	p.h.Write(model)
+	if blocks {
+		p.chained = true
+		p.chain.SetSeed(blockSeed)
+		p.blockList = make([]Block, 0, 32) // a coding agent's tools, system and first turns
+	}
+	p.write(model)
 	p.mark(markEnd)
 	p.tools(tools)
 	p.system(system)
@@ -112,14 +131,14 @@ func Parse(body []byte, h http.Header) (Descriptor, error) {
 	p.automatic(auto)
 	var err error
 	if d.UserID, err = userIDOf(metadata); err != nil {
-		return refused, err
+		return refused, nil, err
 	}
 	if p.err != nil {
-		return refused, p.err
+		return refused, nil, p.err
 	}
 	d.Prefixes = p.prefixes
 	d.Cost.InputTokens = max(p.tokens, 1)
-	return d, nil
+	return d, p.blockList, nil
 }
 
 // modelOf decodes the JSON string val, cut to maxModel bytes; "" when val
@@ -259,6 +278,14 @@ type prompt struct {
 	// written before the message's first block.
 	role []byte
 	err  error // a *NameError met in the walk, which then stops
+	// chain, when blocks are asked for, hashes what h does, and blockList
+	// takes its sum at each block's end; section and index are where the
+	// block being walked sits.
+	chained   bool
+	chain     maphash.Hash
+	blockList []Block
+	section   Section
+	index     int
 }
 
 // check is fs.check, keeping a refusal in p.err.
@@ -271,6 +298,14 @@ func (p *prompt) check(fs *fields, key []byte, seen *uint16) int {
 		return -2
 	}
 	return f
+}
+
+// write feeds b to the prefix hash, and to the block chain if kept.
+func (p *prompt) write(b []byte) {
+	p.h.Write(b)
+	if p.chained {
+		p.chain.Write(b)
+	}
 }
 
 // Section and role markers: bytes no JSON text contains.
@@ -287,17 +322,19 @@ var textMember = []byte(`"type":"text""text":`)
 
 var marks = [...]byte{markEnd, markTools, markSystem, markMessages, markRole}
 
-func (p *prompt) mark(m byte) { p.h.Write(marks[m : m+1]) }
+func (p *prompt) mark(m byte) { p.write(marks[m : m+1]) }
 
 func (p *prompt) tools(val []byte) {
 	p.mark(markTools)
+	p.section, p.index = SectionTools, 0
 	if len(val) > 0 && val[0] == '[' {
-		array(val, 0, 0, func(v int) int { return p.block(val, v, false) })
+		array(val, 0, 0, func(v int) int { end := p.block(val, v, false); p.index++; return end })
 	}
 }
 
 func (p *prompt) system(val []byte) {
 	p.mark(markSystem)
+	p.section, p.index = SectionSystem, 0
 	if len(val) == 0 || val[0] != '[' {
 		if len(val) > 0 {
 			p.content(val, 0)
@@ -314,10 +351,19 @@ func (p *prompt) system(val []byte) {
 				p.outside += tokens
 				p.blocks++
 				p.lastCC = false
+				// A place in the block list all the same (its hash the
+				// chain's so far: nothing of it is hashed), so that
+				// later system blocks keep their indexes.
+				if p.chained && len(p.blockList) < MaxBlocks {
+					p.blockList = append(p.blockList, Block{Hash: p.chain.Sum64(), Tokens: p.tokens, Section: SectionSystem, Index: p.index})
+				}
+				p.index++
 				return end
 			}
 		}
-		return p.block(val, v, true)
+		end := p.block(val, v, true)
+		p.index++
+		return end
 	})
 }
 
@@ -370,10 +416,12 @@ func attributionLine(b []byte, i int) (int, int) {
 
 func (p *prompt) messages(val []byte) {
 	p.mark(markMessages)
+	p.section, p.index = SectionMessages, -1
 	if len(val) == 0 || val[0] != '[' {
 		return
 	}
 	array(val, 0, 0, func(v int) int {
+		p.index++ // a message's blocks all sit at its index
 		if val[v] != '{' {
 			return skipValue(val, v, 1)
 		}
@@ -423,12 +471,18 @@ func (p *prompt) content(b []byte, i int) int {
 	case '"':
 		end := skipString(b, i)
 		p.begin()
-		p.h.Write(textMember)
-		p.h.Write(b[i:end])
+		p.write(textMember)
+		p.write(b[i:end])
 		p.end(EstimateTokens(textLen(b[i:end])), nil)
 		return end
 	case '[':
-		return array(b, i, 0, func(v int) int { return p.block(b, v, true) })
+		return array(b, i, 0, func(v int) int {
+			end := p.block(b, v, true)
+			if p.section == SectionSystem {
+				p.index++
+			}
+			return end
+		})
 	}
 	return skipValue(b, i, 0)
 }
@@ -437,7 +491,7 @@ func (p *prompt) content(b []byte, i int) int {
 func (p *prompt) begin() {
 	if p.role != nil {
 		p.mark(markRole)
-		p.h.Write(p.role)
+		p.write(p.role)
 		p.role = nil
 	}
 }
@@ -449,7 +503,7 @@ func (p *prompt) block(b []byte, i int, inContent bool) int {
 	p.begin()
 	if b[i] != '{' {
 		end := skipValue(b, i, 1)
-		p.h.Write(b[i:end])
+		p.write(b[i:end])
 		p.end(EstimateTokens(end-i), nil)
 		return end
 	}
@@ -468,7 +522,7 @@ func (p *prompt) block(b []byte, i int, inContent bool) int {
 		case fText:
 			text = b[v:end]
 		}
-		p.h.Write(b[k:end])
+		p.write(b[k:end])
 		return end
 	})
 	if end < 0 {
@@ -495,6 +549,10 @@ func (p *prompt) end(tokens int, cc []byte) {
 	if p.lastCC {
 		p.breakpoint(cc)
 	}
+	if p.chained && len(p.blockList) < MaxBlocks {
+		p.blockList = append(p.blockList, Block{Hash: p.chain.Sum64(), Tokens: p.tokens,
+			Section: p.section, Index: p.index, Breakpoint: p.lastCC})
+	}
 }
 
 // automatic applies a top-level cache_control: a breakpoint on the last
@@ -502,6 +560,9 @@ func (p *prompt) end(tokens int, cc []byte) {
 func (p *prompt) automatic(cc []byte) {
 	if len(cc) > 0 && cc[0] == '{' && p.blocks > 0 && !p.lastCC {
 		p.breakpoint(cc)
+		if n := len(p.blockList); n > 0 && n == p.blocks {
+			p.blockList[n-1].Breakpoint = true
+		}
 	}
 }
 

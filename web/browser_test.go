@@ -469,3 +469,51 @@ func TestPageShowsLiveCacheGroup(t *testing.T) {
 	}
 	console.check(t)
 }
+
+// Three prompts alike but for their first system block, one after the
+// other: the first is new, the other two wrote because system[0] differs,
+// and the table says what that cost, the tools before it.
+func TestPageShowsCacheWrites(t *testing.T) {
+	st := newStack(t, 4)
+	ctx, console := browser(t, 1280, 800)
+	openLive(t, ctx, st)
+	tools := `[{"name":"read_file","description":` + strconv.Quote(strings.Repeat("Read a file of the repository and return its text. ", 120)) + `}]`
+	system := strings.Repeat("You are a careful agent; read each file before you edit it. ", 160)
+	for i := range 3 {
+		postMessage(t, st.url, fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"tools":%s,`+
+			`"system":[{"type":"text","text":"run %d of the fleet"},{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
+			`"messages":[{"role":"user","content":"go"}]}`, tools, i, system))
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-cache-writes tr[data-block="system[0]"][data-writes="2"]`))); err != nil {
+		t.Fatalf("the live view shows no row for two writes put down to system[0]: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll("#live-cache-writes tr[data-block]")].map(tr => [...tr.children].map(td => td.textContent))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tool's ~1,530 tokens, twice: estimated as sluice and the
+	// simulator count, four characters a token.
+	_, bs, _ := request.ParseBlocks([]byte(`{"model":"claude-sonnet-4-5","tools":`+tools+`}`), nil)
+	perWrite := bs[0].Tokens
+	want := [][]string{{"system[0]", "2", fmt.Sprintf("%d", 2*perWrite), fmt.Sprintf("%d", perWrite)}, {"new", "1", "0", "0"}}
+	if fmt.Sprint(rows) != fmt.Sprint(localized(want)) {
+		t.Errorf("cache-write rows %v; want %v", rows, want)
+	}
+	console.check(t)
+}
+
+// localized is rows with their numbers as the page prints them (en, with
+// thousands separators).
+func localized(rows [][]string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = append([]string(nil), r...)
+		for j := 1; j < len(r); j++ {
+			n, _ := strconv.Atoi(r[j])
+			if n >= 1000 {
+				out[i][j] = fmt.Sprintf("%d,%03d", n/1000, n%1000)
+			}
+		}
+	}
+	return out
+}

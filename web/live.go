@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/metrics"
@@ -54,6 +55,10 @@ type Gauges struct {
 	// Tenants are the tracked tenants' counts (at most TENANT_MAX and
 	// other), the busiest liveTenants of them.
 	Tenants []dispatch.TenantStats `json:"tenants,omitempty"`
+	// CacheWrites is why answers wrote to the prompt cache since sluice
+	// started, by the first block that differs (see package cachewhy),
+	// the most tokens that could have been read first.
+	CacheWrites []cachewhy.Stat `json:"cache_writes,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
@@ -62,7 +67,8 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 		st := p.GateStats()
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
 			Slots: st.Capacity, Adaptive: cfg.GateLimit == "adaptive", MaxSlots: cfg.MaxConcurrency,
-			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants()}
+			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
+			CacheWrites: p.CacheWrites()}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -75,7 +81,8 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 // equal reports whether g and o show the same.
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
-		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants)
+		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
+		slices.Equal(g.CacheWrites, o.CacheWrites)
 }
 
 // LiveWave is one flushed window.

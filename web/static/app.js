@@ -726,6 +726,17 @@ function live() {
       return tr;
     }));
     if (!tenants.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 6; td.textContent = "no tenants yet"; tr.append(td); tt.append(tr); }
+    // Why cache writes happened, the costliest first (the server sends
+    // at most one row per block label).
+    const cw = $("live-cache-writes"), writes = gz.cache_writes || [];
+    cw.replaceChildren(...writes.map((s) => {
+      const tr = document.createElement("tr");
+      tr.dataset.block = s.block; tr.dataset.writes = s.writes; tr.dataset.tokens = s.tokens;
+      [s.block, s.writes.toLocaleString("en"), s.tokens.toLocaleString("en"), Math.round(s.tokens / s.writes).toLocaleString("en")]
+        .forEach((c) => { const td = document.createElement("td"); td.textContent = c; tr.append(td); });
+      return tr;
+    }));
+    if (!writes.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 4; td.textContent = "no cache writes yet"; tr.append(td); cw.append(tr); }
     const tb = $("live-requests");
     tb.replaceChildren(...u.requests.slice(0, 15).map((r) => {
       const tr = document.createElement("tr");

@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/sluicehq/sluice/cachewhy"
+	"github.com/sluicehq/sluice/dispatch"
+)
+
+// explainWrite counts why ex's answer, of usage u, wrote to the prompt
+// cache (if it did), on both paths: the first block of its prompt that
+// differs from the recent prompt sharing the most leading blocks, and the
+// tokens of that shared run it did not read. The usage is the signal, not
+// sluice's expectation: a warm request can write too (what follows the
+// prefix it read), and a leader can write nothing (the API had the entry).
+func (ex *exchange) explainWrite(u usage) {
+	if u.CacheWrite <= 0 || ex.why.Block == "" {
+		return
+	}
+	unread := ex.why.Unread(int(u.CacheRead))
+	ex.rec.missBlock, ex.rec.missTokens = ex.why.Block, unread
+	p := ex.p
+	p.why.Wrote(ex.why, unread)
+	p.metrics.CacheMissBlock.WithLabelValues(ex.why.Label).Inc()
+	p.metrics.CacheMissTokens.WithLabelValues(ex.why.Label).Add(float64(unread))
+}
+
+// CacheWrites is why answers wrote to the prompt cache since start, by
+// block, the most unread tokens first (for the page).
+func (p *Proxy) CacheWrites() []cachewhy.Stat { return p.why.Stats() }
+
+// cacheDoubted logs and counts CACHE_AWARE's change of mind about a
+// prefix. The key is a hash of the prompt, not the prompt.
+func (p *Proxy) cacheDoubted(d dispatch.Doubt) {
+	key := strconv.FormatUint(d.Key, 16)
+	if d.Trusted {
+		p.metrics.CacheDistrusted.WithLabelValues("trusted").Inc()
+		p.log.Info("cache-aware: a request read a prefix its followers had not; holding followers on it again",
+			"prefix", key, "tokens", d.Tokens)
+		return
+	}
+	p.metrics.CacheDistrusted.WithLabelValues("distrusted").Inc()
+	p.log.Warn("cache-aware: followers held for a prefix read none of it; not holding on it until a request reads it, or for the cool-off",
+		"prefix", key, "tokens", d.Tokens, "groups", d.Groups, "until", d.Until.UTC().Format("15:04:05"))
+}
