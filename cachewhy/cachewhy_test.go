@@ -1,6 +1,7 @@
 package cachewhy
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,9 +60,11 @@ func explain(t *testing.T, x *Index, body []byte) (Finding, []request.Block) {
 	return x.Explain(bs), bs
 }
 
-// A fleet of agents whose first system block differs: the first is new,
-// every other one is put down to system[0], with the tools' tokens as
-// what it could have read.
+// A fleet of agents whose attribution lines and tasks differ: the line is
+// in no prefix, as the API caches (request.AttributionPrefix), so each
+// write after the first is put down to messages[0], the task, with the
+// tools and the system prompt as what it could have read. An agent whose
+// identity line differs is put down to system[1], with the tools' tokens.
 func TestExplainFleet(t *testing.T) {
 	var x Index
 	if f, _ := explain(t, &x, agent("a1f", twelve, "fix the test")); f.Block != New || f.Shared != 0 {
@@ -69,12 +72,17 @@ func TestExplainFleet(t *testing.T) {
 	}
 	for i, attr := range []string{"b27", "c03", "d9e"} {
 		f, bs := explain(t, &x, agent(attr, twelve, fmt.Sprintf("task %d", i)))
-		if f.Block != "system[0]" || f.Label != "system[0]" {
-			t.Errorf("agent %s: %+v; want system[0]", attr, f)
+		if f.Block != "messages[0]" || f.Label != "messages[0]" {
+			t.Errorf("agent %s: %+v; want messages[0]", attr, f)
 		}
-		if tools := bs[11].Tokens; f.Shared != tools || tools < 7000 {
-			t.Errorf("agent %s: shared %d tokens; want the twelve tools' %d", attr, f.Shared, tools)
+		if system := bs[14].Tokens; f.Shared != system || bs[11].Tokens < 7000 || system <= bs[11].Tokens {
+			t.Errorf("agent %s: shared %d tokens; want the tools' and system prompt's %d", attr, f.Shared, system)
 		}
+	}
+	other := bytes.Replace(agent("e55", twelve, "task 9"), []byte("You are Claude Code."), []byte("You are a reviewer."), 1)
+	f, bs := explain(t, &x, other)
+	if f.Block != "system[1]" || f.Shared != bs[12].Tokens {
+		t.Errorf("another identity line: %+v; want system[1], sharing the tools and the attribution line's %d tokens", f, bs[12].Tokens)
 	}
 	// What an answer read is not what the block cost.
 	if f := (Finding{Shared: 7800}); f.Unread(0) != 7800 || f.Unread(1000) != 6800 || f.Unread(9000) != 0 {

@@ -184,9 +184,10 @@ func word(raw []byte, allowed map[string]bool) string {
 	return "other"
 }
 
-// attributionPrefix begins Claude Code's attribution line, a first system
-// block whose hex part changes with the request's content.
-const attributionPrefix = `"x-anthropic-billing-header:`
+// attributionPrefix begins Claude Code's attribution line (a first system
+// block whose hex part changes with the request's content) as a body
+// spells it: request.AttributionPrefix in its opening quote.
+const attributionPrefix = `"` + request.AttributionPrefix
 
 // shape is the recording's line for one exchange: its body walked into
 // blocks, everything hashed with h.
