@@ -11,14 +11,8 @@ import (
 	"github.com/sluicehq/sluice/pace/pacetest"
 )
 
-func limits(reqLimit, reqRem, inLimit, inRem int) http.Header {
-	h := http.Header{}
-	h.Set("anthropic-ratelimit-requests-limit", fmt.Sprint(reqLimit))
-	h.Set("anthropic-ratelimit-requests-remaining", fmt.Sprint(reqRem))
-	h.Set("anthropic-ratelimit-input-tokens-limit", fmt.Sprint(inLimit))
-	h.Set("anthropic-ratelimit-input-tokens-remaining", fmt.Sprint(inRem))
-	return h
-}
+// limits are the headers of a requests limit and an input-token limit.
+var limits = pacetest.InputHeaders
 
 // TestBucketsSharedAcrossReplicas: two replicas debit one key's buckets in
 // Redis, so together they get its limit, not twice it; a refund on one is

@@ -112,9 +112,9 @@ func outputHeaders(limit, remaining int) http.Header {
 	return h
 }
 
-// inputHeaders are the headers of an input-token limit and a requests
+// InputHeaders are the headers of an input-token limit and a requests
 // limit, each of limit a minute with what remains of it.
-func inputHeaders(reqLimit, reqRem, inLimit, inRem int) http.Header {
+func InputHeaders(reqLimit, reqRem, inLimit, inRem int) http.Header {
 	h := http.Header{}
 	h.Set("anthropic-ratelimit-requests-limit", strconv.Itoa(reqLimit))
 	h.Set("anthropic-ratelimit-requests-remaining", strconv.Itoa(reqRem))
@@ -153,12 +153,12 @@ func testHeadersKeepTheRefill(c *check) {
 // estimate is never raised to what they say remains.
 func testHeadersDoNotRaiseTheEstimate(c *check) {
 	s := c.Store
-	s.Observe("k", pace.Debit{}, 200, inputHeaders(1000, 1000, 60000, 60000), c.Now())
+	s.Observe("k", pace.Debit{}, 200, InputHeaders(1000, 1000, 60000, 60000), c.Now())
 	c.take("k", pace.Cost{Input: 30000}) // d1
 	d2 := c.take("k", pace.Cost{Input: 30000})
 	// The upstream admitted d2 first, with 30,000 left after it, and d1
 	// then, with none; d2's answer comes first.
-	s.Observe("k", d2, 200, inputHeaders(1000, 999, 60000, 30000), c.Now())
+	s.Observe("k", d2, 200, InputHeaders(1000, 999, 60000, 30000), c.Now())
 	if _, ok, _ := s.Take("k", pace.Cost{Input: 20000}, c.Now()); ok {
 		got, _ := c.level("k", pace.InputTokens)
 		c.Errorf("20,000 fitted after d2's headers (estimate %v); the bucket is empty", got)
