@@ -195,7 +195,8 @@ elseif op == 'observe' then
     local base, gbase, unc = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
     if rem and lim and lim > 0 then
       local hi = rem + slack
-      if at then hi = hi + math.max(0, now - at) * lim / 60000 + given[i] - gbase end
+      -- never below 0: a hash lost since the debit (Redis restarted) starts its totals again
+      if at then hi = hi + math.max(0, now - at) * lim / 60000 + math.max(0, given[i] - gbase) end
       hi = math.min(lim, hi)
       if not limit[i] then -- first seen: less what went after the debit, unknown to the headers
         level[i] = math.min(lim, rem) - unc
