@@ -86,11 +86,12 @@ func (d Debit) Taken() bool { return d.taken }
 const NumKinds = int(numKinds)
 
 // SharedDebit is a debit of c from key taken by a store other than
-// Buckets (one that replicas share), spent being the key's running totals
-// of debits, by kind, before it: Observe's lower bound is reckoned from
-// them.
-func SharedDebit(key string, c Cost, spent [NumKinds]float64) Debit {
-	return Debit{Key: key, Cost: c, spent: spent, taken: true, shared: true}
+// Buckets (one that replicas share), spent and given being the key's
+// running totals of debits and of what was given back, by kind, before
+// it, and at the store's clock when it was taken: the bounds an answer's
+// headers set are reckoned from them, as Observe's are.
+func SharedDebit(key string, c Cost, spent, given [NumKinds]float64, at time.Time) Debit {
+	return Debit{Key: key, Cost: c, spent: spent, given: given, at: at, taken: true, shared: true}
 }
 
 // Shared reports whether d was made by SharedDebit.
@@ -98,6 +99,23 @@ func (d Debit) Shared() bool { return d.shared }
 
 // Spent is the key's running totals of debits, by kind, when d was taken.
 func (d Debit) Spent() [NumKinds]float64 { return d.spent }
+
+// Given is the key's running totals of what was given back, by kind, when
+// d was taken.
+func (d Debit) Given() [NumKinds]float64 { return d.given }
+
+// At is when d was taken, by the clock of the store that took it.
+func (d Debit) At() time.Time { return d.at }
+
+// Uncounted is how much of kind the upstream did not count of d's request
+// when it answered status: a refusal's headers have not seen its debit,
+// which is given back after them.
+func (d Debit) Uncounted(kind Kind, status int) float64 {
+	if status == http.StatusTooManyRequests || (status >= 300 && kind != Requests) {
+		return d.Cost.of(kind)
+	}
+	return 0
+}
 
 // Of is c's amount of kind k (1 of Requests).
 func (c Cost) Of(k Kind) float64 { return c.of(k) }
@@ -351,8 +369,8 @@ func (bs *Buckets) Observe(key string, d Debit, status int, h http.Header, now t
 		// it, so the estimate, which still holds it, is bounded that
 		// much lower.
 		uncounted := 0.0
-		if d.taken && d.Key == key && (status == http.StatusTooManyRequests || (status >= 300 && kind != Requests)) {
-			uncounted = d.Cost.of(kind)
+		if d.taken && d.Key == key {
+			uncounted = d.Uncounted(kind, status)
 		}
 		hi := math.Min(limit, rem+slack)
 		if d.taken && d.Key == key && !d.shared {

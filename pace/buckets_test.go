@@ -117,79 +117,9 @@ func TestDebitsAreCorrectedByUsageAndByLaterHeaders(t *testing.T) {
 	}
 }
 
-// outputHeaders are the headers of an output-token limit of limit a
-// minute with remaining left when the upstream admitted the request.
-func outputHeaders(limit, remaining int) http.Header {
-	h := http.Header{}
-	h.Set("anthropic-ratelimit-output-tokens-limit", strconv.Itoa(limit))
-	h.Set("anthropic-ratelimit-output-tokens-remaining", strconv.Itoa(remaining))
-	return h
-}
-
-// An answer's headers were made when the upstream admitted its request:
-// what other requests gave back since (the unused part of their
-// max_tokens) they have not seen, and the estimate keeps it.
-func TestHeadersKeepWhatWasGivenBackSinceTheirRequestWasAdmitted(t *testing.T) {
-	var bs Buckets
-	bs.Observe("k", Debit{}, 200, outputHeaders(2400, 2400), t0) // exact: not a round thousand
-	d1, _, _ := bs.Take("k", Cost{Output: 1024}, t0)
-	d2, _, _ := bs.Take("k", Cost{Output: 1024}, t0)
-	bs.Correct(d1, Cost{Output: 55}, t0) // d1 ends first: 969 come back
-	// d2's headers, made when it was admitted: 352 left, rounded to 0.
-	bs.Observe("k", d2, 200, outputHeaders(2400, 0), t0)
-	if got := level(t, &bs, "k", OutputTokens, t0); got != 352+969 {
-		t.Errorf("after d2's headers %v; want 1321, d1's refund kept (they cannot have seen it)", got)
-	}
-}
-
-// Nor have they seen what refilled since: a whole JSON answer brings its
-// headers at its end.
-func TestHeadersKeepTheRefillSinceTheirRequestWasAdmitted(t *testing.T) {
-	var bs Buckets
-	bs.Observe("k", Debit{}, 200, outputHeaders(2400, 2400), t0)
-	d, _, _ := bs.Take("k", Cost{Output: 2400}, t0)
-	at := t0.Add(30 * time.Second) // half the bucket has refilled
-	bs.Observe("k", d, 200, outputHeaders(2400, 0), at)
-	if got := level(t, &bs, "k", OutputTokens, at); got != 1200 {
-		t.Errorf("after headers made 30 s ago %v; want 1200", got)
-	}
-}
-
-// Requests in flight together reach the upstream in any order, so an
-// answer's headers may have seen requests debited before its own: the
-// estimate is never raised to what they say remains.
-func TestHeadersDoNotRaiseTheEstimate(t *testing.T) {
-	var bs Buckets
-	bs.Observe("k", Debit{}, 200, headers(1000, 1000, 60000, 60000, t0), t0)
-	bs.Take("k", Cost{Input: 30000}, t0) // d1
-	d2, _, _ := bs.Take("k", Cost{Input: 30000}, t0)
-	// The upstream admitted d2 first, with 30,000 left after it, and d1
-	// then, with none; d2's answer comes first.
-	bs.Observe("k", d2, 200, headers(1000, 999, 60000, 30000, t0), t0)
-	if _, ok, _ := bs.Take("k", Cost{Input: 20000}, t0); ok {
-		t.Errorf("20,000 fitted after d2's headers (estimate %v); the bucket is empty", level(t, &bs, "k", InputTokens, t0))
-	}
-}
-
-// A refusal's headers have not seen its request's debit, which Settle
-// gives back after them: it is not counted twice.
-func TestARefusalsHeadersDoNotCountItsDebitTwice(t *testing.T) {
-	var bs Buckets
-	d, _, _ := bs.Take("k", Cost{Output: 512}, t0) // the key's limits not known yet
-	bs.Observe("k", d, http.StatusTooManyRequests, outputHeaders(8000, 33), t0)
-	bs.Refund(d, t0)
-	if got := level(t, &bs, "k", OutputTokens, t0); got != 33 {
-		t.Errorf("after a 429 with 33 left and its refund %v; want 33", got)
-	}
-	var known Buckets
-	known.Observe("k", Debit{}, 200, outputHeaders(8000, 8000), t0)
-	d, _, _ = known.Take("k", Cost{Output: 8000}, t0)
-	known.Observe("k", d, http.StatusTooManyRequests, outputHeaders(8000, 33), t0)
-	known.Refund(d, t0)
-	if got := level(t, &known, "k", OutputTokens, t0); got != 33 {
-		t.Errorf("a known bucket after a 429 with 33 left and its refund %v; want 33", got)
-	}
-}
+// How an answer's headers bound the estimate (what they cannot have seen,
+// that they never raise it, a refusal's own debit) is checked by
+// pacetest, which the shared buckets run too: TestConformance.
 
 func TestARefundGivesTheRequestBackToo(t *testing.T) {
 	var bs Buckets

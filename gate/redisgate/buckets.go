@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,9 @@ type Buckets struct {
 	out     outage
 	local   pace.Buckets
 	maxHold time.Duration
+	// skew moves the scripts' clock on from Redis's, in ms: tests move
+	// time on with it, as a refill cannot be waited for; always 0 else.
+	skew atomic.Int64
 
 	mu     sync.Mutex
 	mirror map[string]*mirrored // each key's state in the latest reply
@@ -76,41 +80,53 @@ func (c *Client) fleet() int {
 
 // bucketScript is every change to one key's buckets. KEYS[1] is the
 // key's hash: per kind i (0 requests, 1 input tokens, 2 output tokens,
-// 3 tokens) its limit l<i> (absent while unknown), level v<i> and
-// running total of debits s<i>; "at", Redis's clock in ms when the levels
-// were reckoned; "b", until when a 429 holds the key. ARGV[1] is the
-// operation, ARGV[2] the hash's TTL in ms:
+// 3 tokens) its limit l<i> (absent while unknown), level v<i>, running
+// total of debits s<i> (less what was given back) and running total of
+// what was given back g<i>; "at", the clock in ms when the levels were
+// reckoned; "b", until when a 429 holds the key. The clock is Redis's,
+// moved on by ARGV[3] ms (0 but in tests). ARGV[1] is the operation,
+// ARGV[2] the hash's TTL in ms:
 //
 //	take in out           debit the cost if it fits in every known bucket
 //	adjust d0 d1 d2 d3    give back d<i> of each kind (negative: take)
-//	observe holdms [rem lim slack base]×4
+//	observe holdms at [rem lim slack base given unc]×4
 //	                      an answer's headers: keep each level at most
-//	                      rem+slack (rem "" for a kind not reported; a
-//	                      bucket first seen starts at rem less what was
-//	                      debited after the answer's own debit, base being
-//	                      the running total with it, "" for none), and
-//	                      hold the key holdms from now
+//	                      rem+slack, plus what refilled since at (the
+//	                      clock when the answer's debit was taken, "" for
+//	                      none) and what was given back since (given being
+//	                      the running total then), less unc (what of the
+//	                      debit the upstream did not count, a refusal's,
+//	                      given back after this); rem "" for a kind not
+//	                      reported. A bucket first seen starts at rem less
+//	                      unc and what was debited after the answer's own
+//	                      debit (base being the running total with it, ""
+//	                      for none). Hold the key holdms from now.
 //
-// Unlike pace.Buckets, the shared buckets never raise a level to the
-// lower bound rem-slack-(debited since): across replicas (and a shared
-// gate's line) a call debited before another may reach the upstream after
-// the other's answer, so what was debited since is not all the headers
-// cannot have seen, and raising to it let 5 % of a burst through as 429s
-// (TestThreeReplicasOneRateLimit). A level too low comes back by refill,
-// within a minute at most.
+// These are pace.Buckets.Observe's bounds, and pacetest checks both
+// alike: the headers were made when the upstream admitted the request,
+// so what was given back and what refilled since it was debited they
+// cannot have seen, and a level is never raised to their lower bound
+// rem-slack-(debited since): across replicas (and a shared gate's line) a
+// call debited before another may reach the upstream after the other's
+// answer, so what was debited since is not all the headers cannot have
+// seen, and raising to it let 5 % of a burst through as 429s
+// (TestThreeReplicasOneRateLimit). A level too low comes back by refill
+// and by the answers' refunds.
 //
-// It replies {ok, wait ms, held ms, spent before ×4, (limit, level)×4},
-// numbers as strings (Redis would truncate them to integers), a limit ""
-// while unknown.
+// It replies {ok, wait ms, held ms, spent before ×4, given before ×4,
+// clock ms, (limit, level)×4}, numbers as strings (Redis would truncate
+// them to integers), a limit "" while unknown.
 var bucketScript = redis.NewScript(`
 local K, op, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000 + tonumber(ARGV[3])
 local f = {}
 local raw = redis.call('HGETALL', K)
 for i = 1, #raw, 2 do f[raw[i]] = tonumber(raw[i + 1]) end
-local limit, level, spent = {}, {}, {}
-for i = 0, 3 do limit[i] = f['l' .. i]; level[i] = f['v' .. i] or 0; spent[i] = f['s' .. i] or 0 end
+local limit, level, spent, given = {}, {}, {}, {}
+for i = 0, 3 do
+  limit[i] = f['l' .. i]; level[i] = f['v' .. i] or 0; spent[i] = f['s' .. i] or 0; given[i] = f['g' .. i] or 0
+end
 local blocked = f.b or 0
 local dt = now - (f.at or now)
 if dt > 0 then
@@ -126,6 +142,7 @@ local function save()
   local a = {'at', now, 'b', blocked}
   for i = 0, 3 do
     a[#a + 1] = 's' .. i; a[#a + 1] = spent[i]
+    a[#a + 1] = 'g' .. i; a[#a + 1] = given[i]
     if limit[i] then
       a[#a + 1] = 'l' .. i; a[#a + 1] = limit[i]
       a[#a + 1] = 'v' .. i; a[#a + 1] = level[i]
@@ -134,10 +151,10 @@ local function save()
   redis.call('HSET', K, unpack(a))
   redis.call('PEXPIRE', K, ttl)
 end
-local before = {spent[0], spent[1], spent[2], spent[3]}
+local before = {spent[0], spent[1], spent[2], spent[3], given[0], given[1], given[2], given[3], now}
 local function reply(ok, wait)
   local r = {ok, tostring(math.ceil(wait)), tostring(math.max(0, math.ceil(blocked - now)))}
-  for i = 1, 4 do r[#r + 1] = tostring(before[i]) end
+  for i = 1, 9 do r[#r + 1] = tostring(before[i]) end
   for i = 0, 3 do
     r[#r + 1] = limit[i] and tostring(limit[i]) or ''
     r[#r + 1] = tostring(level[i])
@@ -146,7 +163,7 @@ local function reply(ok, wait)
 end
 
 if op == 'take' then
-  local c = {[0] = 1, tonumber(ARGV[3]), tonumber(ARGV[4])}
+  local c = {[0] = 1, tonumber(ARGV[4]), tonumber(ARGV[5])}
   c[3] = c[1] + c[2]
   local wait = math.max(0, blocked - now)
   for i = 0, 3 do
@@ -164,23 +181,28 @@ if op == 'take' then
   return reply(1, 0)
 elseif op == 'adjust' then
   for i = 0, 3 do
-    local d = tonumber(ARGV[3 + i])
+    local d = tonumber(ARGV[4 + i])
     spent[i] = spent[i] - d
+    if d > 0 then given[i] = given[i] + d end
     if uses(i) then level[i] = math.min(limit[i], level[i] + d) end
   end
 elseif op == 'observe' then
-  local hold = tonumber(ARGV[3])
+  local hold, at = tonumber(ARGV[4]), tonumber(ARGV[5])
   if hold > 0 then blocked = math.max(blocked, now + hold) end
   for i = 0, 3 do
-    local j = 4 + 4 * i
-    local rem, lim, slack, base = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
+    local j = 6 + 6 * i
+    local rem, lim, slack = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+    local base, gbase, unc = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
     if rem and lim and lim > 0 then
-      local hi = math.min(lim, rem + slack)
+      local hi = rem + slack
+      -- never below 0: a hash lost since the debit (Redis restarted) starts its totals again
+      if at then hi = hi + math.max(0, now - at) * lim / 60000 + math.max(0, given[i] - gbase) end
+      hi = math.min(lim, hi)
       if not limit[i] then -- first seen: less what went after the debit, unknown to the headers
-        level[i] = math.min(lim, rem)
+        level[i] = math.min(lim, rem) - unc
         if base then level[i] = level[i] - (spent[i] - base) end
       else
-        level[i] = math.min(level[i], hi)
+        level[i] = math.min(level[i], hi - unc)
       end
       limit[i] = lim
     end
@@ -192,15 +214,16 @@ return reply(1, 0)
 
 // state is a parsed reply.
 type bucketReply struct {
-	ok         bool
-	wait, held time.Duration
-	before     [pace.NumKinds]float64
-	m          mirrored
+	ok           bool
+	wait, held   time.Duration
+	spent, given [pace.NumKinds]float64 // the running totals before the call
+	clock        time.Time              // the script's clock
+	m            mirrored
 }
 
 func parseBucketReply(v []any, now time.Time) (bucketReply, bool) {
 	var r bucketReply
-	if len(v) != 3+pace.NumKinds*3 {
+	if len(v) != 4+pace.NumKinds*4 {
 		return r, false
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
@@ -213,12 +236,13 @@ func parseBucketReply(v []any, now time.Time) (bucketReply, bool) {
 	if r.held > 0 {
 		r.m.blocked = now.Add(r.held)
 	}
+	r.clock = time.UnixMicro(int64(num(3+2*pace.NumKinds) * 1000))
 	for k := range pace.NumKinds {
-		r.before[k] = num(3 + k)
-		if str(7+2*k) != "" {
-			r.m.known[k], r.m.limit[k] = true, num(7+2*k)
+		r.spent[k], r.given[k] = num(3+k), num(3+pace.NumKinds+k)
+		if i := 4 + 2*pace.NumKinds + 2*k; str(i) != "" {
+			r.m.known[k], r.m.limit[k] = true, num(i)
 		}
-		r.m.level[k] = num(8 + 2*k)
+		r.m.level[k] = num(5 + 2*pace.NumKinds + 2*k)
 	}
 	return r, true
 }
@@ -231,7 +255,7 @@ func (b *Buckets) call(key string, now time.Time, op string, args ...any) (bucke
 	if !b.out.up() {
 		return bucketReply{}, false
 	}
-	v, err := b.c.eval(bucketScript, b.keys(key), append([]any{op, bucketTTL.Milliseconds()}, args...)...)
+	v, err := b.c.eval(bucketScript, b.keys(key), append([]any{op, bucketTTL.Milliseconds(), b.skew.Load()}, args...)...)
 	if err != nil {
 		b.out.fail(err)
 		return bucketReply{}, false
@@ -263,7 +287,7 @@ func (b *Buckets) Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool
 	if !r.ok {
 		return pace.Debit{}, false, now.Add(max(r.wait, time.Millisecond))
 	}
-	return pace.SharedDebit(key, c, r.before), true, now
+	return pace.SharedDebit(key, c, r.spent, r.given, r.clock), true, now
 }
 
 // FitsAt is when c would fit in key's buckets as the latest reply left
@@ -342,7 +366,11 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 		return
 	}
 	var hold time.Duration
-	args := make([]any, 0, 1+4*pace.NumKinds)
+	at, mine := "", d.Shared() && d.Key == key
+	if mine {
+		at = strconv.FormatFloat(float64(d.At().UnixMicro())/1000, 'f', -1, 64)
+	}
+	args := make([]any, 0, 2+6*pace.NumKinds)
 	for k := range pace.NumKinds {
 		prefix := "Anthropic-Ratelimit-" + pace.Kind(k).String()
 		limit, lok := pace.HeaderInt(h, prefix+"-Limit")
@@ -353,18 +381,19 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 			}
 		}
 		if !rok || !lok || limit <= 0 {
-			args = append(args, "", "", 0, "")
+			args = append(args, "", "", 0, "", 0, 0)
 			continue
 		}
 		slack := 0.0
 		if k != int(pace.Requests) && int64(rem)%1000 == 0 {
 			slack = 500 // as pace's: the headers round token counts to thousands
 		}
-		base := ""
-		if d.Shared() && d.Key == key {
+		base, given, unc := "", 0.0, 0.0
+		if mine {
 			base = strconv.FormatFloat(d.Spent()[k]+d.Cost.Of(pace.Kind(k)), 'f', -1, 64)
+			given, unc = d.Given()[k], d.Uncounted(pace.Kind(k), status)
 		}
-		args = append(args, rem, limit, slack, base)
+		args = append(args, rem, limit, slack, base, given, unc)
 	}
 	if status == http.StatusTooManyRequests {
 		wait := time.Second
@@ -374,7 +403,7 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 		hold = max(hold, wait)
 	}
 	hold = min(hold, b.maxHold)
-	b.call(key, now, "observe", append([]any{hold.Milliseconds()}, args...)...)
+	b.call(key, now, "observe", append([]any{hold.Milliseconds(), at}, args...)...)
 }
 
 // Levels is every key's buckets as the latest replies left them, for the

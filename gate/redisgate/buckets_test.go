@@ -8,16 +8,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/pace/pacetest"
 )
 
-func limits(reqLimit, reqRem, inLimit, inRem int) http.Header {
-	h := http.Header{}
-	h.Set("anthropic-ratelimit-requests-limit", fmt.Sprint(reqLimit))
-	h.Set("anthropic-ratelimit-requests-remaining", fmt.Sprint(reqRem))
-	h.Set("anthropic-ratelimit-input-tokens-limit", fmt.Sprint(inLimit))
-	h.Set("anthropic-ratelimit-input-tokens-remaining", fmt.Sprint(inRem))
-	return h
-}
+// limits are the headers of a requests limit and an input-token limit.
+var limits = pacetest.InputHeaders
 
 // TestBucketsSharedAcrossReplicas: two replicas debit one key's buckets in
 // Redis, so together they get its limit, not twice it; a refund on one is
@@ -137,4 +132,32 @@ func TestBucketsFallback(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestBucketsConformance runs pace's cases on the shared buckets: an
+// answer's headers bound them as they bound pace.Buckets. Time is moved
+// on by the scripts' skew, on top of Redis's own clock.
+func TestBucketsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	c := open(t, srv.URL, Options{})
+	pacetest.Run(t, func(t *testing.T) pacetest.Env {
+		b := c.Buckets(fmt.Sprintf("test%d", names.Add(1)))
+		return pacetest.Env{
+			Store:   b,
+			Now:     func() time.Time { return time.Now().Add(time.Duration(b.skew.Load()) * time.Millisecond) },
+			Advance: func(d time.Duration) { b.skew.Add(d.Milliseconds()) },
+			Real:    true,
+		}
+	})
+}
+
+// TestBucketsConformanceFallback runs them on the buckets of a replica
+// whose Redis never answers: its own pace.Buckets, here with the whole of
+// each limit (one replica).
+func TestBucketsConformanceFallback(t *testing.T) {
+	c := open(t, "redis://127.0.0.1:1/0", Options{Replicas: 1})
+	pacetest.Run(t, func(t *testing.T) pacetest.Env {
+		b := c.Buckets(fmt.Sprintf("test%d", names.Add(1)))
+		return pacetest.Virtual(b)
+	})
 }
