@@ -96,6 +96,9 @@ type client struct {
 	// item, which carries no headers. Set for every mode of a run with
 	// mode bulk, so that the modes do the same work.
 	noOutputHint bool
+	// claudeCode, when set, builds each request in Claude Code's shape
+	// (workload shape claude-code) instead of requestBody's.
+	claudeCode *claudeCodeShape
 }
 
 func newJitter(seed uint64) func() float64 {
@@ -176,7 +179,11 @@ func requestBody(model, prefix string, tools []map[string]any, id int, a Arrival
 // retries. ctx ending (the run aborted) ends it as lost.
 func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
 	body := []byte(a.Body)
-	if a.Body == "" {
+	switch {
+	case a.Body != "":
+	case c.claudeCode != nil:
+		body = c.claudeCode.body(c.model, id, a)
+	default:
 		body = requestBody(c.model, c.prefix, c.tools, id, a)
 	}
 	var out Outcome
@@ -216,6 +223,9 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 	}
 	key := fmt.Sprintf("%d.%d", id, attempt)
 	c.setHeaders(req, a, attempt)
+	if c.claudeCode != nil && a.Body == "" {
+		c.claudeCode.setHeaders(req, id, a)
+	}
 	if !c.noOutputHint {
 		req.Header.Set("X-Sim-Output-Tokens", strconv.Itoa(a.OutputTokens))
 	}

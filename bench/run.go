@@ -299,6 +299,9 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 	if c.model == "" {
 		c.model = "claude-sonnet-4-5"
 	}
+	if sc.Workload.Shape == ShapeClaudeCode {
+		c.claudeCode = newClaudeCodeShape(sc.Seed, sc.Workload.PromptTokens)
+	}
 
 	every := opt.SampleEvery
 	if every <= 0 {

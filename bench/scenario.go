@@ -181,6 +181,14 @@ type Workload struct {
 	// as coding agents send it. Each turn draws its own prompt and output
 	// lengths.
 	Turns int `json:"turns"`
+	// Shape, when "claude-code", gives every request the shape of a real
+	// Claude Code 2.1.332 request (see claudecode.go) instead of the
+	// synthetic one: its 12 tools, an attribution line, an identity line
+	// and a main prompt in system, a user turn and a system-role turn,
+	// max_tokens 128000; with turns, each later turn adds the assistant's
+	// tool call and its result. prompt_tokens sizes each tool result;
+	// shared_prefix_tokens and shared_tools do not apply.
+	Shape string `json:"shape"`
 }
 
 // TenantWorkload is one tenant's part of a tenants workload: a burst or
@@ -422,6 +430,15 @@ func (sc *Scenario) validate() error {
 	}
 	if w.SharedTools < 0 || w.SharedTools > 0 && w.SharedTools*toolTokens >= w.SharedPrefixTokens {
 		return fmt.Errorf("workload.shared_tools: must be >= 0, and its %d tokens a tool must leave some of shared_prefix_tokens for the system prompt", toolTokens)
+	}
+	switch w.Shape {
+	case "":
+	case ShapeClaudeCode:
+		if w.SharedPrefixTokens != 0 || w.SharedTools != 0 {
+			return errors.New("workload.shape: claude-code brings its own tools and system prompt; leave out shared_prefix_tokens and shared_tools")
+		}
+	default:
+		return fmt.Errorf("workload.shape: %q is not claude-code (or empty, for the synthetic shape)", w.Shape)
 	}
 	if w.SharedPrefixTokens < 0 {
 		return errors.New("workload.shared_prefix_tokens: must not be negative")

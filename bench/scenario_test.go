@@ -59,6 +59,8 @@ func TestScenarioErrorsNameTheField(t *testing.T) {
 		{`{"modes":["plain","plain"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "plain" is named twice`},
 		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of bulk, cache, capacity, latency`},
 		{`{"alone":{"scenario":"x"},"workload":{"kind":"burst","n":1}}`, `alone: needs scenario and tenant`},
+		{`{"workload":{"kind":"burst","n":1,"shape":"cursor"}}`, `workload.shape: "cursor"`},
+		{`{"workload":{"kind":"burst","n":1,"shape":"claude-code","shared_prefix_tokens":9000}}`, `workload.shape: claude-code brings its own`},
 		{`{"alone":{"scenario":"x","tenant":"z"},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `alone.tenant: "z"`},
 	} {
 		_, err := ParseScenario([]byte(tc.json), "t.json", nil)
