@@ -30,11 +30,43 @@ func TestLargeBodiesBoundRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 1.2 GB over loopback")
 	}
-	const (
-		clients, size = 40, 30 << 20
-		budgetMB      = 256
-		rssHeadroomMB = 160
-	)
+	const budgetMB, rssHeadroomMB = 256, 160
+	start := time.Now()
+	r := sendLargeBodies(t, 0, "BODY_BUDGET_MB=256")
+	t.Logf("%d clients × %d MB in %v: %d held upstream, %d queued, %d answered 529, %d otherwise", largeClients, largeSize>>20,
+		time.Since(start).Round(time.Millisecond), r.upstream, r.queued, r.shed, r.other)
+	t.Logf("sluice: VmRSS %d MB, peak VmHWM %d MB; body budget held %.0f MB; heap in use %.0f MB",
+		r.loaded["VmRSS"]>>20, r.loaded["VmHWM"]>>20, r.metrics["sluice_body_budget_held_bytes"]/(1<<20), r.metrics["go_memstats_heap_inuse_bytes"]/(1<<20))
+	if r.stderr != "" {
+		t.Logf("sluice's stderr:\n%s", r.stderr)
+	}
+	if r.other > 0 {
+		t.Errorf("%d clients were answered neither by the upstream nor 529", r.other)
+	}
+	if bound := int64(budgetMB+rssHeadroomMB) << 20; r.loaded["VmHWM"] > bound {
+		t.Errorf("sluice's peak RSS %d MB passed BODY_BUDGET_MB + %d MB = %d MB", r.loaded["VmHWM"]>>20, rssHeadroomMB, bound>>20)
+	}
+}
+
+// The attack of issues 11 and 23: largeClients clients at once each send a
+// largeSize Messages body.
+const largeClients, largeSize = 40, 30 << 20
+
+// largeBodies is what sendLargeBodies saw: sluice's memory (/proc status)
+// before and after, its metrics after, and how the clients were answered.
+type largeBodies struct {
+	idle, loaded                  map[string]int64
+	metrics                       map[string]float64
+	upstream, queued, shed, other int
+	stderr                        string // sluice's, when SLUICE_RSS_GODEBUG is set
+}
+
+// sendLargeBodies runs `sluice serve` (windowed, with env) in front of an
+// upstream that holds every call, so that every admitted body stays live;
+// sends it the attack; waits until every client is either held (its body
+// in sluice) or answered, then settle longer; and reads sluice's memory.
+func sendLargeBodies(t *testing.T, settle time.Duration, env ...string) largeBodies {
+	t.Helper()
 	release := make(chan struct{})
 	var upstreamCalls atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -47,72 +79,65 @@ func TestLargeBodiesBoundRSS(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	env := []string{"BATCH_ENABLED=1", "BATCH_TIMEOUT_S=600", "BODY_BUDGET_MB=256", "UPSTREAM_URL=" + up.URL}
-	if v := os.Getenv("SLUICE_RSS_GODEBUG"); v != "" {
-		env = append(env, "GODEBUG="+v)
+	env = append([]string{"BATCH_ENABLED=1", "BATCH_TIMEOUT_S=600", "UPSTREAM_URL=" + up.URL}, env...)
+	godebug := os.Getenv("SLUICE_RSS_GODEBUG")
+	if godebug != "" {
+		env = append(env, "GODEBUG="+godebug)
 	}
 	sl := startSluiceProcess(t, env...)
 	defer sl.stop()
+	time.Sleep(time.Second)
+	r := largeBodies{idle: procStatus(t, sl.pid)}
 
-	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("x", size-100) + `"}]}`)
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("x", largeSize-100) + `"}]}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	var shed, other atomic.Int32
-	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	tr := &http.Transport{MaxIdleConnsPerHost: largeClients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	start := time.Now()
-	for range clients {
+	for range largeClients {
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sl.base+"/v1/messages", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Api-Key", "sk-rss")
+			req.Header.Set("X-Api-Key", "sk-membench")
 			resp, err := client.Do(req)
-			if err != nil {
+			switch {
+			case err != nil:
 				if ctx.Err() == nil {
 					other.Add(1)
 				}
 				return
-			}
-			if resp.StatusCode == 529 {
+			case resp.StatusCode == 529:
 				shed.Add(1)
-			} else {
+			default:
 				other.Add(1)
 			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		})
 	}
-	// Every client is either held (its body in sluice) or shed.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		q := queued(t, sl.probe, sl.base)
-		if int(upstreamCalls.Load())+q+int(shed.Load())+int(other.Load()) >= clients {
+		if int(upstreamCalls.Load())+q+int(shed.Load())+int(other.Load()) >= largeClients {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %d upstream, %d queued, %d shed, %d other of %d", upstreamCalls.Load(), q, shed.Load(), other.Load(), clients)
+			t.Fatalf("after 60 s: %d upstream, %d queued, %d shed, %d other of %d", upstreamCalls.Load(), q, shed.Load(), other.Load(), largeClients)
 		}
 	}
-	st := procStatus(t, sl.pid)
-	m := scrape(t, sl.probe, sl.base)
-	t.Logf("%d clients × %d MB in %v: %d held upstream, %d queued, %d answered 529, %d otherwise", clients, size>>20,
-		time.Since(start).Round(time.Millisecond), upstreamCalls.Load(), queued(t, sl.probe, sl.base), shed.Load(), other.Load())
-	t.Logf("sluice: VmRSS %d MB, peak VmHWM %d MB; body budget held %.0f MB; heap in use %.0f MB",
-		st["VmRSS"]>>20, st["VmHWM"]>>20, m["sluice_body_budget_held_bytes"]/(1<<20), m["go_memstats_heap_inuse_bytes"]/(1<<20))
-	if os.Getenv("SLUICE_RSS_GODEBUG") != "" {
+	time.Sleep(settle)
+	r.loaded, r.metrics = procStatus(t, sl.pid), scrape(t, sl.probe, sl.base)
+	r.upstream, r.queued, r.shed, r.other = int(upstreamCalls.Load()), queued(t, sl.probe, sl.base), int(shed.Load()), int(other.Load())
+	if godebug != "" {
 		if b, err := os.ReadFile(sl.stderr); err == nil {
-			t.Logf("sluice's stderr:\n%s", b)
+			r.stderr = string(b)
 		}
 	}
-	if other.Load() > 0 {
-		t.Errorf("%d clients were answered neither by the upstream nor 529", other.Load())
-	}
-	if bound := int64(budgetMB+rssHeadroomMB) << 20; st["VmHWM"] > bound {
-		t.Errorf("sluice's peak RSS %d MB passed BODY_BUDGET_MB + %d MB = %d MB", st["VmHWM"]>>20, rssHeadroomMB, bound>>20)
-	}
+	return r
 }
 
 // sluice serve sets the soft memory limit from BODY_BUDGET_MB, unless the
