@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"github.com/sluicehq/sluice/internal/sluicebin"
@@ -186,60 +185,10 @@ func TestMemoryOfLargeBodies(t *testing.T) {
 	if os.Getenv("SLUICE_MEMBENCH") != "1" {
 		t.Skip("a benchmark, not a test: set SLUICE_MEMBENCH=1 to run it")
 	}
-	const clients, size = 40, 30 << 20
-	release := make(chan struct{})
-	var upstreamCalls atomic.Int32
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		upstreamCalls.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer up.Close()
-	defer close(release)
-	sl := startSluiceProcess(t, "BATCH_ENABLED=1", "BATCH_TIMEOUT_S=600", "UPSTREAM_URL="+up.URL)
-	defer sl.stop()
-	time.Sleep(time.Second)
-	idle := procStatus(t, sl.pid)
-
-	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("x", size-100) + `"}]}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	var shed atomic.Int32
-	tr := &http.Transport{MaxIdleConnsPerHost: clients}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	for range clients {
-		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sl.base+"/v1/messages", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Api-Key", "sk-membench")
-			if resp, err := client.Do(req); err == nil {
-				if resp.StatusCode == 529 {
-					shed.Add(1)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		})
-	}
-	// Every client is either held (its body in sluice) or shed.
-	for deadline := time.Now().Add(2 * time.Minute); int(upstreamCalls.Load())+queued(t, sl.probe, sl.base)+int(shed.Load()) < clients; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 2 min: %d upstream, %d queued, %d shed of %d", upstreamCalls.Load(), queued(t, sl.probe, sl.base), shed.Load(), clients)
-		}
-	}
-	time.Sleep(3 * time.Second)
-	loaded := procStatus(t, sl.pid)
-	m := scrape(t, sl.probe, sl.base)
-	t.Logf("%d clients × %d MB: %d held upstream, %d queued, %d answered 529", clients, size>>20, upstreamCalls.Load(), queued(t, sl.probe, sl.base), shed.Load())
+	r := sendLargeBodies(t, 3*time.Second)
+	t.Logf("%d clients × %d MB: %d held upstream, %d queued, %d answered 529", largeClients, largeSize>>20, r.upstream, r.queued, r.shed)
 	t.Logf("VmRSS idle %d MB, loaded %d MB; peak VmHWM %d MB; body budget held %.0f MB; heap in use %.0f MB",
-		idle["VmRSS"]>>20, loaded["VmRSS"]>>20, loaded["VmHWM"]>>20, m["sluice_body_budget_held_bytes"]/(1<<20), m["go_memstats_heap_inuse_bytes"]/(1<<20))
+		r.idle["VmRSS"]>>20, r.loaded["VmRSS"]>>20, r.loaded["VmHWM"]>>20, r.metrics["sluice_body_budget_held_bytes"]/(1<<20), r.metrics["go_memstats_heap_inuse_bytes"]/(1<<20))
 }
 
 // queued reads sluice_queue_depth_requests from sluice's /metrics.

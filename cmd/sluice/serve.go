@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -37,6 +38,7 @@ func runServe(args []string) error {
 	}
 	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	warnMisspelt(log, os.Environ())
+	setMemoryLimit(os.LookupEnv, cfg, log)
 	cfg = withPublicURL(cfg, ln.Addr(), log)
 	ex, err := openExposure(cfg, log)
 	if err != nil {
@@ -62,6 +64,19 @@ func runServe(args []string) error {
 	srv := &proxy.Server{Proxy: hs.proxy, Handler: hs.api, ShutdownDelay: cfg.ShutdownDelay, DrainTimeout: cfg.DrainTimeout, Log: log,
 		TLS: ex.tlsConfig(), Admin: ex.admin, AdminHandler: hs.admin}
 	return srv.Serve(ctx, ln)
+}
+
+// setMemoryLimit sets the runtime's soft memory limit to
+// proxy.SoftMemoryLimit unless the user set GOMEMLIMIT (even to off), which
+// the runtime has already applied. It reports the limit it set (0: none).
+func setMemoryLimit(lookup func(string) (string, bool), cfg config.Config, log *slog.Logger) int64 {
+	if _, set := lookup("GOMEMLIMIT"); set {
+		return 0
+	}
+	limit := proxy.SoftMemoryLimit(cfg.BodyBudget)
+	debug.SetMemoryLimit(limit)
+	log.Debug("soft memory limit set from BODY_BUDGET_MB (set GOMEMLIMIT to choose another)", "limit_mb", limit>>20)
+	return limit
 }
 
 // serveUsage is `sluice serve --help`, in 80 columns.
