@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,30 @@ func TestAddAfterClose(t *testing.T) {
 	r.Close()
 	r.Add(exchange(0))
 	r.Close()
+}
+
+// A body of millions of tiny blocks (a hostile client's, or one the
+// upstream refuses: it is recorded all the same) must not make the writer
+// hold a Block for each and the line's JSON before finding the line too
+// large: that took gigabytes for one 32 MB body. The writer stops at
+// maxLineBlocks and drops the exchange.
+func TestManyBlocksBoundedMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	const n = 1 << 20
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":[` + strings.Repeat("1,", n) + `1]}]}`)
+	r := open(t, Config{Path: path, MaxBytes: 256 << 20})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	r.Add(&Exchange{Arrival: time.Now(), Body: body, Model: "m", Status: 400})
+	r.Close()
+	runtime.ReadMemStats(&after)
+	if got := value(r.dropped.WithLabelValues("too_large")); got != 1 {
+		t.Errorf("dropped as too large: %v; want 1", got)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("the writer allocated %d MB for a %d MB body of %d blocks; want at most 64 MB", alloc>>20, len(body)>>20, n+1)
+	}
+	t.Logf("%v", time.Since(start))
 }
