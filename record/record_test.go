@@ -289,3 +289,28 @@ func TestManyBlocksBoundedMemory(t *testing.T) {
 	}
 	t.Logf("%v", time.Since(start))
 }
+
+// docs/replay.md says the file is mode 0600; its header holds the salt,
+// with which anyone who reads it can test a guess of a block's text (a
+// known system prompt) or a tenant's name against the hashes. A file that
+// was there empty (made by touch, 0644 under the usual umask) took the
+// recording as it was.
+func TestNewRecordingIsMode0600(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	r := open(t, Config{Path: path, MaxBytes: 1 << 20})
+	r.Add(exchange(0))
+	r.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.Mode().Perm(); m != 0o600 {
+		t.Errorf("a recording begun in an empty file of mode %v has mode %v; want 0600", os.FileMode(0o644), m)
+	}
+}

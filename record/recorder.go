@@ -178,6 +178,13 @@ func (r *Recorder) open() error {
 	r.f, r.size = f, st.Size()
 	r.w = bufio.NewWriterSize(f, 64<<10)
 	if r.size == 0 {
+		// A file that was there empty keeps its mode otherwise (0644
+		// from touch): the header's salt lets whoever reads the file
+		// test guesses of a prompt's text against its hashes. Not fatal:
+		// a device or a pipe (/dev/stdout) may refuse it.
+		if err := f.Chmod(0o600); err != nil {
+			r.log.Warn("RECORD_FILE: could not make the file mode 0600", "err", err)
+		}
 		return r.begin(newHeader(1))
 	}
 	h, err := readHeader(f)
