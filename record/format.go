@@ -189,13 +189,25 @@ func word(raw []byte, allowed map[string]bool) string {
 // spells it: request.AttributionPrefix in its opening quote.
 const attributionPrefix = `"` + request.AttributionPrefix
 
+// maxLineBlocks bounds the blocks of one line (some 6 MB of JSON): a
+// body of millions of tiny blocks, which the upstream would refuse but
+// sluice records all the same, cost gigabytes and seconds of the writer
+// before its line was found too large. A request with more is dropped, as
+// too large; real prompts have a few thousand.
+const maxLineBlocks = 1 << 16
+
 // shape is the recording's line for one exchange: its body walked into
-// blocks, everything hashed with h.
-func shape(e *Exchange, h *hasher) Request {
+// blocks, everything hashed with h; false when it has more than
+// maxLineBlocks blocks.
+func shape(e *Exchange, h *hasher) (Request, bool) {
 	r := Request{T: e.Arrival, Tenant: h.of("tenant", e.Tenant), Key: h.of("key", e.Key), Model: e.Model, Stream: e.Stream,
 		MaxTokens: e.MaxTokens, Status: e.Status, Limits: e.limits, Usage: e.Usage}
-	system := 0
-	auto := request.Shapes(e.Body, h.mac, func(b *request.Shape) {
+	system, over := 0, false
+	auto := request.Shapes(e.Body, h.mac, func(b *request.Shape) bool {
+		if len(r.Blocks) == maxLineBlocks {
+			over = true
+			return false
+		}
 		out := Block{In: b.Section.String(), Tokens: b.Tokens, Hash: hex.EncodeToString(b.Sum[:hashLen]), Cache: cacheOf(b.CacheControl)}
 		switch b.Section {
 		case request.SectionMessages:
@@ -219,9 +231,10 @@ func shape(e *Exchange, h *hasher) Request {
 			system++
 		}
 		r.Blocks = append(r.Blocks, out)
+		return true
 	})
 	r.Cache = cacheOf(auto)
-	return r
+	return r, !over
 }
 
 // cacheOf reads a raw cache_control object; nil for nil.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,55 @@ func TestAddAfterClose(t *testing.T) {
 	r.Close()
 	r.Add(exchange(0))
 	r.Close()
+}
+
+// A body of millions of tiny blocks (a hostile client's, or one the
+// upstream refuses: it is recorded all the same) must not make the writer
+// hold a Block for each and the line's JSON before finding the line too
+// large: that took gigabytes for one 32 MB body. The writer stops at
+// maxLineBlocks and drops the exchange.
+func TestManyBlocksBoundedMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	const n = 1 << 20
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":[` + strings.Repeat("1,", n) + `1]}]}`)
+	r := open(t, Config{Path: path, MaxBytes: 256 << 20})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	r.Add(&Exchange{Arrival: time.Now(), Body: body, Model: "m", Status: 400})
+	r.Close()
+	runtime.ReadMemStats(&after)
+	if got := value(r.dropped.WithLabelValues("too_large")); got != 1 {
+		t.Errorf("dropped as too large: %v; want 1", got)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("the writer allocated %d MB for a %d MB body of %d blocks; want at most 64 MB", alloc>>20, len(body)>>20, n+1)
+	}
+	t.Logf("%v", time.Since(start))
+}
+
+// docs/replay.md says the file is mode 0600; its header holds the salt,
+// with which anyone who reads it can test a guess of a block's text (a
+// known system prompt) or a tenant's name against the hashes. A file that
+// was there empty (made by touch, 0644 under the usual umask) took the
+// recording as it was.
+func TestNewRecordingIsMode0600(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	r := open(t, Config{Path: path, MaxBytes: 1 << 20})
+	r.Add(exchange(0))
+	r.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.Mode().Perm(); m != 0o600 {
+		t.Errorf("a recording begun in an empty file of mode %v has mode %v; want 0600", os.FileMode(0o644), m)
+	}
 }

@@ -36,13 +36,15 @@ const textPeek = 64
 // block, with its content hashed by h (reset before each block: a keyed
 // hash keeps the sums apart from any other hashing of the same text). It
 // returns the body's top-level cache_control (automatic caching), raw, or
-// nil. A body Parse refuses yields no blocks.
+// nil. A body Parse refuses yields no blocks. When visit returns false the
+// walk stops there (a body may hold millions of tiny blocks: a caller that
+// keeps each must be able to give up without walking the rest).
 //
 // It is a second walk of the body, made only by callers that need each
 // block (sluice's recording of traffic shapes, off the request path);
 // Parse keeps its one walk. The token estimates are the same rules as
 // Parse's: a test holds the two to the same totals.
-func Shapes(body []byte, h hash.Hash, visit func(b *Shape)) (auto []byte) {
+func Shapes(body []byte, h hash.Hash, visit func(b *Shape) bool) (auto []byte) {
 	i := skipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
 		return nil
@@ -74,11 +76,11 @@ func Shapes(body []byte, h hash.Hash, visit func(b *Shape)) (auto []byte) {
 		w.b.Section = SectionTools
 		array(tools, 0, 0, func(v int) int { return w.block(tools, v, false) })
 	}
-	if len(system) > 0 {
+	if len(system) > 0 && !w.stop {
 		w.b.Section = SectionSystem
 		w.content(system, 0)
 	}
-	if len(messages) > 0 && messages[0] == '[' {
+	if len(messages) > 0 && messages[0] == '[' && !w.stop {
 		w.b.Section = SectionMessages
 		array(messages, 0, 0, func(v int) int {
 			w.b.Message++
@@ -100,6 +102,9 @@ func Shapes(body []byte, h hash.Hash, visit func(b *Shape)) (auto []byte) {
 				w.b.Role = role
 				w.content(content, 0)
 			}
+			if w.stop {
+				return -1
+			}
 			return end
 		})
 	}
@@ -112,9 +117,10 @@ func Shapes(body []byte, h hash.Hash, visit func(b *Shape)) (auto []byte) {
 // blockWalk is Shapes' state: the block being filled in.
 type blockWalk struct {
 	h     hash.Hash
-	visit func(b *Shape)
+	visit func(b *Shape) bool
 	b     Shape
 	sum   []byte
+	stop  bool // visit said no more
 }
 
 // content walks a system prompt or a message's content at b[i], a string
@@ -142,6 +148,9 @@ func (w *blockWalk) block(b []byte, i int, inContent bool) int {
 		end := skipValue(b, i, 1)
 		w.h.Write(b[i:end])
 		w.emit(nil, EstimateTokens(end-i), nil, nil)
+		if w.stop {
+			return -1
+		}
 		return end
 	}
 	var cc, typ, text []byte
@@ -172,6 +181,9 @@ func (w *blockWalk) block(b []byte, i int, inContent bool) int {
 		typ = nil // a tool's type names the tool's kind, not a block's
 	}
 	w.emit(typ, EstimateTokens(chars), cc, peek)
+	if w.stop {
+		return -1
+	}
 	return end
 }
 
@@ -182,5 +194,5 @@ func (w *blockWalk) emit(typ []byte, tokens int, cc, text []byte) {
 	if len(cc) > 0 && cc[0] == '{' {
 		w.b.CacheControl = cc
 	}
-	w.visit(&w.b)
+	w.stop = !w.visit(&w.b)
 }

@@ -33,12 +33,13 @@ func TestShapesCountAsParseDoes(t *testing.T) {
 		}
 		total, n := 0, 0
 		var breaks []int
-		auto := Shapes(body, sha256.New(), func(b *Shape) {
+		auto := Shapes(body, sha256.New(), func(b *Shape) bool {
 			total += b.Tokens
 			n++
 			if b.CacheControl != nil {
 				breaks = append(breaks, total)
 			}
+			return true
 		})
 		if auto != nil && (len(breaks) == 0 || breaks[len(breaks)-1] != total) {
 			breaks = append(breaks, total)
@@ -64,7 +65,7 @@ func TestShapesHashContentNotPlace(t *testing.T) {
 		`"messages":[{"role":"user","content":"same"}]}`)
 	sums := func(key string) []string {
 		var out []string
-		Shapes(body, hmac.New(sha256.New, []byte(key)), func(b *Shape) { out = append(out, string(b.Sum)) })
+		Shapes(body, hmac.New(sha256.New, []byte(key)), func(b *Shape) bool { out = append(out, string(b.Sum)); return true })
 		return out
 	}
 	a, b := sums("one"), sums("two")
@@ -86,7 +87,7 @@ func TestShapesHashContentNotPlace(t *testing.T) {
 func TestShapesOfInvalidBody(t *testing.T) {
 	for _, body := range []string{``, `[]`, `{"system":"x"`, `{"system":"x"} extra`} {
 		n := 0
-		Shapes([]byte(body), sha256.New(), func(*Shape) { n++ })
+		Shapes([]byte(body), sha256.New(), func(*Shape) bool { n++; return true })
 		if n != 0 {
 			t.Errorf("%q: %d blocks; want none", body, n)
 		}
@@ -99,6 +100,6 @@ func BenchmarkShapes(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		Shapes(body, h, func(*Shape) {})
+		Shapes(body, h, func(*Shape) bool { return true })
 	}
 }
