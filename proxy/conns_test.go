@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -64,14 +65,20 @@ func TestNewClientIsAdmittedPastIdleKeepAliveConnections(t *testing.T) {
 	up := startUpstream(t, apiHandler)
 	p, px := startProxyWith(t, testConfig(t, up.URL, false, func(c *config.Config) { c.MaxPendingConns = 8 }), Options{})
 	addr := px.Listener.Addr().String()
+	// A connection is counted again, and put in the idle list, by the
+	// server's goroutine after its answer is written, which the client
+	// can read first: wait for the count, so that the list's order is
+	// the order of the dials.
+	counted := func(n int64) func() bool { return func() bool { return p.pendingConns.n.Load() == n } }
 	var idle []keptAlive
-	for range 8 {
+	for i := range 8 {
 		idle = append(idle, dialKeptAlive(t, addr))
+		eventually(t, fmt.Sprintf("%d idle connections counted", i+1), counted(int64(i+1)))
 	}
-	eventually(t, "8 idle connections counted", func() bool { return p.pendingConns.n.Load() == 8 })
 
 	for round := range 3 {
 		fresh := dialKeptAlive(t, addr) // refused with 529 before the fix
+		eventually(t, "the new connection counted as idle", counted(8))
 		eventually(t, "the oldest idle connection closed", func() bool { return idle[round].closedByServer() })
 		if p.pendingConns.n.Load() > 8 {
 			t.Fatalf("%d connections counted; the bound is 8", p.pendingConns.n.Load())
