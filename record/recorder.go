@@ -304,7 +304,10 @@ func (r *Recorder) rotate() error {
 	if err := os.Rename(r.cfg.Path, r.cfg.Path+".1"); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	// O_EXCL: Path was just renamed away, so anything there now was put
+	// there meanwhile (a symbolic link, say, to a file sluice must not
+	// truncate): refuse it rather than follow it.
+	f, err := os.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
