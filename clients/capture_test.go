@@ -118,7 +118,8 @@ const fixtureDir = "../testdata/clients"
 // Claude Code runs two one-line tasks, each with one tool call (the
 // simulator's ToolUseShare 1, ToolUseMax 1), so the fixtures hold a
 // session's first request and its later turn with the tool result, and the
-// first request of another task; the TypeScript SDK runs sdk-check.mjs;
+// first request of another task; a third task's one call is to the Agent
+// tool, and its subagent's first request is kept; the TypeScript SDK runs sdk-check.mjs;
 // the Go SDK sends one request with a cached system prompt.
 // Credential headers are never written (sim's recorder drops them). Then
 // `git diff testdata/` shows what a new release changed, and the request,
@@ -175,8 +176,27 @@ func TestCapture(t *testing.T) {
 			keep(rs[0], "claude-code-first-other-task")
 		}
 	}
+	// A subagent: the simulator's one tool call is to the Agent tool, and
+	// the subagent's first request (its own header x-claude-code-agent-id,
+	// its own tools and attribution line) is kept.
 	dir := t.TempDir()
-	base := recordingSim(t, sim.Config{Seed: 1}, dir)
+	base := recordingSim(t, sim.Config{Seed: 1, ToolUseShare: 1, ToolUseMax: 1, ToolUseName: "Agent"}, dir)
+	if res, out, err := runClaude(ctx, bin, base, "Use a subagent to list the files here."); err != nil || res.Subtype != "success" {
+		t.Fatalf("claude -p with a subagent: %v %+v\n%.2000s", err, res, out)
+	}
+	var sub []recorded
+	for _, r := range messages(readRecorded(t, dir)) {
+		if len(r.head.Header["x-claude-code-agent-id"]) > 0 {
+			sub = append(sub, r)
+		}
+	}
+	if len(sub) == 0 {
+		t.Fatal("no request of a subagent recorded (none with x-claude-code-agent-id)")
+	}
+	keep(sub[0], "claude-code-subagent")
+
+	dir = t.TempDir()
+	base = recordingSim(t, sim.Config{Seed: 1}, dir)
 	cmd := exec.CommandContext(ctx, "node", "sdk-check.mjs")
 	cmd.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-ts-sdk")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -163,3 +163,35 @@ func TestSDKFixtures(t *testing.T) {
 		}
 	}
 }
+
+// A subagent's request (captured: Claude Code's Agent tool) carries an
+// attribution line of its own, computed from its own content: it is in
+// none of the subagent's keys either, so a fleet's subagents started on
+// one prompt group as their parents do.
+func TestClaudeCodeSubagentFixture(t *testing.T) {
+	sub, h := fixture(t, "claude-code-subagent")
+	parent, _ := fixture(t, "claude-code-first")
+	if h.Get("X-Claude-Code-Agent-Id") == "" {
+		t.Fatal("the subagent fixture has no x-claude-code-agent-id header: it is not a subagent's request")
+	}
+	ls, lp := firstSystemText(t, sub), firstSystemText(t, parent)
+	if !strings.HasPrefix(ls, AttributionPrefix) || ls == lp {
+		t.Fatalf("subagent's first system block %q, its parent's %q; want an attribution line of its own", ls, lp)
+	}
+	ds, err := Parse(sub, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped, err := Parse(bytes.Replace(sub, []byte(ls), []byte(lp), 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Prefixes) == 0 || len(ds.Prefixes) != len(swapped.Prefixes) {
+		t.Fatalf("prefixes %d, with the parent's line %d; want the same, at least one", len(ds.Prefixes), len(swapped.Prefixes))
+	}
+	for i := range ds.Prefixes {
+		if ds.Prefixes[i] != swapped.Prefixes[i] {
+			t.Errorf("prefix %d: %+v; with the parent's attribution line %+v; want equal", i, ds.Prefixes[i], swapped.Prefixes[i])
+		}
+	}
+}
