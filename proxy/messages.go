@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"runtime/debug"
@@ -372,7 +371,10 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
 	}
 	if resp.StatusCode == http.StatusTooManyRequests {
+		// Remembered in every pacing mode, for the 429 sluice answers a
+		// request whose wait then runs out (see rateLimited).
 		p.lastRateLimited.Store(time.Now().UnixNano())
+		p.pacer.Observe(resp.StatusCode, resp.Header)
 	}
 	sse := isEventStream(resp.Header)
 	reassembling := ex.streamed != nil && sse && resp.StatusCode == http.StatusOK
@@ -488,14 +490,8 @@ func (ex *exchange) complete(ctx context.Context, err error) {
 		writeError(ex.w, errShutdownCut)
 	case ctx.Err() != nil:
 		// the client left: nobody to answer
-	case errors.Is(err, dispatch.ErrDeadline) && ex.p.buckets != nil && ex.p.buckets.Holds(&ex.desc):
-		// Its wait ran out in its key's line: the upstream's rate limit,
-		// as sluice models it, could not take it in time.
-		retry := max(1, int(math.Ceil(time.Until(ex.p.buckets.HeldUntil(&ex.desc)).Seconds())))
-		writeError(ex.w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retry,
-			Message: fmt.Sprintf("this request's API key is at its upstream rate limit and sluice could not fit the request within BATCH_TIMEOUT_S=%s; retry after the retry-after delay, or lower the rate of requests on this key", ex.p.cfg.Timeout)})
 	default:
-		writeError(ex.w, ex.p.mapError(err))
+		writeError(ex.w, ex.p.failure(&ex.desc, err))
 	}
 }
 
@@ -531,88 +527,6 @@ func (p *Proxy) describe(ex *exchange) *request.Descriptor {
 		ex.desc.Patience = 0
 	}
 	return &ex.desc
-}
-
-// mapError is the one place where a failure becomes a client-visible error.
-func (p *Proxy) mapError(err error) *apiError {
-	var ae *apiError
-	var ue *upstream.Error
-	var pe *dispatch.PanicError
-	var tooLong *dispatch.WaitTooLongError
-	var full *dispatch.TenantFullError
-	switch {
-	case errors.As(err, &ae):
-		return ae
-	case errors.As(err, &full):
-		return tenantFull(full)
-	case errors.Is(err, dispatch.ErrDeadline) && p.rateLimitedWithin(p.cfg.Timeout):
-		// The wait that ran out was the upstream's: it is refusing calls
-		// for its rate limit, and every slot went to retries and holds.
-		// Say so, as the upstream would, with when to retry.
-		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: max(1, int(math.Ceil(time.Until(p.pacer.Until()).Seconds()))),
-			Message: fmt.Sprintf("the upstream is rate limiting this organization and sluice could not get this request through within BATCH_TIMEOUT_S=%s; retry after the retry-after delay", p.cfg.Timeout)}
-	case errors.Is(err, errUpstreamTimeout):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
-			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
-	case errors.Is(err, dispatch.ErrDeadline):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
-			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
-	case errors.Is(err, dispatch.ErrQueueFull):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
-	case errors.As(err, &tooLong):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
-			Message: fmt.Sprintf("sluice is overloaded: this request would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call; retry after the retry-after delay",
-				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience)}
-	case errors.Is(err, dispatch.ErrClosed):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
-	case errors.As(err, &ue):
-		// The upstream's address and the dial error are for the operator's
-		// log, not for clients: they may name a private host.
-		p.log.Warn("upstream call failed", "upstream", p.upstreamName(), "dial", ue.Dial, "err", ue.Err)
-		if ue.Dial {
-			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}
-		}
-		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
-	case errors.As(err, &pe):
-		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		return &apiError{Status: http.StatusInternalServerError, Type: "api_error",
-			Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
-	}
-	p.log.Error("unexpected failure", "err", err)
-	// Not the error's text: it may carry an internal address.
-	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
-		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
-}
-
-// rateLimitedWithin reports whether the upstream held calls back for its
-// rate limit in the last d: it answered 429, or its headers said a limit
-// was exhausted.
-func (p *Proxy) rateLimitedWithin(d time.Duration) bool {
-	now := time.Now()
-	return p.pacer.Until().After(now.Add(-d)) || now.UnixNano()-p.lastRateLimited.Load() < int64(d)
-}
-
-// upstreamFailure is the error for an upstream call that failed with err
-// under ctx: a timeout of sluice's own (UPSTREAM_TIMEOUT_S) is said as
-// such; anything else is the upstream's failure.
-func (p *Proxy) upstreamFailure(ctx context.Context, err error) error {
-	if context.Cause(ctx) == errUpstreamTimeout {
-		return errUpstreamTimeout
-	}
-	var ue *upstream.Error
-	if errors.As(err, &ue) {
-		return err
-	}
-	return &upstream.Error{Upstream: p.upstreamName(), Err: err}
-}
-
-func (p *Proxy) upstreamName() string {
-	b := p.up.Base()
-	return b.Scheme + "://" + b.Host
 }
 
 func isEventStream(h http.Header) bool {

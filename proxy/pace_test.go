@@ -197,3 +197,51 @@ func statusOf(t *testing.T, do func() (*http.Response, error)) <-chan int {
 	}()
 	return done
 }
+
+// Under the default RATE_LIMIT_PACING=buckets, a request whose deadline
+// passes while the upstream refuses the organization's calls with a 429 is
+// answered 429 with the wait the upstream asked for, not retry-after: 1
+// (issue 25: the reset mode's model was read in every mode, and fed only
+// in its own).
+func TestDeadlineAfterUpstream429SaysTheUpstreamsRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			if r.Header.Get("X-Api-Key") == "key-a" {
+				time.Sleep(time.Second)
+				w.Header().Set("Retry-After", "20")
+				w.WriteHeader(http.StatusTooManyRequests)
+				io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"over the limit"}}`)
+				return
+			}
+			<-r.Context().Done() // key b's call outlasts its deadline
+		}, func(c *config.Config) {
+			c.MaxConcurrency, c.MaxSize, c.RetryMaxAttempts, c.Timeout = 2, 1, 1, 3*time.Second
+		})
+		send := func(key string) *http.Response {
+			req, _ := http.NewRequest("POST", rig.url+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":1,"messages":[]}`))
+			req.Header.Set("X-Api-Key", key)
+			resp, err := rig.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp
+		}
+		refused := make(chan *http.Response, 1)
+		go func() { refused <- send("key-a") }() // answered 429 at 1 s
+		synctest.Wait()
+		resp := send("key-b") // its deadline passes at 3 s
+		if a := <-refused; a.StatusCode != 429 || a.Header.Get("Retry-After") != "20" {
+			t.Fatalf("key a: %d retry-after %q; want the upstream's 429 and 20", a.StatusCode, a.Header.Get("Retry-After"))
+		}
+		if resp.StatusCode != 429 {
+			t.Fatalf("status %d; want 429", resp.StatusCode)
+		}
+		// The upstream asked for 20 s at 1 s: 18 s remain at 3 s.
+		if got := resp.Header.Get("Retry-After"); got != "18" {
+			t.Errorf("retry-after %q; want 18, what remains of the upstream's 20 s", got)
+		}
+	})
+}

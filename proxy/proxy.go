@@ -77,7 +77,11 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	pacer             *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
+	// pacer is the latest wait the upstream asked for: fed by every 429
+	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
+	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
+	// sluice makes their retry-after (see rateLimited).
+	pacer *pace.Pacer
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
 	buckets *dispatch.KeyBuckets
