@@ -58,6 +58,23 @@ func (p *Proxy) rateLimited(desc *request.Descriptor) *apiError {
 		Message: fmt.Sprintf("the upstream is rate limiting this organization and sluice could not get this request through within BATCH_TIMEOUT_S=%s; retry after the retry-after delay", p.cfg.Timeout)}
 }
 
+// errAnswerTooLarge answers a request whose whole answer from the
+// upstream was past maxResponseBody.
+var errAnswerTooLarge = &apiError{Status: http.StatusBadGateway, Type: "api_error",
+	Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
+
+// errAnswerNotJSON answers a request whose upstream answered 200 with n
+// bytes that are not JSON: relayed as a 200, the SDKs would fail to
+// decode it and not retry; a 502 they retry.
+func errAnswerNotJSON(n int) *apiError {
+	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		Message: fmt.Sprintf("the upstream answered 200 with a body of %d bytes that is not valid JSON; sluice did not relay it. Retry the request", n)}
+}
+
+// errInternal answers a request whose handling panicked.
+var errInternal = &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+	Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
+
 // secondsUntil is a retry-after for t: whole seconds from now, at least 1.
 func secondsUntil(t, now time.Time) int { return max(1, int(math.Ceil(t.Sub(now).Seconds()))) }
 
@@ -102,8 +119,7 @@ func (p *Proxy) mapError(err error) *apiError {
 			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
 	case errors.As(err, &pe):
 		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		return &apiError{Status: http.StatusInternalServerError, Type: "api_error",
-			Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
+		return errInternal
 	}
 	p.log.Error("unexpected failure", "err", err)
 	// Not the error's text: it may carry an internal address.

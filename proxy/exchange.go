@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/cachewhy"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/park"
+	"github.com/sluicehq/sluice/request"
+)
+
+// exchange is one Messages request on its way through sluice.
+type exchange struct {
+	p       *Proxy
+	w       http.ResponseWriter
+	r       *http.Request
+	body    heldBody
+	rec     *record
+	retries int // attempts after the first
+
+	// What forward leaves for complete. At most one is set.
+	reply *reply      // a whole answer, written once the slot is given back
+	out   *streamPipe // a stream, being written to the client already
+	// last is the latest retryable answer from the upstream: when sluice
+	// runs out of time to retry, the client gets it rather than a timeout
+	// of sluice's own for a wait the upstream caused.
+	last *reply
+	desc request.Descriptor // what the policies know of the request
+	// why is what would explain a cache write of its answer (see
+	// cachewhy.go).
+	why cachewhy.Finding
+	// member is its place in its wave, on the windowed path once it got a
+	// slot: its answer's usage corrects its key's rate-limit debit.
+	member *dispatch.Member
+	// tenant is the tenant the scheduler counts the request under (the
+	// request's, or dispatch.OtherTenant); "" on the plain path.
+	tenant string
+	// streamed is the body sent upstream instead of body's when a
+	// non-streaming request leads a cold prefix (see reassemble.go).
+	streamed []byte
+	sent     time.Time // when the latest upstream attempt was sent
+	// cancelCall cancels the context of forward's upstream call, with a
+	// cause: errUpstreamTimeout on the plain path (see attempt).
+	cancelCall context.CancelCauseFunc
+	// serving lists the request among those Abort cuts (see begin).
+	serving inFlight
+	// parked is the request's connection, taken over while it waits (see
+	// waitParked); nil when it waits in place.
+	parked *park.Response
+}
+
+// reply is a whole upstream answer, read while the request held its slot.
+type reply struct {
+	status int
+	header http.Header
+	data   []byte
+}

@@ -1,0 +1,322 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/retry"
+)
+
+// Stage 5 of a Messages request (see messages.go): fetching its answer
+// from the upstream while it holds its slot, with the one decision to try
+// again.
+
+// forward fetches the answer to the request from the upstream under ctx:
+// on the windowed path while the request holds its slot (m is its place
+// in its wave; nil on the plain path). A whole answer is left in ex.reply,
+// to be written to the client after the slot is given back; a stream is
+// relayed as it arrives (see relayEvents), and forward returns when the
+// upstream has finished sending it. On the windowed path a retryable
+// failure is tried again in place (see again).
+func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ex.cancelCall = cancel
+	if m != nil {
+		ex.tenant = m.Tenant()
+		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
+		ex.member, ex.rec.bucketWait = m, m.BucketWait()
+		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
+		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
+		ex.observeCache(m.CacheStanding())
+		if ex.p.tracer != nil {
+			ex.p.traceWaits(ctx, ex.rec, m)
+		}
+		if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
+			// Its followers wait for its first token, not its whole answer.
+			if b, err := streamingBody(ex.body.data); err == nil {
+				ex.streamed = b
+			}
+		}
+	}
+	start := time.Now()
+	stream := "false"
+	defer func() {
+		ex.rec.upstreamTime = since(start)
+		ex.p.upstreamDurations.get(stream, func(stream string) prometheus.Observer {
+			return ex.p.metrics.UpstreamDuration.WithLabelValues(stream)
+		}).Observe(time.Since(start).Seconds())
+	}()
+	rep, resp, err := ex.fetch(ctx, m)
+	switch {
+	case err != nil:
+		return err
+	case resp != nil:
+		defer resp.Body.Close()
+		// The wave deadline covers a stream up to its headers; from here on
+		// the idle timeout governs.
+		if m != nil && !m.LiftDeadline() {
+			return dispatch.ErrDeadline
+		}
+		if m != nil {
+			m.MarkBegun() // the headers are in: a cache entry exists from here
+		}
+		stream = "true"
+		var firstToken func()
+		if m != nil {
+			// The gate's adaptive limit learns from the time to first
+			// token, which a stream's length does not stretch.
+			sent := ex.sent
+			firstToken = func() { m.FirstToken(time.Since(sent)) }
+		}
+		return ex.relayEvents(ctx, cancel, resp, firstToken)
+	}
+	if m != nil {
+		m.MarkBegun()
+	}
+	ex.reply = rep
+	return nil
+}
+
+// observeCache notes what CACHE_AWARE made of the request, for its access
+// line and the metrics.
+func (ex *exchange) observeCache(st dispatch.CacheStanding) {
+	if st.Role == dispatch.CacheNone {
+		return
+	}
+	ex.rec.cache = st
+	ex.p.metrics.CacheRequests.WithLabelValues(st.Role.String()).Inc()
+	if st.Released != "" {
+		ex.p.metrics.CacheHold.WithLabelValues(st.Released).Observe(st.Held.Seconds())
+	}
+}
+
+// fetch makes the request's upstream attempts until one gives an answer
+// to relay: a whole reply, or a stream's response with its body still to
+// be read. The decision to try again is made in one place, again, for
+// every kind of failure.
+func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		rep, resp, cause, err := ex.attempt(ctx, m)
+		if cause == "" {
+			return rep, resp, err
+		}
+		var h http.Header
+		if rep != nil {
+			h = rep.header
+			ex.last = rep
+		}
+		retried, werr := ex.again(ctx, m, attempt, cause, h)
+		switch {
+		case retried:
+			continue
+		case werr != nil && ex.last != nil && context.Cause(ctx) == dispatch.ErrDeadline:
+			// The deadline passed while waiting to try again: the upstream's
+			// own last answer, retry-after and all, tells the client more than
+			// a timeout would.
+			return ex.last, nil, nil
+		case werr != nil:
+			return nil, nil, werr
+		case rep != nil:
+			// Giving up: the upstream's own answer, retry-after and all, goes
+			// to the client so that its retry policy takes over.
+			return rep, nil, nil
+		}
+		return nil, nil, err
+	}
+}
+
+// attempt makes one upstream call for m (nil on the plain path, where no
+// wave deadline bounds it: UPSTREAM_TIMEOUT_S bounds the wait for its
+// headers instead, and STREAM_IDLE_TIMEOUT_S its body). A cause is set
+// when the attempt failed in a way worth trying again; rep then holds the
+// upstream's answer, if it gave one, and err the failure otherwise.
+func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
+	p := ex.p
+	sent := time.Now()
+	ex.sent = sent
+	var timeout *time.Timer
+	if m == nil {
+		// The plain path's one attempt (again never retries it) is cut
+		// through forward's own context: a context of its own, as
+		// withUpstreamTimeout makes, would be one more per request.
+		timeout = time.AfterFunc(p.cfg.UpstreamTimeout, func() { ex.cancelCall(errUpstreamTimeout) })
+	}
+	body := ex.body.data
+	if ex.streamed != nil {
+		body = ex.streamed
+	}
+	in := ex.r
+	if p.tracer != nil {
+		// The span covers the call up to the answer's end, or for a
+		// stream relayed as it comes, up to its headers.
+		var span trace.Span
+		ctx, span, in = p.startAttemptSpan(ctx, ex.rec, ex.r, ex.retries)
+		defer func() {
+			status := 0
+			switch {
+			case rep != nil:
+				status = rep.status
+			case resp != nil:
+				status = resp.StatusCode
+			}
+			endAttemptSpan(span, status, cause, err != nil)
+		}()
+	}
+	resp, err = p.up.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
+	if timeout != nil {
+		timeout.Stop() // the headers are in, or the call failed
+	}
+	if err != nil {
+		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
+	}
+	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
+	ex.rec.upstreamID = resp.Header.Get("Request-Id")
+	ex.rec.recordAnswer(resp.Header)
+	if m != nil {
+		m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// Remembered in every pacing mode, for the 429 sluice answers a
+		// request whose wait then runs out (see rateLimited).
+		p.lastRateLimited.Store(time.Now().UnixNano())
+		p.pacer.Observe(resp.StatusCode, resp.Header)
+	}
+	sse := isEventStream(resp.Header)
+	reassembling := ex.streamed != nil && sse && resp.StatusCode == http.StatusOK
+	if sse && !reassembling {
+		return nil, resp, "", nil
+	}
+	if reassembling {
+		m.MarkBegun() // its first token is in: the followers may go
+	}
+	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
+	resp.Body.Close()
+	status, header := resp.StatusCode, resp.Header
+	if err == nil && reassembling {
+		status, data, err = reassemble(data, resp.Header.Get("Request-Id"))
+		if err != nil {
+			err = fmt.Errorf("reassemble the streamed answer: %w", err)
+		}
+		header = jsonHeader(resp.Header)
+	}
+	if err != nil {
+		if errors.Is(err, errResponseTooLarge) {
+			return nil, nil, "", errAnswerTooLarge
+		}
+		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
+	}
+	if status == http.StatusOK && !reassembling && !json.Valid(data) {
+		// A whole answer cut short or garbled on the way (the connection
+		// ended cleanly where it should not have): relayed as a 200, the
+		// SDKs fail to decode it and do not retry; a 502 they retry. A
+		// reassembled stream is sluice's own JSON, valid by construction.
+		p.metrics.InvalidJSON.Inc()
+		p.log.Warn("upstream answered 200 with a body that is not valid JSON; answered 502", "upstream_request_id", ex.rec.upstreamID, "bytes", len(data))
+		return nil, nil, "", errAnswerNotJSON(len(data))
+	}
+	rep = &reply{status: status, header: header, data: data}
+	if c, ok := retry.Retryable(status, header); ok {
+		return rep, nil, c, nil
+	}
+	return rep, nil, "", nil
+}
+
+// jsonHeader is the header of a streamed answer made whole: that of a
+// JSON answer.
+func jsonHeader(h http.Header) http.Header {
+	h = h.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Del("Cache-Control") // the stream's no-cache
+	h.Del("Content-Length")
+	return h
+}
+
+// again decides whether attempt, which failed with cause, is tried again,
+// and if so waits its turn: it gives the slot back for the backoff (or the
+// wait the upstream asked for in h) and rejoins the gate. It reports false
+// to give up: on the plain path, which stays a pass-through; when the
+// client left or the deadline passed; after RETRY_MAX_ATTEMPTS; when the
+// wait would end past the wave deadline; or when the retry budget is spent.
+// err is set when the wait itself was cut short (client gone, deadline).
+func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, cause retry.Cause, h http.Header) (bool, error) {
+	if m == nil || ctx.Err() != nil || attempt >= ex.p.cfg.RetryMaxAttempts {
+		return false, nil
+	}
+	wait := retry.Backoff(attempt-1, ex.p.rand())
+	if h != nil {
+		if d, ok := retry.After(h, time.Now()); ok {
+			wait = d
+		}
+	}
+	if time.Now().Add(wait).After(m.Deadline()) {
+		return false, nil // no time left for it: let the client's policy decide
+	}
+	if !ex.p.budget.Spend() {
+		ex.p.metrics.RetryBudgetSpent.Inc()
+		return false, nil
+	}
+	ex.retries++
+	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
+	var span trace.Span
+	if ex.p.tracer != nil {
+		span = ex.p.startRetryWaitSpan(ctx, ex.rec, cause, wait)
+	}
+	err := m.Requeue(ctx, wait)
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, "the wait was cut short")
+		}
+		span.End()
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	// Most answers are JSON: only a value that names event-stream is
+	// worth mime's parse, which allocates a map for the parameters. The
+	// media type is a token (ASCII) and is not decoded, so a value that
+	// lacks the word, in any case, never parses to text/event-stream.
+	if !containsFoldASCII(ct, "event-stream") {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && strings.EqualFold(mt, "text/event-stream")
+}
+
+// containsFoldASCII reports whether s holds sub (lower-case ASCII) in any
+// ASCII case.
+func containsFoldASCII(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
+}
