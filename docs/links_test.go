@@ -63,6 +63,41 @@ func TestDocLinksResolve(t *testing.T) {
 	}
 }
 
+// Every docs/<page>.md that Go code names (the settings' meanings that --help
+// prints, the commands' usage, comments) is a page of this folder.
+func TestGoNamesExistingPages(t *testing.T) {
+	pageRE := regexp.MustCompile(`docs/([A-Za-z0-9_.-]+\.md)`)
+	named := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range pageRE.FindAllStringSubmatch(string(b), -1) {
+			named++
+			if _, err := os.Stat(m[1]); err != nil {
+				t.Errorf("%s names %s: no such page", path, m[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named < 10 {
+		t.Errorf("found only %d pages named in Go files; the walk no longer reaches them", named)
+	}
+}
+
 // The anchors are GitHub's, which the pages' links are written for.
 func TestHeadingAnchors(t *testing.T) {
 	page := "# Top\n## `sluice bench`: plain vs windowed (issue 4)\n```sh\n# not a heading\n```\n## Top\n### BATCH_ENABLED, *on*\n## [A link](x.md) here\n"
