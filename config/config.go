@@ -2,7 +2,7 @@
 // table is read from flags, the environment and a TOML config file (a flag
 // beats the environment, which beats the file, which beats the default),
 // validated with messages that name the setting, and printed by --help and
-// in the README from the same rows.
+// in docs/settings.md from the same rows.
 package config
 
 import (
@@ -656,7 +656,7 @@ func wrap(text, indent string, width int) string {
 	return b.String()
 }
 
-// MarkdownTable renders the settings as the Markdown table in the README.
+// MarkdownTable renders the settings as the Markdown table of docs/settings.md.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n")

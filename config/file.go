@@ -15,7 +15,7 @@ import (
 // ConfigFlag is the flag that names a config file: TOML whose keys are
 // the settings' environment names, exactly as the table spells them
 // (BATCH_MAX_CONCURRENCY = 16). One spelling only, so that a file, an
-// environment and the README read the same; a lowercase key is an unknown
+// environment and docs/settings.md read the same; a lowercase key is an unknown
 // one, and the error says which name was meant.
 const ConfigFlag = "config"
 
