@@ -17,7 +17,7 @@ import (
 // Message reassembled from the events: equal as JSON to what the API
 // answers without stream (the same members in the same order, the same
 // values), though not byte for byte, since the strings the deltas carry are
-// encoded again by sluice (the README's "Shared prompt prefixes" lists the
+// encoded again by sluice (docs/semantics.md (Shared prompt prefixes) lists the
 // differences).
 
 // streamingBody is body, a JSON object, asking for a stream. A body that

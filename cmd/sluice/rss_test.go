@@ -22,7 +22,7 @@ import (
 // clients at once each send a 30 MB Messages body to `sluice serve` (its
 // own process, so that only its memory is counted) with BODY_BUDGET_MB=256,
 // whose upstream holds every call, so that every admitted body stays live.
-// sluice's peak RSS (VmHWM) must stay within the bound the README states:
+// sluice's peak RSS (VmHWM) must stay within the bound docs/overload.md states (What bounds RSS):
 // the soft memory limit sluice sets (BODY_BUDGET_MB + 96 MB) plus 64 MB
 // for the collector's lag behind a burst and what the limit does not count
 // (the binary's code). Without the limit it reached 547–718 MB.
