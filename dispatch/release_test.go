@@ -148,3 +148,101 @@ func TestBegun(t *testing.T) {
 		wantOutcome(t, "failing", failing, errFail, 3*time.Second)
 	})
 }
+
+// holdOne is a releaser that joins each wave's members at once but its
+// first, which it keeps for the test to join later.
+type holdOne struct {
+	mu   sync.Mutex
+	kept []func()
+}
+
+func (h *holdOne) Release(w *window.Wave[*Member], join func(*Member)) {
+	for _, m := range w.Items[1:] {
+		join(m)
+	}
+	first := w.Items[0]
+	h.mu.Lock()
+	h.kept = append(h.kept, func() { join(first) })
+	h.mu.Unlock()
+}
+
+// seeWaves is a releaser that records the waves it is given, and joins
+// their members at once, in order.
+type seeWaves struct {
+	mu    sync.Mutex
+	waves [][]*Member
+}
+
+func (s *seeWaves) Release(w *window.Wave[*Member], join func(*Member)) {
+	s.mu.Lock()
+	s.waves = append(s.waves, w.Items)
+	s.mu.Unlock()
+	for _, m := range w.Items {
+		join(m)
+	}
+}
+
+// TestReleasersChain chains two releasers: the members the first joins
+// during its Release reach the second together, as one wave; the one it
+// joins later reaches it alone; every member is served once.
+func TestReleasersChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first, second := &holdOne{}, &seeWaves{}
+		r := newRig(t, Config{MaxSize: 3, MaxWait: time.Hour, Timeout: time.Minute, Releaser: Releasers{first, second}}, 3)
+		var served sync.Map
+		done := make(chan error, 3)
+		ctx := context.Background()
+		for i := range 3 {
+			go func() {
+				done <- r.s.Do(ctx, nil, func(context.Context, *Member) error { served.Store(i, true); return nil })
+			}()
+			synctest.Wait()
+		}
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		second.mu.Lock()
+		if len(second.waves) != 1 || len(second.waves[0]) != 2 {
+			t.Fatalf("the second releaser saw %d waves (%v); want one of the two members joined at once", len(second.waves), second.waves)
+		}
+		second.mu.Unlock()
+		first.mu.Lock()
+		kept := first.kept
+		first.mu.Unlock()
+		if len(kept) != 1 {
+			t.Fatalf("%d members kept; want 1", len(kept))
+		}
+		kept[0]()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		second.mu.Lock()
+		defer second.mu.Unlock()
+		if len(second.waves) != 2 || len(second.waves[1]) != 1 {
+			t.Fatalf("the second releaser saw %v; want the kept member alone, second", second.waves)
+		}
+		for i := range 3 {
+			if _, ok := served.Load(i); !ok {
+				t.Errorf("member %d not served", i)
+			}
+		}
+	})
+}
+
+// An empty chain releases in order, as a nil releaser does.
+func TestReleasersEmptyIsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{MaxSize: 2, MaxWait: time.Hour, Timeout: time.Minute, Releaser: Releasers{}}, 2)
+		done := make(chan error, 2)
+		for range 2 {
+			go func() { done <- r.s.Do(context.Background(), nil, func(context.Context, *Member) error { return nil }) }()
+		}
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

@@ -73,6 +73,13 @@ const indexFrom = 64
 // item's owner can wait for its wave to be dispatched.
 func (w *Wave[T]) Done() <-chan struct{} { return w.done }
 
+// Part is a wave of some of w's items, for a flush function that hands
+// them on in parts (a chain of releasers, say): it has w's ID, reason and
+// times, but not its Bytes, and its Done is never closed.
+func (w *Wave[T]) Part(items []T) *Wave[T] {
+	return &Wave[T]{ID: w.ID, Items: items, Reason: w.Reason, OpenedAt: w.OpenedAt, ClosedAt: w.ClosedAt}
+}
+
 // Window collects items into waves. Its zero value is not usable; call New.
 type Window[T comparable] struct {
 	maxSize  int
