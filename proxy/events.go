@@ -71,7 +71,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	var tally streamUsage
 	defer func() {
 		if tally.seen {
-			ex.countTokens(tally.model, tally.u)
+			ex.used(tally.model, tally.u)
 		}
 	}()
 	var stalled atomic.Bool
@@ -153,6 +153,20 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	pipe.close()
 	return err
 }
+
+var (
+	evMessageStart = []byte("event: message_start")
+	evMessageDelta = []byte("event: message_delta")
+	// evContentBlockDelta opens an event that carries the answer's
+	// tokens: the first one is the stream's first token.
+	evContentBlockDelta = []byte("event: content_block_delta")
+	// evPing opens a keep-alive event, which carries nothing.
+	evPing = []byte("event: ping")
+	// evMessageStop and evError open the events that end a stream.
+	evMessageStop = []byte("event: message_stop")
+	evError       = []byte("event: error")
+	dataPrefix    = []byte("data:")
+)
 
 // errClientWrite marks a failure to write to the client.
 var errClientWrite = errors.New("write to client")

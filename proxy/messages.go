@@ -33,7 +33,8 @@ import (
 //               to try again, which gives the slot back for the backoff
 //               (fetch.go); a stream is relayed as it comes (events.go)
 //  6. answer    the reply, a stream's last events, or the failure's
-//               Anthropic-shaped error (answers.go)
+//               Anthropic-shaped error (answers.go); an answer's usage
+//               goes back to the policies that spent on it (usage.go)
 //  7. settle    how it ended counted; what it held given back; a parked
 //               connection let go
 //

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/request"
+)
+
+// What an answer's usage teaches: a whole answer's is read once it is
+// written (writeReply), a stream's tallied as its events pass and read
+// when it ends (relayEvents); both go to used.
+
+// usage is a response's token usage, as the API reports it.
+type usage struct {
+	Input      int64 `json:"input_tokens"`
+	Output     int64 `json:"output_tokens"`
+	CacheWrite int64 `json:"cache_creation_input_tokens"`
+	CacheRead  int64 `json:"cache_read_input_tokens"`
+}
+
+// countTokens adds u to the token counters for model.
+func (p *Proxy) countTokens(model string, u usage) {
+	if model == "" {
+		model = "unknown"
+	}
+	for _, kv := range []struct {
+		kind string
+		n    int64
+	}{{"input", u.Input}, {"output", u.Output}, {"cache_write", u.CacheWrite}, {"cache_read", u.CacheRead}} {
+		if kv.n > 0 {
+			p.tokenCounts.get(tokenLabels{model, kv.kind}, func(l tokenLabels) prometheus.Counter {
+				return p.metrics.Tokens.WithLabelValues(l.model, l.kind)
+			}).Add(float64(kv.n))
+		}
+	}
+}
+
+// countMessageTokens reads model and usage from a JSON Messages response
+// (in one walk that skips the content: encoding/json's decode was a
+// twentieth of the plain path's CPU).
+func (ex *exchange) countMessageTokens(data []byte) {
+	if model, u, ok := request.ParseAnswer(data); ok {
+		ex.used(model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead})
+	}
+}
+
+// used is what the usage u of ex's answer teaches: its key's rate-limit
+// debit is corrected to it (RATE_LIMIT_PACING=buckets), its tenant is
+// charged its tokens, the cache-aware release learns whether its prefix
+// was read, and the token counters, the access line and the explanation
+// of a cache write get their figures. For a follower under CACHE_AWARE it
+// also counts what its cache read saved: without its hold it would have
+// written the prefix it read, at the write price of its prefix's TTL,
+// instead of reading it at a tenth of the input price.
+func (ex *exchange) used(model string, u usage) {
+	ex.p.countTokens(model, u)
+	ex.rec.recordUsage(u)
+	if ex.member != nil {
+		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
+	}
+	if ex.tenant != "" {
+		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
+	}
+	ex.explainWrite(u)
+	if ex.member != nil {
+		ex.member.CacheRead(int(u.CacheRead))
+	}
+	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
+		return
+	}
+	write := request.CacheWrite5mFactor
+	if ps := ex.desc.Prefixes; len(ps) > 0 && ps[len(ps)-1].TTL >= time.Hour {
+		write = request.CacheWrite1hFactor
+	}
+	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - request.CacheReadFactor) * request.ListPriceOf(model).Input / 1e6)
+}
+
+// streamUsage tallies usage over a stream's events: message_start carries
+// the model and the input side, each message_delta the cumulative output.
+// Only those two events are decoded, so the cost per stream is small.
+type streamUsage struct {
+	model string
+	u     usage
+	seen  bool
+}
+
+func (s *streamUsage) observe(ev []byte) {
+	start := bytes.HasPrefix(ev, evMessageStart)
+	if !start && !bytes.HasPrefix(ev, evMessageDelta) {
+		return
+	}
+	i := bytes.Index(ev, dataPrefix)
+	if i < 0 {
+		return
+	}
+	data := ev[i+len(dataPrefix):]
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	// Read in one walk each, as a whole answer is (countMessageTokens):
+	// encoding/json's decode of the two was a sixteenth of a stream's CPU.
+	if start {
+		msg, ok := request.MemberOf(data, "message")
+		if !ok {
+			return
+		}
+		var model string
+		var u request.Usage
+		if msg != nil && string(msg) != "null" { // without its message: no usage, as encoding/json read it
+			if model, u, ok = request.ParseAnswer(msg); !ok {
+				return
+			}
+		}
+		s.seen = true
+		s.model, s.u = model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead}
+		return
+	}
+	_, u, ok := request.ParseAnswer(data)
+	if !ok {
+		return
+	}
+	s.seen = true
+	// message_delta's usage is cumulative; input fields appear there only
+	// on newer API versions.
+	s.u.Output = u.Output
+	if u.Input > 0 {
+		s.u.Input = u.Input
+	}
+	if u.CacheWrite > 0 {
+		s.u.CacheWrite = u.CacheWrite
+	}
+	if u.CacheRead > 0 {
+		s.u.CacheRead = u.CacheRead
+	}
+}
