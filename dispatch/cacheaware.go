@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -24,70 +23,6 @@ const (
 	// DefaultMaxPrefixes bounds the registry: a few hundred KB.
 	DefaultMaxPrefixes = 4096
 )
-
-// CacheRole is what a request was to the prompt cache when CacheAware put
-// it in line.
-type CacheRole uint8
-
-const (
-	CacheNone     CacheRole = iota // no prefix at or above its model's minimum: put in line at once, as by InOrder
-	CacheLeader                    // the first on a cold prefix: put in line at once, to write it
-	CacheFollower                  // held outside the gate for a leader on its prefix, then put in line
-	CacheWarm                      // its prefix was warm: put in line at once, to read it
-)
-
-// String is the role as the access line says it ("" for CacheNone).
-func (r CacheRole) String() string {
-	switch r {
-	case CacheLeader:
-		return "leader"
-	case CacheFollower:
-		return "follower"
-	case CacheWarm:
-		return "warm"
-	}
-	return ""
-}
-
-// Why a follower's hold ended (CacheStanding.Released).
-const (
-	ReleasedBegun    = "begun"    // its leader's response began: the cache entry exists
-	ReleasedPromoted = "promoted" // its leader ended without an answer: it leads now
-	ReleasedBound    = "bound"    // the leader wait, or its own deadline or patience, ran out
-	ReleasedEvicted  = "evicted"  // its prefix was pushed out of the registry
-)
-
-// CacheStanding is what CacheAware made of a member; the zero value when
-// the scheduler's releaser is not CacheAware.
-type CacheStanding struct {
-	Role     CacheRole
-	Held     time.Duration // how long a follower was held outside the gate
-	Released string        // why a follower's hold ended: one of the Released* values
-}
-
-// CacheStanding is what the cache-aware releaser made of the member. Read
-// it from the member's function (it is final once the member is in line).
-func (m *Member) CacheStanding() CacheStanding { return m.cache.CacheStanding }
-
-// cachePlace is a member's place in the CacheAware registry.
-type cachePlace struct {
-	CacheStanding
-	seq      uint64        // arrival order among cacheable members
-	heldFrom time.Time     // when its hold began
-	until    time.Time     // when its hold ends at the latest
-	join     func(*Member) // its scheduler's join
-	c        *CacheAware   // for CacheRead
-	// group is the group of a follower its leader's beginning freed;
-	// floor the tokens of its next shorter cacheable prefix, which a read
-	// must pass to be of the prefix it followed (see CacheRead).
-	group *cacheGroup
-	floor int
-	// probe is the longest of its prefixes that was not held on (see
-	// DoubtGroups), and probeFloor its floor: a read past it shows the
-	// prefix cached after all.
-	probe      *cacheGroup
-	probeFloor int
-}
 
 // CacheAware is a Releaser that lets concurrent requests sharing a cached
 // prompt prefix pay for it once. The API creates a cache entry only once
@@ -162,24 +97,6 @@ type CacheAware struct {
 
 var _ Releaser = (*CacheAware)(nil)
 
-// prefixEntry is one prefix in the registry: cold with its leader in
-// flight (leader set; or remote, its leader on another replica until
-// remoteUntil at the latest), or warm until warmUntil.
-type prefixEntry struct {
-	key         uint64
-	ttl         time.Duration
-	tokens      int
-	leader      *Member
-	remote      bool
-	remoteUntil time.Time
-	warmUntil   time.Time
-	held        []*Member // followers, in arrival order
-	timer       *time.Timer
-	due         time.Time // when timer fires; zero when not armed
-	elem        *list.Element
-	gone        bool // dropped from the registry
-}
-
 // lead is a member put in line as the leader of some prefixes: once its
 // response begins they turn warm, or are handed to a follower.
 type lead struct {
@@ -201,42 +118,6 @@ type release struct {
 	// shared is what Share is to be told: prefixes begun or given up.
 	begun, ended []SharedPrefix
 }
-
-// CacheShare shares CacheAware's registry with the other replicas of a
-// fleet, so that a fleet behind a load balancer pays one cache write per
-// prefix: the first replica to claim a cold prefix leads it fleet-wide,
-// and followers on every replica wait for its response to begin.
-// redisgate.CacheGroups is the one through Redis. Claim and Begun are
-// bounded by a short timeout; a share that cannot be reached claims
-// everything (each replica leads on its own, as without a share).
-type CacheShare interface {
-	// Claim asks, of prefixes this replica does not know, which are cold
-	// (now led from here for lease at most), led elsewhere, or warm: one
-	// answer per prefix, in order. It is called once per wave.
-	Claim(ps []SharedPrefix, lease time.Duration) []CacheClaim
-	// Begun tells the fleet that a leader here has had its response
-	// begin on begun (now warm for their TTLs) and has ended without one
-	// on ended (cold again).
-	Begun(begun, ended []SharedPrefix)
-	// Listen sets the function told of a prefix led elsewhere that has
-	// begun (warm for ttl) or ended without an answer. Called once.
-	Listen(f func(key uint64, ttl time.Duration, begun bool))
-}
-
-// SharedPrefix is a prefix as a CacheShare knows it.
-type SharedPrefix struct {
-	Key uint64
-	TTL time.Duration
-}
-
-// CacheClaim is a CacheShare's answer about one prefix.
-type CacheClaim uint8
-
-const (
-	ClaimLead      CacheClaim = iota // cold: led from here
-	ClaimElsewhere                   // cold, its leader in flight on another replica
-	ClaimWarm                        // warm
-)
 
 // Release puts each member of w in line or holds it, by its prefixes.
 func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
@@ -366,48 +247,6 @@ func (c *CacheAware) hold(e *prefixEntry, m *Member, r *release) {
 	c.arm(e, until)
 }
 
-// addShared registers p as another replica said it is: warm, or led
-// there (its followers here held until it begins, it ends, or its
-// lease would have run out). c.mu is held.
-func (c *CacheAware) addShared(p request.Prefix, r *release) *prefixEntry {
-	claim := r.claims[p.Key]
-	delete(r.claims, p.Key) // once: later members find the entry
-	e := c.add(p, nil, r)
-	if claim == ClaimWarm {
-		e.warmUntil = r.now.Add(p.TTL)
-		return e
-	}
-	e.remote, e.remoteUntil = true, r.now.Add(c.leaderWait())
-	c.arm(e, e.remoteUntil)
-	return e
-}
-
-// remote is Share's news of a prefix led on another replica: its
-// followers here go, reading the cache if it has begun; if its leader
-// ended without an answer, the first of them leads it here.
-func (c *CacheAware) remote(key uint64, ttl time.Duration, begun bool) {
-	r := release{now: time.Now()}
-	promoted := map[*Member]*prefixEntry{}
-	c.mu.Lock()
-	el := c.entries[key]
-	if el == nil || !el.Value.(*prefixEntry).remote {
-		c.mu.Unlock()
-		return
-	}
-	e := el.Value.(*prefixEntry)
-	e.remote = false
-	if begun {
-		e.ttl = max(e.ttl, ttl)
-		c.warm(e, &r)
-	} else {
-		c.promote(e, nil, promoted, &r)
-		r.ended = nil // the fleet has heard: its leader's replica said so
-	}
-	c.sendFreedWith(&r, promoted)
-	c.mu.Unlock()
-	c.finish(&r)
-}
-
 // promote hands e, whose leader (m, or one on another replica) ended
 // without an answer, to its first follower still waiting, or drops it.
 // c.mu is held.
@@ -426,58 +265,6 @@ func (c *CacheAware) promote(e *prefixEntry, m *Member, promoted map[*Member]*pr
 		c.remove(e) // nobody to hand it to: cold again
 		r.ended = append(r.ended, SharedPrefix{e.key, e.ttl})
 	}
-}
-
-// arm makes e's timer fire by t. c.mu is held.
-func (c *CacheAware) arm(e *prefixEntry, t time.Time) {
-	if !e.due.IsZero() && !t.Before(e.due) {
-		return
-	}
-	e.due = t
-	if e.timer == nil {
-		e.timer = time.AfterFunc(time.Until(t), func() { c.expire(e) })
-	} else {
-		e.timer.Reset(time.Until(t))
-	}
-}
-
-// expire lets the followers of e whose hold has run out go.
-func (c *CacheAware) expire(e *prefixEntry) {
-	r := release{now: time.Now()}
-	c.mu.Lock()
-	if e.gone {
-		c.mu.Unlock()
-		return
-	}
-	e.due = time.Time{}
-	keep := e.held[:0]
-	var next time.Time
-	lapsed := e.remote && !e.remoteUntil.After(r.now) // the remote leader's lease ran out
-	for _, f := range e.held {
-		switch {
-		case !f.at(flushed): // it left: nothing to do
-		case lapsed || !f.cache.until.After(r.now):
-			c.free(f, ReleasedBound, &r)
-		default:
-			keep = append(keep, f)
-			if next.IsZero() || f.cache.until.Before(next) {
-				next = f.cache.until
-			}
-		}
-	}
-	clear(e.held[len(keep):])
-	e.held = keep
-	if lapsed {
-		c.remove(e)
-	} else if !next.IsZero() {
-		c.arm(e, next)
-	}
-	if e.remote && !lapsed {
-		c.arm(e, e.remoteUntil)
-	}
-	c.sendFreed(&r)
-	c.mu.Unlock()
-	c.finish(&r)
 }
 
 // begun is m's response beginning (answered) or m ending without one,
@@ -563,116 +350,4 @@ func (c *CacheAware) finish(r *release) {
 	for _, m := range r.out {
 		m.cache.join(m)
 	}
-}
-
-// find is the registry's entry for key, nil if it has none or its warm
-// entry has expired. c.mu is held.
-func (c *CacheAware) find(key uint64, now time.Time) *prefixEntry {
-	el := c.entries[key]
-	if el == nil {
-		return nil
-	}
-	e := el.Value.(*prefixEntry)
-	if e.leader == nil && !e.remote && !now.Before(e.warmUntil) {
-		c.remove(e)
-		return nil
-	}
-	c.lru.MoveToFront(el)
-	return e
-}
-
-// add registers p as cold, led by m, making room if the registry is full.
-// c.mu is held.
-func (c *CacheAware) add(p request.Prefix, m *Member, r *release) *prefixEntry {
-	if c.entries == nil {
-		c.entries = map[uint64]*list.Element{}
-	}
-	for c.lru.Len() >= c.maxPrefixes() {
-		old := c.lru.Back().Value.(*prefixEntry)
-		for _, f := range old.held {
-			if f.at(flushed) {
-				f.cache.Held, f.cache.Released = r.now.Sub(f.cache.heldFrom), ReleasedEvicted
-				r.out = append(r.out, f) // uncached; and it leads nothing, to keep the registry's size
-			}
-		}
-		c.remove(old)
-	}
-	e := &prefixEntry{key: p.Key, ttl: p.TTL, tokens: p.Tokens, leader: m}
-	e.elem = c.lru.PushFront(e)
-	c.entries[p.Key] = e.elem
-	return e
-}
-
-// remove drops e from the registry. c.mu is held.
-func (c *CacheAware) remove(e *prefixEntry) {
-	e.gone = true
-	delete(c.entries, e.key)
-	c.lru.Remove(e.elem)
-	c.disarm(e)
-	e.held = nil
-}
-
-func (c *CacheAware) disarm(e *prefixEntry) {
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	e.due = time.Time{}
-}
-
-func (c *CacheAware) maxPrefixes() int {
-	if c.MaxPrefixes > 0 {
-		return c.MaxPrefixes
-	}
-	return DefaultMaxPrefixes
-}
-
-func (c *CacheAware) leaderWait() time.Duration {
-	if c.LeaderWait > 0 {
-		return c.LeaderWait
-	}
-	return DefaultLeaderWait
-}
-
-// Len is how many prefixes the registry holds, cold and warm.
-func (c *CacheAware) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}
-
-// cacheable is r's prefixes at or above its model's minimum cacheable
-// length, shortest first.
-func cacheable(r *request.Descriptor) []request.Prefix {
-	least := request.CacheMinimum(r.Model)
-	for i, p := range r.Prefixes {
-		if p.Tokens >= least {
-			return r.Prefixes[i:]
-		}
-	}
-	return nil
-}
-
-// floorOf is the tokens of the prefix before ps[i], 0 for the first.
-func floorOf(ps []request.Prefix, i int) int {
-	if i == 0 {
-		return 0
-	}
-	return ps[i-1].Tokens
-}
-
-// Held is how many followers are held now, for a gauge: it walks the
-// registry (bounded by MaxPrefixes), so call it on a scrape, not per
-// request.
-func (c *CacheAware) Held() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for el := c.lru.Front(); el != nil; el = el.Next() {
-		for _, f := range el.Value.(*prefixEntry).held {
-			if f.at(flushed) { // one that left is dropped on the next pass
-				n++
-			}
-		}
-	}
-	return n
 }

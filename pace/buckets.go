@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,105 +19,6 @@ import (
 // when it is let go, and corrected from the answer's usage. Its estimate is
 // finer than the headers alone, which round token counts to thousands (a
 // small limit reads 0 while it still holds hundreds).
-
-// Kind is one of the API's limits.
-type Kind int
-
-const (
-	Requests     Kind = iota // anthropic-ratelimit-requests-*
-	InputTokens              // anthropic-ratelimit-input-tokens-*: uncached input and cache writes
-	OutputTokens             // anthropic-ratelimit-output-tokens-*
-	Tokens                   // anthropic-ratelimit-tokens-*: the tighter of the two; used only when neither is reported
-	numKinds
-)
-
-var kindNames = [numKinds]string{"requests", "input-tokens", "output-tokens", "tokens"}
-
-// String is the limit's name as the headers spell it.
-func (k Kind) String() string { return kindNames[k] }
-
-// Cost is what one request is estimated to spend of each limit.
-type Cost struct {
-	Input float64 // uncached input tokens and cache writes: cache reads do not count
-	// Output is max_tokens until the answer has ended, as the API counts
-	// it: its rate-limits documentation says the output-token limit is
-	// estimated from max_tokens at the start of each request and adjusted
-	// to the tokens used at its end.
-	Output float64
-}
-
-// of is c's amount of kind k (one request of Requests).
-func (c Cost) of(k Kind) float64 {
-	switch k {
-	case Requests:
-		return 1
-	case InputTokens:
-		return c.Input
-	case OutputTokens:
-		return c.Output
-	}
-	return c.Input + c.Output
-}
-
-// Debit is what Take took from one key's buckets, to be given back or
-// corrected later.
-type Debit struct {
-	Key  string
-	Cost Cost
-	// spent is the key's running total of debits, by kind, when this one
-	// was taken: what was debited after it is what its answer's headers
-	// cannot have seen yet.
-	spent [numKinds]float64
-	// given is the key's running total of what was given back, by kind,
-	// when this one was taken, and at when it was taken: what was given
-	// back since, and what refilled since, its answer's headers may not
-	// have seen either (they were made when the upstream admitted it).
-	given  [numKinds]float64
-	at     time.Time
-	taken  bool
-	shared bool
-}
-
-// Taken reports whether d holds a debit.
-func (d Debit) Taken() bool { return d.taken }
-
-// NumKinds is how many limits there are.
-const NumKinds = int(numKinds)
-
-// SharedDebit is a debit of c from key taken by a store other than
-// Buckets (one that replicas share), spent and given being the key's
-// running totals of debits and of what was given back, by kind, before
-// it, and at the store's clock when it was taken: the bounds an answer's
-// headers set are reckoned from them, as Observe's are.
-func SharedDebit(key string, c Cost, spent, given [NumKinds]float64, at time.Time) Debit {
-	return Debit{Key: key, Cost: c, spent: spent, given: given, at: at, taken: true, shared: true}
-}
-
-// Shared reports whether d was made by SharedDebit.
-func (d Debit) Shared() bool { return d.shared }
-
-// Spent is the key's running totals of debits, by kind, when d was taken.
-func (d Debit) Spent() [NumKinds]float64 { return d.spent }
-
-// Given is the key's running totals of what was given back, by kind, when
-// d was taken.
-func (d Debit) Given() [NumKinds]float64 { return d.given }
-
-// At is when d was taken, by the clock of the store that took it.
-func (d Debit) At() time.Time { return d.at }
-
-// Uncounted is how much of kind the upstream did not count of d's request
-// when it answered status: a refusal's headers have not seen its debit,
-// which is given back after them.
-func (d Debit) Uncounted(kind Kind, status int) float64 {
-	if status == http.StatusTooManyRequests || (status >= 300 && kind != Requests) {
-		return d.Cost.of(kind)
-	}
-	return 0
-}
-
-// Of is c's amount of kind k (1 of Requests).
-func (c Cost) Of(k Kind) float64 { return c.of(k) }
 
 // tokenSlack is how far a token count in the headers may be from the
 // bucket's level: the API rounds them to thousands (to the nearest, which
@@ -424,56 +324,6 @@ func (bs *Buckets) block(k *keyBuckets, until, now time.Time) {
 	if until.After(k.blocked) {
 		k.blocked = until
 	}
-}
-
-// HeaderInt is header name of h as a count: false when absent or not a
-// whole number >= 0.
-func HeaderInt(h http.Header, name string) (float64, bool) {
-	return headerInt(h, http.CanonicalHeaderKey(name))
-}
-
-// kindHeaders are each kind's header names, canonical, made once: Observe
-// runs on every answer, and building and canonicalizing six names there
-// was most of its cost.
-var kindHeaders = func() (names [numKinds]struct{ limit, remaining, reset string }) {
-	for kind := range numKinds {
-		prefix := "Anthropic-Ratelimit-" + kindNames[kind]
-		names[kind].limit = http.CanonicalHeaderKey(prefix + "-Limit")
-		names[kind].remaining = http.CanonicalHeaderKey(prefix + "-Remaining")
-		names[kind].reset = http.CanonicalHeaderKey(prefix + "-Reset")
-	}
-	return names
-}()
-
-// hasLimits reports whether h carries any of the rate-limit headers.
-func hasLimits(h http.Header) bool {
-	for kind := range numKinds {
-		if headerOf(h, kindHeaders[kind].remaining) != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// headerOf is h.Get(name) for a canonical name.
-func headerOf(h http.Header, name string) string {
-	if v := h[name]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-// headerInt is the whole number >= 0 that h's canonical header name holds.
-func headerInt(h http.Header, name string) (float64, bool) {
-	v := headerOf(h, name)
-	if v == "" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return float64(n), true
 }
 
 // SetShare makes bs model share (in (0, 1]) of every limit the headers

@@ -1,0 +1,72 @@
+package dispatch
+
+import (
+	"time"
+)
+
+// What the cache-aware release made of a member, for its access line
+// and the metrics.
+
+// CacheRole is what a request was to the prompt cache when CacheAware put
+// it in line.
+type CacheRole uint8
+
+// String is the role as the access line says it ("" for CacheNone).
+func (r CacheRole) String() string {
+	switch r {
+	case CacheLeader:
+		return "leader"
+	case CacheFollower:
+		return "follower"
+	case CacheWarm:
+		return "warm"
+	}
+	return ""
+}
+
+// CacheStanding is what CacheAware made of a member; the zero value when
+// the scheduler's releaser is not CacheAware.
+type CacheStanding struct {
+	Role     CacheRole
+	Held     time.Duration // how long a follower was held outside the gate
+	Released string        // why a follower's hold ended: one of the Released* values
+}
+
+// CacheStanding is what the cache-aware releaser made of the member. Read
+// it from the member's function (it is final once the member is in line).
+func (m *Member) CacheStanding() CacheStanding { return m.cache.CacheStanding }
+
+// cachePlace is a member's place in the CacheAware registry.
+type cachePlace struct {
+	CacheStanding
+	seq      uint64        // arrival order among cacheable members
+	heldFrom time.Time     // when its hold began
+	until    time.Time     // when its hold ends at the latest
+	join     func(*Member) // its scheduler's join
+	c        *CacheAware   // for CacheRead
+	// group is the group of a follower its leader's beginning freed;
+	// floor the tokens of its next shorter cacheable prefix, which a read
+	// must pass to be of the prefix it followed (see CacheRead).
+	group *cacheGroup
+	floor int
+	// probe is the longest of its prefixes that was not held on (see
+	// DoubtGroups), and probeFloor its floor: a read past it shows the
+	// prefix cached after all.
+	probe      *cacheGroup
+	probeFloor int
+}
+
+const (
+	CacheNone     CacheRole = iota // no prefix at or above its model's minimum: put in line at once, as by InOrder
+	CacheLeader                    // the first on a cold prefix: put in line at once, to write it
+	CacheFollower                  // held outside the gate for a leader on its prefix, then put in line
+	CacheWarm                      // its prefix was warm: put in line at once, to read it
+)
+
+// Why a follower's hold ended (CacheStanding.Released).
+const (
+	ReleasedBegun    = "begun"    // its leader's response began: the cache entry exists
+	ReleasedPromoted = "promoted" // its leader ended without an answer: it leads now
+	ReleasedBound    = "bound"    // the leader wait, or its own deadline or patience, ran out
+	ReleasedEvicted  = "evicted"  // its prefix was pushed out of the registry
+)
