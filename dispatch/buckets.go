@@ -57,7 +57,7 @@ func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 // cachedTokens is how much of m's prompt is expected to be read from the
 // cache: the longest cacheable prefix of a follower or of a warm prefix.
 func cachedTokens(m *Member) int {
-	if m.cache.Role != CacheWarm && (m.cache.Role != CacheFollower || m.cache.Released != ReleasedBegun) {
+	if st := m.CacheStanding(); st.Role != CacheWarm && (st.Role != CacheFollower || st.Released != ReleasedBegun) {
 		return 0
 	}
 	n := 0
@@ -82,7 +82,8 @@ func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 	if l == nil || !l.held() {
 		d, ok, at := k.Buckets.Take(key, c, now)
 		if ok {
-			m.spend = spend{debit: d, held: m.spend.held}
+			sp := spendNote.Make(m)
+			*sp = spend{debit: d, held: sp.held}
 			k.mu.Unlock()
 			join(m)
 			return
@@ -152,7 +153,8 @@ func (k *KeyBuckets) serve(l *keyLine, now time.Time) []pacedMember {
 			return out
 		}
 		p := l.ring[i].waiting[0]
-		p.m.spend = spend{debit: d, held: p.m.spend.held + now.Sub(p.since)}
+		sp := spendNote.Make(p.m)
+		*sp = spend{debit: d, held: sp.held + now.Sub(p.since)}
 		l.popAt(i)
 		out = append(out, p)
 	}
@@ -224,14 +226,15 @@ func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
 // timer finds the hold when it next fires).
 func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 	now := time.Now()
-	k.Buckets.Observe(m.req.Key, m.spend.debit, status, h, now)
-	if !m.spend.settled {
-		m.spend.settled = true
+	sp := spendNote.Make(m) // made in Pace, before the member could call
+	k.Buckets.Observe(m.req.Key, sp.debit, status, h, now)
+	if !sp.settled {
+		sp.settled = true
 		switch {
 		case status == http.StatusTooManyRequests:
-			k.Buckets.Refund(m.spend.debit, now)
+			k.Buckets.Refund(sp.debit, now)
 		case status >= 300:
-			k.Buckets.Correct(m.spend.debit, pace.Cost{}, now)
+			k.Buckets.Correct(sp.debit, pace.Cost{}, now)
 		}
 	}
 	k.recheck(m.req.Key, now)
@@ -239,8 +242,12 @@ func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 
 // Used corrects m's debit to its answer's usage.
 func (k *KeyBuckets) Used(m *Member, u Usage) {
+	sp := spendNote.Peek(m)
+	if sp == nil {
+		return // never paced: nothing was debited
+	}
 	now := time.Now()
-	k.Buckets.Correct(m.spend.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
+	k.Buckets.Correct(sp.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
 	k.recheck(m.req.Key, now)
 }
 
@@ -250,12 +257,16 @@ func (k *KeyBuckets) End(m *Member) {
 	// Under k.mu: a requeued member that left while its key's line let it
 	// go (Member.Requeue) may have been debited by wake just now.
 	k.mu.Lock()
-	sp := m.spend
-	m.spend.settled = true
+	var debit pace.Debit
+	sp := spendNote.Peek(m)
+	refund := sp != nil && !sp.settled // nil: never paced, nothing debited
+	if sp != nil {
+		debit, sp.settled = sp.debit, true
+	}
 	k.mu.Unlock()
-	if !sp.settled {
+	if refund {
 		now := time.Now()
-		k.Buckets.Refund(sp.debit, now)
+		k.Buckets.Refund(debit, now)
 		k.recheck(m.req.Key, now)
 	}
 }

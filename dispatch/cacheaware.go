@@ -107,8 +107,12 @@ type lead struct {
 // release is what one pass over the registry puts in line, done once its
 // lock is let go: the gate's Join and a member's Begun may call back.
 type release struct {
-	now    time.Time
-	out    []*Member // to join, in this order
+	now time.Time
+	out []*Member // to join, in this order
+	// join is the scheduler's join of the wave being released; nil in a
+	// pass a timer or a leader's answer began. A member the pass places
+	// keeps its wave's join in its record, for its hold's end.
+	join   func(*Member)
 	freed  []*Member // followers whose hold ended, to be sent in arrival order
 	leads  []lead
 	groups int
@@ -121,13 +125,12 @@ type release struct {
 
 // Release puts each member of w in line or holds it, by its prefixes.
 func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
-	r := release{now: time.Now()}
+	r := release{now: time.Now(), join: join}
 	if c.Share != nil {
 		c.claim(w.Items, &r)
 	}
 	c.mu.Lock()
 	for _, m := range w.Items {
-		m.cache.join = join
 		c.place(m, &r)
 	}
 	c.mu.Unlock()
@@ -170,12 +173,13 @@ func (c *CacheAware) place(m *Member, r *release) {
 		return
 	}
 	c.seq++
-	m.cache.seq, m.cache.c = c.seq, c
+	pl := placeNote.Make(m)
+	pl.seq, pl.c, pl.join = c.seq, c, r.join
 	held := false // some prefix may be held on
 	for i := len(ps) - 1; i >= 0; i-- {
 		if c.distrusted(ps[i].Key, r.now) {
-			if m.cache.probe == nil {
-				m.cache.probe, m.cache.probeFloor = &cacheGroup{key: ps[i].Key, tokens: ps[i].Tokens}, floorOf(ps, i)
+			if pl.probe == nil {
+				pl.probe, pl.probeFloor = &cacheGroup{key: ps[i].Key, tokens: ps[i].Tokens}, floorOf(ps, i)
 			}
 			continue
 		}
@@ -190,10 +194,10 @@ func (c *CacheAware) place(m *Member, r *release) {
 		case e.leader == nil && !e.remote:
 			e.ttl = max(e.ttl, ps[i].TTL)
 			e.warmUntil = r.now.Add(e.ttl) // a hit refreshes the entry, as the API does
-			m.cache.Role = CacheWarm
+			pl.Role = CacheWarm
 			c.send(m, nil, r)
 		default:
-			m.cache.floor = floorOf(ps, i)
+			pl.floor = floorOf(ps, i)
 			c.hold(e, m, r)
 		}
 		return
@@ -202,7 +206,7 @@ func (c *CacheAware) place(m *Member, r *release) {
 		r.out = append(r.out, m)
 		return
 	}
-	m.cache.Role = CacheLeader
+	pl.Role = CacheLeader
 	c.send(m, nil, r)
 }
 
@@ -233,13 +237,14 @@ func (c *CacheAware) hold(e *prefixEntry, m *Member, r *release) {
 			until = t
 		}
 	}
-	m.cache.Role = CacheFollower
+	pl := placeOf(m)
+	pl.Role = CacheFollower
 	if !until.After(r.now) {
-		m.cache.Released = ReleasedBound // no time to wait: it goes uncached
+		pl.Released = ReleasedBound // no time to wait: it goes uncached
 		r.out = append(r.out, m)
 		return
 	}
-	m.cache.heldFrom, m.cache.until = r.now, until
+	pl.heldFrom, pl.until = r.now, until
 	if len(e.held) == 0 {
 		r.groups++
 	}
@@ -256,7 +261,7 @@ func (c *CacheAware) promote(e *prefixEntry, m *Member, promoted map[*Member]*pr
 		e.held[0] = nil
 		e.held = e.held[1:]
 		if f.at(flushed) {
-			e.leader, f.cache.Role = f, CacheLeader
+			e.leader, placeOf(f).Role = f, CacheLeader
 			promoted[f] = e
 			c.free(f, ReleasedPromoted, r)
 		}
@@ -300,7 +305,7 @@ func (c *CacheAware) warm(e *prefixEntry, r *release) {
 			if g == nil {
 				g = &cacheGroup{key: e.key, tokens: e.tokens}
 			}
-			f.cache.group = g // its read tells whether the entry exists
+			placeOf(f).group = g // its read tells whether the entry exists
 			c.free(f, ReleasedBegun, r)
 		}
 	}
@@ -311,8 +316,9 @@ func (c *CacheAware) warm(e *prefixEntry, r *release) {
 
 // free ends f's hold. c.mu is held.
 func (c *CacheAware) free(f *Member, why string, r *release) {
-	f.cache.Held = r.now.Sub(f.cache.heldFrom)
-	f.cache.Released = why
+	pl := placeOf(f)
+	pl.Held = r.now.Sub(pl.heldFrom)
+	pl.Released = why
 	r.freed = append(r.freed, f)
 }
 
@@ -323,7 +329,7 @@ func (c *CacheAware) sendFreed(r *release) { c.sendFreedWith(r, nil) }
 // sendFreedWith is sendFreed where some freed followers now lead a prefix
 // (promoted).
 func (c *CacheAware) sendFreedWith(r *release, promoted map[*Member]*prefixEntry) {
-	slices.SortFunc(r.freed, func(a, b *Member) int { return cmp.Compare(a.cache.seq, b.cache.seq) })
+	slices.SortFunc(r.freed, func(a, b *Member) int { return cmp.Compare(placeOf(a).seq, placeOf(b).seq) })
 	for _, f := range r.freed {
 		var led []*prefixEntry
 		if e := promoted[f]; e != nil {
@@ -348,6 +354,10 @@ func (c *CacheAware) finish(r *release) {
 		l.m.afterBegun(func(answered bool) { c.begun(l.m, l.led, answered) })
 	}
 	for _, m := range r.out {
-		m.cache.join(m)
+		if pl := placeNote.Peek(m); pl != nil {
+			pl.join(m)
+		} else {
+			r.join(m) // not cacheable: never placed, and only a wave's pass sends it
+		}
 	}
 }

@@ -50,24 +50,24 @@ type cacheGroup struct {
 // (estimated tokens): a read of that one alone says nothing of this one.
 // Call it from any goroutine, once the usage is known.
 func (m *Member) CacheRead(tokens int) {
-	if c := m.cache.c; c != nil {
-		c.read(m, tokens)
+	if pl := placeNote.Peek(m); pl != nil && pl.c != nil {
+		pl.c.read(pl, tokens)
 	}
 }
 
 // read is CacheRead.
-func (c *CacheAware) read(m *Member, tokens int) {
+func (c *CacheAware) read(pl *cachePlace, tokens int) {
 	var news []Doubt
 	now := time.Now()
 	c.mu.Lock()
-	switch g := m.cache.group; {
-	case g != nil && tokens > m.cache.floor:
+	switch g := pl.group; {
+	case g != nil && tokens > pl.floor:
 		news = c.trust(g.key, g.tokens, news)
 	case g != nil && !g.counted:
 		g.counted = true
 		news = c.unread(g, now, news)
-	case g == nil && m.cache.probe != nil && tokens > m.cache.probeFloor:
-		news = c.trust(m.cache.probe.key, m.cache.probe.tokens, news)
+	case g == nil && pl.probe != nil && tokens > pl.probeFloor:
+		news = c.trust(pl.probe.key, pl.probe.tokens, news)
 	}
 	c.mu.Unlock()
 	if c.Doubted != nil {

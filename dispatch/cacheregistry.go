@@ -56,12 +56,12 @@ func (c *CacheAware) expire(e *prefixEntry) {
 	for _, f := range e.held {
 		switch {
 		case !f.at(flushed): // it left: nothing to do
-		case lapsed || !f.cache.until.After(r.now):
+		case lapsed || !placeOf(f).until.After(r.now):
 			c.free(f, ReleasedBound, &r)
 		default:
 			keep = append(keep, f)
-			if next.IsZero() || f.cache.until.Before(next) {
-				next = f.cache.until
+			if next.IsZero() || placeOf(f).until.Before(next) {
+				next = placeOf(f).until
 			}
 		}
 	}
@@ -106,7 +106,8 @@ func (c *CacheAware) add(p request.Prefix, m *Member, r *release) *prefixEntry {
 		old := c.lru.Back().Value.(*prefixEntry)
 		for _, f := range old.held {
 			if f.at(flushed) {
-				f.cache.Held, f.cache.Released = r.now.Sub(f.cache.heldFrom), ReleasedEvicted
+				pl := placeOf(f)
+				pl.Held, pl.Released = r.now.Sub(pl.heldFrom), ReleasedEvicted
 				r.out = append(r.out, f) // uncached; and it leads nothing, to keep the registry's size
 			}
 		}

@@ -34,7 +34,20 @@ type CacheStanding struct {
 
 // CacheStanding is what the cache-aware releaser made of the member. Read
 // it from the member's function (it is final once the member is in line).
-func (m *Member) CacheStanding() CacheStanding { return m.cache.CacheStanding }
+func (m *Member) CacheStanding() CacheStanding {
+	if pl := placeNote.Peek(m); pl != nil {
+		return pl.CacheStanding
+	}
+	return CacheStanding{}
+}
+
+// placeNote is CacheAware's record of each member it placed: only members
+// with a cacheable prefix have one.
+var placeNote = NewNote[cachePlace]()
+
+// placeOf is m's record, which CacheAware made when it placed m. c.mu is
+// held, or m's hold has ended.
+func placeOf(m *Member) *cachePlace { return placeNote.Peek(m) }
 
 // cachePlace is a member's place in the CacheAware registry.
 type cachePlace struct {

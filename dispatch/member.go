@@ -38,10 +38,10 @@ type Member struct {
 	caller chan error              // set when its caller waits to serve it (Do): gets errGranted, or how the wait ended
 	cancel context.CancelCauseFunc // cancels fn's ctx; set before the member is calling
 
-	sig    signals
-	cache  cachePlace // set by CacheAware before it joins the member
-	spend  spend      // its debit of its key's rate limits (Config.Pacing)
-	tenant *tenant    // its tenant's counts; nil without Config.Tenants
+	sig signals
+	// notes are the policies' own records of the member (see Note).
+	notes  [maxNotes]any
+	tenant *tenant // its tenant's counts; nil without Config.Tenants
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap

@@ -58,7 +58,15 @@ type spend struct {
 
 // BucketWait is how long the member was held for its key's rate limits.
 // Read it from the member's function.
-func (m *Member) BucketWait() time.Duration { return m.spend.held }
+func (m *Member) BucketWait() time.Duration {
+	if sp := spendNote.Peek(m); sp != nil {
+		return sp.held
+	}
+	return 0
+}
+
+// spendNote is KeyBuckets' record of each member it paced.
+var spendNote = NewNote[spend]()
 
 // Used reports the usage of the member's answer, to correct its debit of
 // its key's rate limits; the proxy calls it once it has read the usage,
