@@ -1,10 +1,15 @@
 // Package dispatch releases requests in waves: it collects them in a
-// window, hands each closed wave to a Releaser that puts its members in
-// line at the gate, and holds every member to a hard deadline counted from
-// its wave's flush. An Admission decides who may wait at all, and holds a
-// granted member back while the upstream's limits are spent. It knows
-// nothing of HTTP beyond the status and headers an answer reports to its
-// admission; the proxy hands it one function per request.
+// window, hands each closed wave to its Releaser (or a chain of them,
+// Releasers) that puts its members in line at the gate, and holds every
+// member to a hard deadline counted from its wave's flush. An Admission
+// decides who may wait at all (and, under RATE_LIMIT_PACING=reset, holds a
+// granted member back until an exhausted limit resets); a Pacing holds a
+// released member outside the gate until its upstream key's rate limits
+// can take it (RATE_LIMIT_PACING=buckets, the default); Tenants name and
+// limit each member's tenant. Each policy keeps its per-request state in a
+// Note of its own. It knows nothing of HTTP beyond the status and headers
+// an answer reports; the proxy hands it one function per request, run once
+// the member holds its slot.
 package dispatch
 
 import (
