@@ -79,7 +79,7 @@ type fairClass struct {
 
 var (
 	_ Order = (*Fair)(nil)
-	_ queue = (*Fair)(nil)
+	_ Queue = (*Fair)(nil)
 )
 
 // NewFair returns a fair order whose lower classes wait at most
@@ -135,7 +135,7 @@ func (k *fairKey) capped() bool { return k.max > 0 && k.inFlight >= k.max }
 // cost is t's cost in its flow's virtual time.
 func (fl *fairFlow) cost(t *Ticket) float64 { return float64(max(t.Cost, 1)) / fl.weight }
 
-func (f *Fair) free(t *Ticket) bool {
+func (f *Fair) Free(t *Ticket) bool {
 	k := f.keys[t.Key]
 	return k == nil || !(t.MaxInFlight > 0 && k.inFlight >= t.MaxInFlight)
 }
@@ -143,7 +143,7 @@ func (f *Fair) free(t *Ticket) bool {
 // grantedAtJoin charges t, granted with nobody waiting, to its key: the
 // virtual time moves to its start, so that idle slots a key used are not
 // held against it later.
-func (f *Fair) grantedAtJoin(t *Ticket) {
+func (f *Fair) GrantedAtJoin(t *Ticket) {
 	fl := f.flowOf(t)
 	c := &f.classes[fl.class]
 	c.v = max(fl.finish, c.v)
@@ -151,7 +151,7 @@ func (f *Fair) grantedAtJoin(t *Ticket) {
 	fl.key.inFlight++
 }
 
-func (f *Fair) push(t *Ticket) {
+func (f *Fair) Push(t *Ticket) {
 	fl := f.flowOf(t)
 	c := &f.classes[fl.class]
 	f.seq++
@@ -189,7 +189,7 @@ func (f *Fair) unlink(t *Ticket) {
 	f.waiting--
 }
 
-func (f *Fair) remove(t *Ticket) {
+func (f *Fair) Remove(t *Ticket) {
 	fl := t.flow
 	wasHead := fl.head == t
 	f.unlink(t)
@@ -224,7 +224,7 @@ func (f *Fair) headChanged(fl *fairFlow) {
 	}
 }
 
-func (f *Fair) next() *Ticket {
+func (f *Fair) Next() *Ticket {
 	if f.waiting == 0 {
 		return nil
 	}
@@ -253,7 +253,7 @@ func (f *Fair) next() *Ticket {
 	return t
 }
 
-func (f *Fair) taken(t *Ticket, ok bool) {
+func (f *Fair) Taken(t *Ticket, ok bool) {
 	fl := t.flow
 	if ok {
 		c := &f.classes[fl.class]
@@ -275,7 +275,7 @@ func (f *Fair) taken(t *Ticket, ok bool) {
 	}
 }
 
-func (f *Fair) released(t *Ticket) {
+func (f *Fair) Released(t *Ticket) {
 	k := t.flow.key
 	wasCapped := k.capped()
 	k.inFlight--
@@ -288,7 +288,7 @@ func (f *Fair) released(t *Ticket) {
 	}
 }
 
-func (f *Fair) len() int { return f.waiting }
+func (f *Fair) Len() int { return f.waiting }
 
 // sweep forgets the keys that hold no slot, have nothing waiting and are
 // not ahead of their classes' virtual time (any key, when the line is

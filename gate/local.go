@@ -10,40 +10,15 @@ type Local struct {
 	fixed    int     // limit's slots, if it is Fixed: read without a call
 	learner  Learner // limit, if it learns
 	inFlight int
-	line     queue
+	line     Queue
 }
 
 var _ Gate = (*Local)(nil)
 
-// queue is a Local gate's line: a Line in the places an Order gives
-// (placed), or a Fair order, which keeps its line itself because it must
-// hear of every grant and release. All its methods run under the gate's
-// lock.
-type queue interface {
-	// free reports whether t, joining with a slot free and nobody in
-	// line, may take the slot at once.
-	free(t *Ticket) bool
-	// grantedAtJoin is t having taken a free slot at Join.
-	grantedAtJoin(t *Ticket)
-	// push puts t, a new ticket, in line.
-	push(t *Ticket)
-	// remove takes t, which waits in line, out of it.
-	remove(t *Ticket)
-	// next takes out of line the ticket to offer the next slot to; nil
-	// when none may have one now.
-	next() *Ticket
-	// taken is t, just taken out by next, having accepted the slot (ok)
-	// or declined it.
-	taken(t *Ticket, ok bool)
-	// released is t, which held a slot, having given it back.
-	released(t *Ticket)
-	// len is how many tickets wait.
-	len() int
-}
-
 // New returns a gate whose capacity is limit's and whose line is in order's
 // order; a nil order is FIFO. The limit must allow at least one slot at the
-// start. A *Fair order keeps the gate's line itself.
+// start. An order that is also a Queue (Fair) keeps the gate's line itself;
+// any other is asked only for each ticket's place.
 func New(limit Limit, order Order) (*Local, error) {
 	if limit == nil || limit.Slots() < 1 {
 		return nil, ErrBadCapacity
@@ -52,7 +27,7 @@ func New(limit Limit, order Order) (*Local, error) {
 	switch o := order.(type) {
 	case nil:
 		g.line = &placed{order: new(FIFO)}
-	case queue:
+	case Queue:
 		g.line = o
 	default:
 		g.line = &placed{order: o}
@@ -75,14 +50,14 @@ func (g *Local) Join(t *Ticket) {
 	if t.State() != TicketNew {
 		return
 	}
-	if g.inFlight < g.slots() && g.line.len() == 0 && g.line.free(t) {
+	if g.inFlight < g.slots() && g.line.Len() == 0 && g.line.Free(t) {
 		if t.Grant() {
 			g.inFlight++
-			g.line.grantedAtJoin(t)
+			g.line.GrantedAtJoin(t)
 		}
 		return // declined: the slot stays free
 	}
-	g.line.push(t)
+	g.line.Push(t)
 	// A slot may be free with tickets waiting that may not have it (a
 	// fair order's key at its MaxInFlight), or after the limit rose.
 	g.grant()
@@ -94,12 +69,12 @@ func (g *Local) Leave(t *Ticket) bool {
 	defer g.mu.Unlock()
 	switch t.State() {
 	case TicketWaiting:
-		g.line.remove(t)
+		g.line.Remove(t)
 		t.End()
 	case TicketGranted:
 		t.End()
 		g.inFlight--
-		g.line.released(t)
+		g.line.Released(t)
 		g.grant()
 		return true
 	}
@@ -120,7 +95,7 @@ func (g *Local) Release(t *Ticket, o Outcome) {
 		g.learner.Observe(o)
 	}
 	g.inFlight--
-	g.line.released(t)
+	g.line.Released(t)
 	g.grant()
 }
 
@@ -135,7 +110,7 @@ func (g *Local) raised() {
 // declines passes its slot on. g.mu is held.
 func (g *Local) grant() {
 	for g.inFlight < g.slots() {
-		t := g.line.next()
+		t := g.line.Next()
 		if t == nil {
 			return
 		}
@@ -143,7 +118,7 @@ func (g *Local) grant() {
 		if ok {
 			g.inFlight++
 		}
-		g.line.taken(t, ok)
+		g.line.Taken(t, ok)
 	}
 }
 
@@ -159,24 +134,25 @@ func (g *Local) slots() int {
 func (g *Local) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Stats{Capacity: g.slots(), InFlight: g.inFlight, Waiting: g.line.len()}
+	return Stats{Capacity: g.slots(), InFlight: g.inFlight, Waiting: g.line.Len()}
 }
 
-// placed is a line in the places an Order gives each ticket.
+// placed is the Queue of an order that only places tickets: a line in the
+// places the Order gives each.
 type placed struct {
 	order Order
 	line  Line
 }
 
-func (p *placed) free(*Ticket) bool     { return true }
-func (p *placed) grantedAtJoin(*Ticket) {}
-func (p *placed) push(t *Ticket)        { p.line.Push(t, p.order.Place(t)) }
-func (p *placed) remove(t *Ticket)      { p.line.Remove(t) }
-func (p *placed) taken(*Ticket, bool)   {}
-func (p *placed) released(*Ticket)      {}
-func (p *placed) len() int              { return p.line.Len() }
+func (p *placed) Free(*Ticket) bool     { return true }
+func (p *placed) GrantedAtJoin(*Ticket) {}
+func (p *placed) Push(t *Ticket)        { p.line.Push(t, p.order.Place(t)) }
+func (p *placed) Remove(t *Ticket)      { p.line.Remove(t) }
+func (p *placed) Taken(*Ticket, bool)   {}
+func (p *placed) Released(*Ticket)      {}
+func (p *placed) Len() int              { return p.line.Len() }
 
-func (p *placed) next() *Ticket {
+func (p *placed) Next() *Ticket {
 	t := p.line.Front()
 	if t != nil {
 		p.line.Remove(t)
