@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 // Gate is one cap shared through Redis. Its tickets, their line in this
@@ -22,7 +23,7 @@ import (
 // a ticket of this replica freed by another's release is granted by the
 // pub/sub message that reaches the client's receiver.
 type Gate struct {
-	c        *Client
+	c        *redisconn.Client
 	name     string
 	keys     []string
 	channel  string // "{name}:grant:", the replica's id completes it
@@ -66,7 +67,7 @@ func weight(t *gate.Ticket) float64 {
 	return 1
 }
 
-func newGate(c *Client, name string, capacity int) *Gate {
+func newGate(c *redisconn.Client, name string, capacity int) *Gate {
 	tag := "{" + name + "}"
 	return &Gate{c: c, name: name, capacity: capacity, channel: tag + ":grant:",
 		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f"},
@@ -76,7 +77,7 @@ func newGate(c *Client, name string, capacity int) *Gate {
 // add gives t an id and an entry. g.mu is held.
 func (g *Gate) add(t *gate.Ticket) *entry {
 	g.next++
-	e := &entry{t: t, id: g.c.replica + "|" + strconv.FormatUint(g.next, 10), place: g.next}
+	e := &entry{t: t, id: g.c.Replica() + "|" + strconv.FormatUint(g.next, 10), place: g.next}
 	g.byTicket[t], g.byID[e.id] = e, e
 	return e
 }
@@ -120,9 +121,9 @@ func (g *Gate) Join(t *gate.Ticket) {
 	var r reply
 	var err error
 	if g.fair {
-		r, err = g.c.run(joinScript, g, epoch, e.id, t.Key, float64(max(t.Cost, 1))/weight(t), int(t.Class))
+		r, err = g.run(joinScript, epoch, e.id, t.Key, float64(max(t.Cost, 1))/weight(t), int(t.Class))
 	} else {
-		r, err = g.c.run(joinScript, g, epoch, e.id)
+		r, err = g.run(joinScript, epoch, e.id)
 	}
 
 	g.mu.Lock()
@@ -219,7 +220,7 @@ func (g *Gate) drop(es []*entry, epoch uint64) {
 	for len(es) > 0 {
 		e := es[0]
 		es = es[1:]
-		r, err := g.c.run(dropScript, g, epoch, e.id)
+		r, err := g.run(dropScript, epoch, e.id)
 		g.mu.Lock()
 		e.busy--
 		g.forget(e)
@@ -318,7 +319,7 @@ func (g *Gate) observe(r reply) {
 	if r.version > g.snap.version {
 		g.snap = r
 	}
-	g.c.replicas.Store(int32(r.replicas))
+	g.c.SawReplicas(r.replicas)
 }
 
 // heartbeat renews the lease and grants what the reply says this
@@ -328,7 +329,7 @@ func (g *Gate) heartbeat() {
 	g.mu.Lock()
 	epoch := g.epoch
 	g.mu.Unlock()
-	r, err := g.c.run(beatScript, g, epoch)
+	r, err := g.run(beatScript, epoch)
 	g.mu.Lock()
 	var drops []*entry
 	if g.ok(r, err, epoch) {
@@ -349,7 +350,7 @@ func (g *Gate) heartbeat() {
 func (g *Gate) enterFallback(cause error) {
 	g.shared = false
 	g.epoch++ // replies to scripts still in flight are ignored from now
-	replicas := g.c.opt.Replicas
+	replicas := g.c.Options().Replicas
 	seen := "GATE_REPLICAS"
 	if replicas <= 0 {
 		replicas, seen = max(g.snap.replicas, 1), "alive in Redis when last reached"
@@ -360,17 +361,16 @@ func (g *Gate) enterFallback(cause error) {
 	g.localCap = (g.capacity + replicas - 1) / replicas
 	if !g.fellBack {
 		g.fellBack = true
-		g.c.fallback.Add(1)
-		g.c.log.Warn("redis unavailable: the shared gate falls back to a local cap until it answers again",
-			"gate", g.name, "redis", g.c.addr, "local_cap", g.localCap, "cap", g.capacity,
-			"replicas", replicas, "replicas_from", seen, "error", g.c.errText(cause))
+		g.c.Log().Warn("redis unavailable: the shared gate falls back to a local cap until it answers again",
+			"gate", g.name, "redis", g.c.Addr(), "local_cap", g.localCap, "cap", g.capacity,
+			"replicas", replicas, "replicas_from", seen, "error", g.c.ErrText(cause))
 	}
 	g.grantLocal()
 }
 
 // probe resumes the shared gate if Redis answers.
 func (g *Gate) probe() {
-	if g.c.ping() == nil {
+	if g.c.Ping() == nil {
 		g.resume()
 	}
 }
@@ -402,7 +402,7 @@ func (g *Gate) resume() {
 	for _, e := range waiting {
 		args = append(args, e.id)
 	}
-	r, err := g.c.run(resyncScript, g, epoch, args...)
+	r, err := g.run(resyncScript, epoch, args...)
 	if err != nil {
 		g.mu.Unlock()
 		return
@@ -410,8 +410,7 @@ func (g *Gate) resume() {
 	g.shared, g.epoch = true, epoch
 	if g.fellBack {
 		g.fellBack = false
-		g.c.fallback.Add(-1)
-		g.c.log.Info("redis reachable again: the shared gate resumes", "gate", g.name, "redis", g.c.addr,
+		g.c.Log().Info("redis reachable again: the shared gate resumes", "gate", g.name, "redis", g.c.Addr(),
 			"held_here", len(holders), "waiting_here", len(waiting))
 	}
 	g.snap = reply{} // a Redis that lost its data counts versions anew

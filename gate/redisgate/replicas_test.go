@@ -5,15 +5,10 @@ package redisgate
 // process behind a recorder that counts exactly what is in flight.
 
 import (
-	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,9 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/sim"
 )
-
-// sluiceBinary is the sluice command, built once per test binary.
-func sluiceBinary(t *testing.T) string { return sluicebin.Path(t) }
 
 // recorder is the upstream: the simulator behind a count of the calls in
 // flight, in all and by replica, and the order calls began in.
@@ -96,110 +88,21 @@ func (rec *recorder) inFlight(replica string) int {
 	return rec.by[replica]
 }
 
-// replica is one `sluice serve` process.
-type replica struct {
-	name string
-	url  string
-	cmd  *exec.Cmd
-	exit chan struct{}
-}
-
-// startReplica runs `sluice serve` with the shared gate on redisURL, cap
-// slots, before upstream, and waits until it is ready.
-func startReplica(t *testing.T, name, redisURL, upstream string, cap int, extra ...string) *replica {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(sluiceBinary(t), "serve")
-	cmd.Env = append(os.Environ(), "BATCH_ENABLED=1", "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream,
-		"GATE_BACKEND=redis", "REDIS_URL="+redisURL, "BATCH_MAX_CONCURRENCY="+strconv.Itoa(cap),
-		"BATCH_MAX_WAIT_MS=20", "BATCH_TIMEOUT_S=60", "GATE_LEASE_TTL_S=2", "UI_ENABLED=0", "LOG_LEVEL=warn",
-		"ADMIT_BY_CLIENT_TIMEOUT=0", "CACHE_AWARE=0", "RETRY_MAX_ATTEMPTS=1", "DRAIN_TIMEOUT_S=1")
-	cmd.Env = append(cmd.Env, extra...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	r := &replica{name: name, url: "http://" + addr, cmd: cmd, exit: make(chan struct{})}
-	go func() { cmd.Wait(); close(r.exit) }()
-	t.Cleanup(func() {
-		r.kill()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil && len(b) > 0 {
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(r.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return r
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v", name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *replica) kill() {
-	select {
-	case <-r.exit:
-	default:
-		r.cmd.Process.Kill()
-		<-r.exit
-	}
-}
-
-// metric reads one unlabelled metric of r's /metrics.
-func (r *replica) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(r.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	t.Fatalf("%s serves no %s", r.name, name)
-	return 0
-}
-
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 60 * time.Second}
-
 // send posts one Messages request to r, tagged with its replica and
 // sequence number, and returns the status (0 when no answer came).
-func send(r *replica, seq int, slow bool) int {
-	req, _ := http.NewRequest("POST", r.url+"/v1/messages",
+func send(r *sluicebin.Replica, seq int, slow bool) int {
+	req, _ := http.NewRequest("POST", r.URL+"/v1/messages",
 		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi `+strconv.Itoa(seq)+`"}]}`))
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("x-api-key", "sk-test")
 	req.Header.Set("x-sim-output-tokens", "4")
-	req.Header.Set("x-test-replica", r.name)
+	req.Header.Set("x-test-replica", r.Name)
 	req.Header.Set("x-test-seq", strconv.Itoa(seq))
 	if slow {
 		req.Header.Set("x-test-slow", "1")
 	}
-	resp, err := client.Do(req)
+	resp, err := sluicebin.Client.Do(req)
 	if err != nil {
 		return 0
 	}
@@ -208,10 +111,10 @@ func send(r *replica, seq int, slow bool) int {
 	return resp.StatusCode
 }
 
-func fleet(t *testing.T, redisURL, upstream string, cap int) []*replica {
-	rs := make([]*replica, 3)
+func fleet(t *testing.T, redisURL, upstream string, cap int) []*sluicebin.Replica {
+	rs := make([]*sluicebin.Replica, 3)
 	for i := range rs {
-		rs[i] = startReplica(t, "r"+strconv.Itoa(i), redisURL, upstream, cap)
+		rs[i] = sluicebin.StartReplica(t, "r"+strconv.Itoa(i), redisURL, upstream, cap)
 	}
 	return rs
 }
@@ -292,7 +195,7 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 		t.Fatalf("r1 and r2 have %d in flight while r0 holds 6 of %d", got, cap)
 	}
 	killed := time.Now()
-	rs[0].kill()
+	rs[0].Kill()
 	var back time.Duration
 	for deadline := killed.Add(2 * ttl); back == 0; time.Sleep(2 * time.Millisecond) {
 		if rec.inFlight("r1")+rec.inFlight("r2") > cap-6 {
@@ -305,7 +208,7 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 	wg.Wait()
 	for i, s := range status {
 		if s != 200 {
-			t.Errorf("request %d on %s: status %d; want 200", i, rs[1+i%2].name, s)
+			t.Errorf("request %d on %s: status %d; want 200", i, rs[1+i%2].Name, s)
 		}
 	}
 	t.Logf("r0's slots came back %v after SIGKILL (GATE_LEASE_TTL_S=2); peak in flight %d of %d", back, rec.peak, cap)
@@ -343,8 +246,8 @@ func TestRedisStopsUnderLoad(t *testing.T) {
 			rec.watching = false
 			rec.mu.Unlock()
 			for _, r := range rs {
-				if r.metric(t, "sluice_gate_fallback") != 1 {
-					t.Errorf("%s: sluice_gate_fallback is not 1 with Redis down", r.name)
+				if r.Metric(t, "sluice_gate_fallback") != 1 {
+					t.Errorf("%s: sluice_gate_fallback is not 1 with Redis down", r.Name)
 				}
 			}
 			srv.Restart()
@@ -358,15 +261,15 @@ func TestRedisStopsUnderLoad(t *testing.T) {
 		}
 	}
 	for _, r := range rs {
-		if p := rec.windowPeak[r.name]; p > 3 {
-			t.Errorf("%s had %d in flight with Redis down; want at most its fallback cap, 3", r.name, p)
+		if p := rec.windowPeak[r.Name]; p > 3 {
+			t.Errorf("%s had %d in flight with Redis down; want at most its fallback cap, 3", r.Name, p)
 		}
 	}
 	t.Logf("with Redis down, peak in flight by replica %v (fallback cap 3)", rec.windowPeak)
 	for _, r := range rs {
-		for deadline := time.Now().Add(5 * time.Second); r.metric(t, "sluice_gate_fallback") != 0; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); r.Metric(t, "sluice_gate_fallback") != 0; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still on its fallback 5 s after Redis came back", r.name)
+				t.Fatalf("%s still on its fallback 5 s after Redis came back", r.Name)
 			}
 		}
 	}
