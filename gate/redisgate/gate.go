@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/redisconn"
@@ -52,32 +53,35 @@ type entry struct {
 	t       *gate.Ticket
 	id      string
 	place   uint64
-	busy    int  // scripts in flight about it
-	joining bool // its join script is in flight
-	early   bool // a grant message came while it was joining
-	left    bool // it left while joining
-	done    bool // released, left or declined
+	arrived time.Time // when it joined, for its place in line after a stall
+	busy    int       // scripts in flight about it
+	joining bool      // its join script is in flight
+	early   bool      // a grant message came while it was joining
+	left    bool      // it left while joining
+	done    bool      // released, left or declined
 }
 
-// weight is t's weight in the fair order, 1 if unset.
-func weight(t *gate.Ticket) float64 {
-	if t.Weight > 0 {
-		return t.Weight
+// fairCost is what t moves its tenant's finish tag on by in the fair
+// order: its cost over its weight (each at least 1 if unset).
+func fairCost(t *gate.Ticket) float64 {
+	w := t.Weight
+	if w <= 0 {
+		w = 1
 	}
-	return 1
+	return float64(max(t.Cost, 1)) / w
 }
 
 func newGate(c *redisconn.Client, name string, capacity int) *Gate {
 	tag := "{" + name + "}"
 	return &Gate{c: c, name: name, capacity: capacity, channel: tag + ":grant:",
-		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f"},
+		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f", tag + ":s", tag + ":p", tag + ":q"},
 		byTicket: map[*gate.Ticket]*entry{}, byID: map[string]*entry{}}
 }
 
 // add gives t an id and an entry. g.mu is held.
 func (g *Gate) add(t *gate.Ticket) *entry {
 	g.next++
-	e := &entry{t: t, id: g.c.Replica() + "|" + strconv.FormatUint(g.next, 10), place: g.next}
+	e := &entry{t: t, id: g.c.Replica() + "|" + strconv.FormatUint(g.next, 10), place: g.next, arrived: time.Now()}
 	g.byTicket[t], g.byID[e.id] = e, e
 	return e
 }
@@ -121,7 +125,7 @@ func (g *Gate) Join(t *gate.Ticket) {
 	var r reply
 	var err error
 	if g.fair {
-		r, err = g.run(joinScript, epoch, e.id, t.Key, float64(max(t.Cost, 1))/weight(t), int(t.Class))
+		r, err = g.run(joinScript, epoch, e.id, t.Key, fairCost(t), int(t.Class))
 	} else {
 		r, err = g.run(joinScript, epoch, e.id)
 	}
@@ -344,9 +348,9 @@ func (g *Gate) heartbeat() {
 	g.drop(drops, epoch)
 }
 
-// enterFallback puts the gate on its local cap of ⌈cap ÷ replicas⌉, and
-// logs it and counts it in sluice_gate_fallback once per outage. Tickets
-// already holding slots count against the local cap. g.mu is held.
+// enterFallback puts the gate on its local cap (fallbackCap), and logs it
+// and counts it in sluice_gate_fallback once per outage. Tickets already
+// holding slots count against the local cap. g.mu is held.
 func (g *Gate) enterFallback(cause error) {
 	g.shared = false
 	g.epoch++ // replies to scripts still in flight are ignored from now
@@ -358,14 +362,39 @@ func (g *Gate) enterFallback(cause error) {
 			seen = "none seen yet: set GATE_REPLICAS"
 		}
 	}
-	g.localCap = (g.capacity + replicas - 1) / replicas
+	g.localCap = fallbackCap(g.capacity, replicas, g.snap.held, g.snap.own)
 	if !g.fellBack {
 		g.fellBack = true
 		g.c.Log().Warn("redis unavailable: the shared gate falls back to a local cap until it answers again",
 			"gate", g.name, "redis", g.c.Addr(), "local_cap", g.localCap, "cap", g.capacity,
+			"held_fleet", g.snap.held, "held_here", g.snap.own,
 			"replicas", replicas, "replicas_from", seen, "error", g.c.ErrText(cause))
 	}
 	g.grantLocal()
+}
+
+// fallbackCap is a replica's local cap while Redis does not answer: what
+// it held at its last reply (own, of the fleet's held) plus its share of
+// the slots free then, max(1, ⌊free ÷ replicas⌋) when any were free.
+//
+// The fleet's calls in flight go on through a stall, and no replica can
+// tell when another's end, so each keeps to what it had and a share of
+// what nobody had. With every replica's last reply alike the local caps
+// add up to the cap, but for the share of 1 given each replica when fewer
+// slots than replicas were free (at most replicas − 1 over); a replica
+// whose last reply is older may count as free slots another took since
+// (docs/scaling.md states the bound). An evenly loaded fleet never gets a
+// cap of 0: each holds as much as the others, or there was room. Before,
+// each replica took ⌈cap ÷ replicas⌉ whatever the others held: one holding
+// all 4 of a cap of 4 and the other taking its 2 made 6 in flight during a
+// stall. A rule that also left room for the others' possible excess gave
+// 0 with three or more evenly loaded replicas and served nothing at all.
+func fallbackCap(capacity, replicas, held, own int) int {
+	free := capacity - held
+	if free <= 0 {
+		return own
+	}
+	return own + max(1, free/replicas)
 }
 
 // probe resumes the shared gate if Redis answers.
@@ -398,9 +427,17 @@ func (g *Gate) resume() {
 		}
 	}
 	slices.SortFunc(waiting, func(a, b *entry) int { return cmp.Compare(a.place, b.place) })
-	args := append([]any{len(holders)}, holders...)
+	fair := "0"
+	if g.fair {
+		fair = "1"
+	}
+	args := append([]any{len(holders), fair}, holders...)
+	now := time.Now()
 	for _, e := range waiting {
-		args = append(args, e.id)
+		args = append(args, e.id, now.Sub(e.arrived).Microseconds())
+		if g.fair {
+			args = append(args, e.t.Key, fairCost(e.t), int(e.t.Class))
+		}
 	}
 	r, err := g.run(resyncScript, epoch, args...)
 	if err != nil {
@@ -448,6 +485,7 @@ type reply struct {
 	status                  int64
 	version                 int64
 	held, waiting, replicas int
+	own                     int      // slots held by the caller's tickets
 	granted                 []string // this replica's tickets granted
 	mine                    []string // the heartbeat's: this replica's lease ids
 }
@@ -464,13 +502,13 @@ func parseReply(v []any) (reply, error) {
 	if num(0) == -1 {
 		return reply{stale: true}, nil
 	}
-	if len(v) < 5 {
+	if len(v) < 6 {
 		return r, fmt.Errorf("redisgate: a reply of %d values", len(v))
 	}
 	r.status, r.version = num(0), num(1)
-	r.held, r.waiting, r.replicas = int(num(2)), int(num(3)), int(num(4))
+	r.held, r.waiting, r.replicas, r.own = int(num(2)), int(num(3)), int(num(4)), int(num(5))
 	into := &r.granted
-	for _, x := range v[5:] {
+	for _, x := range v[6:] {
 		switch x := x.(type) {
 		case string:
 			*into = append(*into, x)

@@ -4,8 +4,11 @@
 // replica's slots come back within the lease TTL; acquire and release are
 // Lua scripts, atomic in Redis; a grant to a ticket of another replica
 // reaches it by pub/sub. When Redis cannot be reached within a short
-// timeout, each replica falls back to a local cap of ⌈cap ÷ replicas⌉ and
-// returns to the shared gate when Redis answers again. The connection,
+// timeout, each replica falls back to a local cap (what it held at its
+// last reply, plus its share of the slots free then) and returns to the
+// shared gate when Redis answers again; after a stall longer than the
+// lease, grants wait until the replicas have resynced, and the line is
+// in arrival order across them. The connection,
 // its heartbeat tick and its subscription are redisconn's, shared with
 // the other parts replicas share (redisshare). docs/scaling.md tells how
 // to run it and how far it carries.
@@ -88,7 +91,7 @@ func (g *Gate) run(s *redis.Script, epoch uint64, extra ...any) (reply, error) {
 func (g *Gate) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_gate_fallback",
-			Help: "1 while the shared gate cannot reach Redis and this replica runs on its local fallback cap of ceil(cap / replicas), else 0."},
+			Help: "1 while the shared gate cannot reach Redis and this replica runs on its local fallback cap (what it held at its last reply plus its share of the slots free then), else 0."},
 			func() float64 {
 				if g.onFallback() {
 					return 1
