@@ -96,7 +96,13 @@ func TestCrashedReplicaSlotsReturn(t *testing.T) {
 	w1, w2 := new(gate.Ticket), new(gate.Ticket)
 	gb.Join(w1)
 	gb.Join(w2)
-	time.Sleep(ttl / 2) // a heartbeat or two of a's: its leases are renewed, not left to lapse
+	// Two heartbeats of a's (its only Redis calls now): its leases are
+	// renewed, not left to lapse, and b's waiter still waits.
+	for calls, deadline := a.RoundTrips(), time.Now().Add(5*time.Second); a.RoundTrips() < calls+2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a made no two heartbeats in 5 s")
+		}
+	}
 	notReady(t, w1, "b's waiter while a lives")
 	a.Crash()
 	took := waitReady(t, w1, 2*ttl, "b's first waiter after a was killed")

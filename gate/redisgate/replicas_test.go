@@ -189,12 +189,32 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 	const n = 60
 	status := make([]int, n)
 	var wg sync.WaitGroup
+	rec.mu.Lock()
+	rec.watching, rec.windowTotal = true, rec.now
+	rec.mu.Unlock()
 	for i := range n {
 		wg.Go(func() { status[i] = send(rs[1+i%2], i, false) })
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := rec.inFlight("r1") + rec.inFlight("r2"); got > cap-6 {
-		t.Fatalf("r1 and r2 have %d in flight while r0 holds 6 of %d", got, cap)
+	// While r0 holds 6, r1 and r2 share the other 3: watch the fleet's
+	// peak until their slots have been given back and taken again (9 of
+	// their calls begun), then kill r0.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rec.mu.Lock()
+		begun := len(rec.started) - 6
+		rec.mu.Unlock()
+		if begun >= 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of r1's and r2's calls began in 10 s", begun)
+		}
+	}
+	rec.mu.Lock()
+	rec.watching = false
+	peak := rec.windowTotal
+	rec.mu.Unlock()
+	if peak > cap {
+		t.Fatalf("%d in flight while r0 held 6 of %d: r1 and r2 took more than the 3 left", peak, cap)
 	}
 	killed := time.Now()
 	rs[0].Kill()
