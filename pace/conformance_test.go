@@ -8,7 +8,7 @@ import (
 )
 
 // TestConformance runs the cases the shared buckets run too
-// (redisgate's TestBucketsConformance) on the in-process ones.
+// (redisshare's TestBucketsConformance) on the in-process ones.
 func TestConformance(t *testing.T) {
 	pacetest.Run(t, func(*testing.T) pacetest.Env { return pacetest.Virtual(&pace.Buckets{}) })
 }

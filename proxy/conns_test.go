@@ -235,3 +235,57 @@ func TestPendingBoundIsCappedByTheFileLimit(t *testing.T) {
 		t.Fatalf("MAX_PENDING_CONNS %d under a file limit of 256; log: %s", p.cfg.MaxPendingConns, logged.String())
 	}
 }
+
+// Connections that have not sent their request are bounded: one past
+// MAX_PENDING_CONNS is answered 529 and closed at once, and requests get
+// through again once the idle ones are gone.
+func TestPendingConnectionsAreBounded(t *testing.T) {
+	up := startUpstream(t, apiHandler)
+	p, px := startProxyWith(t, testConfig(t, up.URL, false, func(c *config.Config) { c.MaxPendingConns = 3 }), Options{})
+	addr := px.Listener.Addr().String()
+
+	var idle []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	eventually(t, "the server to count 3 idle connections", func() bool { return p.pendingConns.n.Load() >= 3 })
+	wantConnRefused(t, addr)
+	for _, c := range idle {
+		c.Close()
+	}
+	eventually(t, "no connection counted after the idle ones closed", func() bool { return p.pendingConns.n.Load() == 0 })
+	r := post(t, "http://"+addr, "/v1/messages", requestJSON)
+	if r.StatusCode != 200 {
+		t.Fatalf("after the idle connections left: status %d", r.StatusCode)
+	}
+	r.Body.Close()
+	http.DefaultClient.CloseIdleConnections() // an idle keep-alive connection counts too
+	eventually(t, "no connection counted after the client closed its idle one", func() bool { return p.pendingConns.n.Load() == 0 })
+
+	// A connection that has been answered once counts again while it sends
+	// its next request: keep-alive is no way around the bound.
+	var stalled []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, _ := readAnswer(t, c, br); resp.StatusCode != 200 {
+			t.Fatalf("healthz: %d", resp.StatusCode)
+		}
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sl") // half the next request's headers
+		stalled = append(stalled, c)
+	}
+	eventually(t, "3 connections halfway through their next request to be counted", func() bool { return p.pendingConns.n.Load() >= 3 })
+	wantConnRefused(t, addr)
+	for _, c := range stalled {
+		c.Close()
+	}
+}

@@ -172,10 +172,10 @@ type Options struct {
 	Releaser dispatch.Releaser
 	// Buckets keeps the model of each upstream key's rate-limit buckets
 	// under RATE_LIMIT_PACING=buckets. If nil, a pace.Buckets in this
-	// process; GATE_BACKEND=redis shares one (redisgate.Buckets).
+	// process; GATE_BACKEND=redis shares one (redisshare.Buckets).
 	Buckets dispatch.BucketStore
 	// CacheShare, if set, shares CACHE_AWARE's cache groups with other
-	// replicas (redisgate.CacheGroups).
+	// replicas (redisshare.CacheGroups).
 	CacheShare dispatch.CacheShare
 	// Collectors are more metrics to serve at /metrics: a shared gate's,
 	// the bulk endpoint's.

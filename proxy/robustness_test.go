@@ -139,7 +139,10 @@ func TestAnnouncedBodyIsNotPreallocated(t *testing.T) {
 			t.Fatalf("only %d of %d requests reached the handler", reading.Load(), n)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // let each handler get into its read
+	// Each handler has taken its first chunk of the body budget, which it
+	// does as it starts reading the body (readAllOf), after anything it
+	// allocated before: what it holds is in the heap now.
+	eventually(t, "each handler to begin reading its body", func() bool { return p.bodies.Held() >= n*bodyChunk })
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)

@@ -179,3 +179,25 @@ func TestLoadCertsRefusesAMismatchedPair(t *testing.T) {
 		t.Fatal("LoadCerts of a missing file succeeded")
 	}
 }
+
+// A client that opens a TCP connection to the TLS listener and never
+// sends its ClientHello is cut off by the header timeout (10 s), like one
+// that never sends its request line: a handshake holds nothing forever.
+func TestSilentTLSHandshakeIsCut(t *testing.T) {
+	certPEM, keyPEM, _ := testCert(t, 1)
+	f := startTLSProxy(t, startUpstream(t, apiHandler).URL, certPEM, keyPEM)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(20 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the silent connection was still open after %v", time.Since(start).Round(time.Second))
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("closed after %v; want about 10 s", took)
+	}
+}

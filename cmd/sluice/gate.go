@@ -6,6 +6,8 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gate/redisgate"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/redisconn"
+	"github.com/sluicehq/sluice/redisshare"
 )
 
 // sharedGateName is the gate every replica on one Redis shares; fleets
@@ -29,29 +31,30 @@ func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (cl
 	if !cfg.Enabled || cfg.GateBackend != "redis" {
 		return func() {}, nil
 	}
-	c, err := redisgate.Open(redisgate.Options{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout,
+	c, err := redisconn.Open(redisconn.Options{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout,
 		LeaseTTL: cfg.GateLeaseTTL, Replicas: cfg.GateReplicas, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	open := c.Gate
+	open := redisgate.New
 	if cfg.GateOrder == "fair" {
-		open = c.FairGate
+		open = redisgate.NewFair
 	}
-	g, err := open(sharedGateName, cfg.MaxConcurrency)
+	g, err := open(c, sharedGateName, cfg.MaxConcurrency)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	opt.Gate = g
 	if cfg.RateLimitPacing == "buckets" {
-		opt.Buckets = c.Buckets(sharedBucketsName)
+		opt.Buckets = redisshare.NewBuckets(c, sharedBucketsName)
 	}
 	if cfg.CacheAware {
-		opt.CacheShare = c.CacheGroups(sharedCacheName)
+		opt.CacheShare = redisshare.NewCacheGroups(c, sharedCacheName)
 	}
 	opt.Collectors = append(opt.Collectors, c.Collectors()...)
-	log.Info("the gate is shared through Redis", "redis", redisgate.Redacted(cfg.RedisURL), "replica", c.Replica(),
+	opt.Collectors = append(opt.Collectors, g.Collectors()...)
+	log.Info("the gate is shared through Redis", "redis", redisconn.Redacted(cfg.RedisURL), "replica", c.Replica(),
 		"cap", cfg.MaxConcurrency, "shared_now", g.Shared())
 	return func() { c.Close() }, nil
 }

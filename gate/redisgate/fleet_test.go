@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 // waitReady waits up to d for t's slot and reports how long it took.
@@ -42,9 +43,9 @@ func notReady(t *testing.T, tk *gate.Ticket, what string) {
 // freed on one goes to the longest waiter, whichever replica it is on.
 func TestGrantsAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	a, b := open(t, srv.URL, Options{}), open(t, srv.URL, Options{})
+	a, b := redistest.Open(t, srv.URL, redisconn.Options{}), redistest.Open(t, srv.URL, redisconn.Options{})
 	ga, gb := testGate(t, a, 2), (*Gate)(nil)
-	gb, err := b.Gate(ga.name, 2)
+	gb, err := New(b, ga.name, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,9 @@ func TestGrantsAcrossReplicas(t *testing.T) {
 func TestCrashedReplicaSlotsReturn(t *testing.T) {
 	const ttl = time.Second
 	srv := redistest.Start(t)
-	a, b := open(t, srv.URL, Options{LeaseTTL: ttl}), open(t, srv.URL, Options{LeaseTTL: ttl})
+	a, b := redistest.Open(t, srv.URL, redisconn.Options{LeaseTTL: ttl}), redistest.Open(t, srv.URL, redisconn.Options{LeaseTTL: ttl})
 	ga := testGate(t, a, 2)
-	gb, err := b.Gate(ga.name, 2)
+	gb, err := New(b, ga.name, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +96,15 @@ func TestCrashedReplicaSlotsReturn(t *testing.T) {
 	w1, w2 := new(gate.Ticket), new(gate.Ticket)
 	gb.Join(w1)
 	gb.Join(w2)
-	time.Sleep(ttl / 2) // a heartbeat or two of a's: its leases are renewed, not left to lapse
+	// Two heartbeats of a's (its only Redis calls now): its leases are
+	// renewed, not left to lapse, and b's waiter still waits.
+	for calls, deadline := a.RoundTrips(), time.Now().Add(5*time.Second); a.RoundTrips() < calls+2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a made no two heartbeats in 5 s")
+		}
+	}
 	notReady(t, w1, "b's waiter while a lives")
-	a.crash()
+	a.Crash()
 	took := waitReady(t, w1, 2*ttl, "b's first waiter after a was killed")
 	waitReady(t, w2, 100*time.Millisecond, "b's second waiter")
 	if took > ttl+100*time.Millisecond {
@@ -116,10 +123,10 @@ func TestCrashedReplicaSlotsReturn(t *testing.T) {
 func TestFallbackAndResume(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	srv := redistest.Start(t)
-	opt := Options{LeaseTTL: time.Second, Timeout: timeout, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
-	a, b := open(t, srv.URL, opt), open(t, srv.URL, opt)
+	opt := redisconn.Options{LeaseTTL: time.Second, Timeout: timeout, Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))}
+	a, b := redistest.Open(t, srv.URL, opt), redistest.Open(t, srv.URL, opt)
 	ga := testGate(t, a, 4)
-	gb, err := b.Gate(ga.name, 4)
+	gb, err := New(b, ga.name, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +136,9 @@ func TestFallbackAndResume(t *testing.T) {
 	// Both shared, and a has seen both replicas alive: on a loaded machine
 	// a first call may miss the 50 ms timeout, and the fallback cap is
 	// reckoned from the replicas last seen.
-	for deadline := time.Now().Add(3 * time.Second); !ga.Shared() || !gb.Shared() || a.replicas.Load() != 2; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Second); !ga.Shared() || !gb.Shared() || a.Fleet() != 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("not both shared with 2 replicas seen within 3 s (a shared %v, b shared %v, replicas %d)", ga.Shared(), gb.Shared(), a.replicas.Load())
+			t.Fatalf("not both shared with 2 replicas seen within 3 s (a shared %v, b shared %v, replicas %d)", ga.Shared(), gb.Shared(), a.Fleet())
 		}
 	}
 
@@ -153,7 +160,7 @@ func TestFallbackAndResume(t *testing.T) {
 	if st := ga.Stats(); st != (gate.Stats{Capacity: 2, InFlight: 2, Waiting: 2}) {
 		t.Errorf("Stats() on the fallback = %+v; want {2 2 2}", st)
 	}
-	if a.fallback.Load() != 1 {
+	if !ga.onFallback() {
 		t.Error("sluice_gate_fallback is not 1 on the fallback")
 	}
 	srv.Stop()    // killed while hung
@@ -181,7 +188,7 @@ func TestFallbackAndResume(t *testing.T) {
 		t.Errorf("Stats() once shared again = %+v; want {4 4 1}", st)
 	}
 	gb.Leave(late)
-	if a.fallback.Load() != 0 {
+	if ga.onFallback() {
 		t.Error("sluice_gate_fallback is not 0 once shared again")
 	}
 	for _, tk := range append(ts, held) {
@@ -212,13 +219,13 @@ func TestFairAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, fair := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
-			ca, cb := open(t, srv.URL, Options{}), open(t, srv.URL, Options{})
-			name := fmt.Sprintf("test%d", names.Add(1))
-			opener := func(c *Client) func(string, int) (*Gate, error) {
+			ca, cb := redistest.Open(t, srv.URL, redisconn.Options{}), redistest.Open(t, srv.URL, redisconn.Options{})
+			name := redistest.Name()
+			opener := func(c *redisconn.Client) func(string, int) (*Gate, error) {
 				if fair {
-					return c.FairGate
+					return func(name string, capacity int) (*Gate, error) { return NewFair(c, name, capacity) }
 				}
-				return c.Gate
+				return func(name string, capacity int) (*Gate, error) { return New(c, name, capacity) }
 			}
 			ga, err := opener(ca)(name, 2)
 			if err != nil {

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 // Gate is one cap shared through Redis. Its tickets, their line in this
@@ -22,7 +24,7 @@ import (
 // a ticket of this replica freed by another's release is granted by the
 // pub/sub message that reaches the client's receiver.
 type Gate struct {
-	c        *Client
+	c        *redisconn.Client
 	name     string
 	keys     []string
 	channel  string // "{name}:grant:", the replica's id completes it
@@ -51,32 +53,35 @@ type entry struct {
 	t       *gate.Ticket
 	id      string
 	place   uint64
-	busy    int  // scripts in flight about it
-	joining bool // its join script is in flight
-	early   bool // a grant message came while it was joining
-	left    bool // it left while joining
-	done    bool // released, left or declined
+	arrived time.Time // when it joined, for its place in line after a stall
+	busy    int       // scripts in flight about it
+	joining bool      // its join script is in flight
+	early   bool      // a grant message came while it was joining
+	left    bool      // it left while joining
+	done    bool      // released, left or declined
 }
 
-// weight is t's weight in the fair order, 1 if unset.
-func weight(t *gate.Ticket) float64 {
-	if t.Weight > 0 {
-		return t.Weight
+// fairCost is what t moves its tenant's finish tag on by in the fair
+// order: its cost over its weight (each at least 1 if unset).
+func fairCost(t *gate.Ticket) float64 {
+	w := t.Weight
+	if w <= 0 {
+		w = 1
 	}
-	return 1
+	return float64(max(t.Cost, 1)) / w
 }
 
-func newGate(c *Client, name string, capacity int) *Gate {
+func newGate(c *redisconn.Client, name string, capacity int) *Gate {
 	tag := "{" + name + "}"
 	return &Gate{c: c, name: name, capacity: capacity, channel: tag + ":grant:",
-		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f"},
+		keys:     []string{tag + ":h", tag + ":w", tag + ":wr", tag + ":r", tag + ":e", tag + ":n", tag + ":f", tag + ":s", tag + ":p", tag + ":q"},
 		byTicket: map[*gate.Ticket]*entry{}, byID: map[string]*entry{}}
 }
 
 // add gives t an id and an entry. g.mu is held.
 func (g *Gate) add(t *gate.Ticket) *entry {
 	g.next++
-	e := &entry{t: t, id: g.c.replica + "|" + strconv.FormatUint(g.next, 10), place: g.next}
+	e := &entry{t: t, id: g.c.Replica() + "|" + strconv.FormatUint(g.next, 10), place: g.next, arrived: time.Now()}
 	g.byTicket[t], g.byID[e.id] = e, e
 	return e
 }
@@ -120,9 +125,9 @@ func (g *Gate) Join(t *gate.Ticket) {
 	var r reply
 	var err error
 	if g.fair {
-		r, err = g.c.run(joinScript, g, epoch, e.id, t.Key, float64(max(t.Cost, 1))/weight(t), int(t.Class))
+		r, err = g.run(joinScript, epoch, e.id, t.Key, fairCost(t), int(t.Class))
 	} else {
-		r, err = g.c.run(joinScript, g, epoch, e.id)
+		r, err = g.run(joinScript, epoch, e.id)
 	}
 
 	g.mu.Lock()
@@ -219,7 +224,7 @@ func (g *Gate) drop(es []*entry, epoch uint64) {
 	for len(es) > 0 {
 		e := es[0]
 		es = es[1:]
-		r, err := g.c.run(dropScript, g, epoch, e.id)
+		r, err := g.run(dropScript, epoch, e.id)
 		g.mu.Lock()
 		e.busy--
 		g.forget(e)
@@ -318,7 +323,7 @@ func (g *Gate) observe(r reply) {
 	if r.version > g.snap.version {
 		g.snap = r
 	}
-	g.c.replicas.Store(int32(r.replicas))
+	g.c.SawReplicas(r.replicas)
 }
 
 // heartbeat renews the lease and grants what the reply says this
@@ -328,7 +333,7 @@ func (g *Gate) heartbeat() {
 	g.mu.Lock()
 	epoch := g.epoch
 	g.mu.Unlock()
-	r, err := g.c.run(beatScript, g, epoch)
+	r, err := g.run(beatScript, epoch)
 	g.mu.Lock()
 	var drops []*entry
 	if g.ok(r, err, epoch) {
@@ -343,13 +348,13 @@ func (g *Gate) heartbeat() {
 	g.drop(drops, epoch)
 }
 
-// enterFallback puts the gate on its local cap of ⌈cap ÷ replicas⌉, and
-// logs it and counts it in sluice_gate_fallback once per outage. Tickets
-// already holding slots count against the local cap. g.mu is held.
+// enterFallback puts the gate on its local cap (fallbackCap), and logs it
+// and counts it in sluice_gate_fallback once per outage. Tickets already
+// holding slots count against the local cap. g.mu is held.
 func (g *Gate) enterFallback(cause error) {
 	g.shared = false
 	g.epoch++ // replies to scripts still in flight are ignored from now
-	replicas := g.c.opt.Replicas
+	replicas := g.c.Options().Replicas
 	seen := "GATE_REPLICAS"
 	if replicas <= 0 {
 		replicas, seen = max(g.snap.replicas, 1), "alive in Redis when last reached"
@@ -357,20 +362,44 @@ func (g *Gate) enterFallback(cause error) {
 			seen = "none seen yet: set GATE_REPLICAS"
 		}
 	}
-	g.localCap = (g.capacity + replicas - 1) / replicas
+	g.localCap = fallbackCap(g.capacity, replicas, g.snap.held, g.snap.own)
 	if !g.fellBack {
 		g.fellBack = true
-		g.c.fallback.Add(1)
-		g.c.log.Warn("redis unavailable: the shared gate falls back to a local cap until it answers again",
-			"gate", g.name, "redis", g.c.addr, "local_cap", g.localCap, "cap", g.capacity,
-			"replicas", replicas, "replicas_from", seen, "error", g.c.errText(cause))
+		g.c.Log().Warn("redis unavailable: the shared gate falls back to a local cap until it answers again",
+			"gate", g.name, "redis", g.c.Addr(), "local_cap", g.localCap, "cap", g.capacity,
+			"held_fleet", g.snap.held, "held_here", g.snap.own,
+			"replicas", replicas, "replicas_from", seen, "error", g.c.ErrText(cause))
 	}
 	g.grantLocal()
 }
 
+// fallbackCap is a replica's local cap while Redis does not answer: what
+// it held at its last reply (own, of the fleet's held) plus its share of
+// the slots free then, max(1, ⌊free ÷ replicas⌋) when any were free.
+//
+// The fleet's calls in flight go on through a stall, and no replica can
+// tell when another's end, so each keeps to what it had and a share of
+// what nobody had. With every replica's last reply alike the local caps
+// add up to the cap, but for the share of 1 given each replica when fewer
+// slots than replicas were free (at most replicas − 1 over); a replica
+// whose last reply is older may count as free slots another took since
+// (docs/scaling.md states the bound). An evenly loaded fleet never gets a
+// cap of 0: each holds as much as the others, or there was room. Before,
+// each replica took ⌈cap ÷ replicas⌉ whatever the others held: one holding
+// all 4 of a cap of 4 and the other taking its 2 made 6 in flight during a
+// stall. A rule that also left room for the others' possible excess gave
+// 0 with three or more evenly loaded replicas and served nothing at all.
+func fallbackCap(capacity, replicas, held, own int) int {
+	free := capacity - held
+	if free <= 0 {
+		return own
+	}
+	return own + max(1, free/replicas)
+}
+
 // probe resumes the shared gate if Redis answers.
 func (g *Gate) probe() {
-	if g.c.ping() == nil {
+	if g.c.Ping() == nil {
 		g.resume()
 	}
 }
@@ -398,11 +427,19 @@ func (g *Gate) resume() {
 		}
 	}
 	slices.SortFunc(waiting, func(a, b *entry) int { return cmp.Compare(a.place, b.place) })
-	args := append([]any{len(holders)}, holders...)
-	for _, e := range waiting {
-		args = append(args, e.id)
+	fair := "0"
+	if g.fair {
+		fair = "1"
 	}
-	r, err := g.c.run(resyncScript, g, epoch, args...)
+	args := append([]any{len(holders), fair}, holders...)
+	now := time.Now()
+	for _, e := range waiting {
+		args = append(args, e.id, now.Sub(e.arrived).Microseconds())
+		if g.fair {
+			args = append(args, e.t.Key, fairCost(e.t), int(e.t.Class))
+		}
+	}
+	r, err := g.run(resyncScript, epoch, args...)
 	if err != nil {
 		g.mu.Unlock()
 		return
@@ -410,8 +447,7 @@ func (g *Gate) resume() {
 	g.shared, g.epoch = true, epoch
 	if g.fellBack {
 		g.fellBack = false
-		g.c.fallback.Add(-1)
-		g.c.log.Info("redis reachable again: the shared gate resumes", "gate", g.name, "redis", g.c.addr,
+		g.c.Log().Info("redis reachable again: the shared gate resumes", "gate", g.name, "redis", g.c.Addr(),
 			"held_here", len(holders), "waiting_here", len(waiting))
 	}
 	g.snap = reply{} // a Redis that lost its data counts versions anew
@@ -449,6 +485,7 @@ type reply struct {
 	status                  int64
 	version                 int64
 	held, waiting, replicas int
+	own                     int      // slots held by the caller's tickets
 	granted                 []string // this replica's tickets granted
 	mine                    []string // the heartbeat's: this replica's lease ids
 }
@@ -465,13 +502,13 @@ func parseReply(v []any) (reply, error) {
 	if num(0) == -1 {
 		return reply{stale: true}, nil
 	}
-	if len(v) < 5 {
+	if len(v) < 6 {
 		return r, fmt.Errorf("redisgate: a reply of %d values", len(v))
 	}
 	r.status, r.version = num(0), num(1)
-	r.held, r.waiting, r.replicas = int(num(2)), int(num(3)), int(num(4))
+	r.held, r.waiting, r.replicas, r.own = int(num(2)), int(num(3)), int(num(4)), int(num(5))
 	into := &r.granted
-	for _, x := range v[5:] {
+	for _, x := range v[6:] {
 		switch x := x.(type) {
 		case string:
 			*into = append(*into, x)

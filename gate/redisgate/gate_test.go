@@ -1,11 +1,6 @@
 package redisgate
 
 import (
-	"fmt"
-	"io"
-	"log/slog"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,38 +9,14 @@ import (
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/gate/gatetest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// open opens a client on url for the test, closed when it ends, with its
-// pool warmed up so that a synctest bubble never has to dial.
-func open(t *testing.T, url string, opt Options) *Client {
+func testGate(t *testing.T, c *redisconn.Client, capacity int) *Gate {
 	t.Helper()
-	opt.URL = url
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c, err := Open(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() { c.ping() })
-	}
-	wg.Wait()
-	return c
-}
-
-// names gives each gate of a test a name of its own, so that gates of one
-// Redis do not share state.
-var names atomic.Int64
-
-func testGate(t *testing.T, c *Client, capacity int) *Gate {
-	t.Helper()
-	g, err := c.Gate(fmt.Sprintf("test%d", names.Add(1)), capacity)
+	g, err := New(c, redistest.Name(), capacity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +27,7 @@ func testGate(t *testing.T, c *Client, capacity int) *Gate {
 // grant, release and count goes through the scripts.
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	c := open(t, srv.URL, Options{LeaseTTL: time.Minute}) // no heartbeat during the suite
+	c := redistest.Open(t, srv.URL, redisconn.Options{LeaseTTL: time.Minute}) // no heartbeat during the suite
 	gatetest.Run(t, func(capacity int) gate.Gate {
 		g := testGate(t, c, capacity)
 		if !g.Shared() {
@@ -70,7 +41,7 @@ func TestConformance(t *testing.T) {
 // answers: on its local fallback cap (here the whole cap, one replica) it
 // is a gate like any other.
 func TestConformanceFallback(t *testing.T) {
-	c := open(t, "redis://127.0.0.1:1/0", Options{Replicas: 1})
+	c := redistest.Open(t, "redis://127.0.0.1:1/0", redisconn.Options{Replicas: 1})
 	gatetest.Run(t, func(capacity int) gate.Gate {
 		g := testGate(t, c, capacity)
 		if g.Shared() {

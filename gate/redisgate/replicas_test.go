@@ -5,15 +5,10 @@ package redisgate
 // process behind a recorder that counts exactly what is in flight.
 
 import (
-	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +20,6 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-// sluiceBinary is the sluice command, built once per test binary.
-func sluiceBinary(t *testing.T) string { return sluicebin.Path(t) }
-
 // recorder is the upstream: the simulator behind a count of the calls in
 // flight, in all and by replica, and the order calls began in.
 type recorder struct {
@@ -37,11 +29,12 @@ type recorder struct {
 	peak int
 	by   map[string]int // in flight by x-test-replica
 	// window, when set, is the span of time whose per-replica peaks are
-	// kept in windowPeak.
-	watching   bool
-	windowPeak map[string]int
-	started    []int // x-test-seq, in the order calls reached the upstream
-	slow       time.Duration
+	// kept in windowPeak, and the fleet's in windowTotal.
+	watching    bool
+	windowPeak  map[string]int
+	windowTotal int
+	started     []int // x-test-seq, in the order calls reached the upstream
+	slow        time.Duration
 }
 
 func newRecorder(t *testing.T) (*recorder, *httptest.Server) {
@@ -68,6 +61,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.by[replica]++
 	if rec.watching {
 		rec.windowPeak[replica] = max(rec.windowPeak[replica], rec.by[replica])
+		rec.windowTotal = max(rec.windowTotal, rec.now)
 	}
 	rec.started = append(rec.started, seq)
 	rec.mu.Unlock()
@@ -96,110 +90,21 @@ func (rec *recorder) inFlight(replica string) int {
 	return rec.by[replica]
 }
 
-// replica is one `sluice serve` process.
-type replica struct {
-	name string
-	url  string
-	cmd  *exec.Cmd
-	exit chan struct{}
-}
-
-// startReplica runs `sluice serve` with the shared gate on redisURL, cap
-// slots, before upstream, and waits until it is ready.
-func startReplica(t *testing.T, name, redisURL, upstream string, cap int, extra ...string) *replica {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(sluiceBinary(t), "serve")
-	cmd.Env = append(os.Environ(), "BATCH_ENABLED=1", "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream,
-		"GATE_BACKEND=redis", "REDIS_URL="+redisURL, "BATCH_MAX_CONCURRENCY="+strconv.Itoa(cap),
-		"BATCH_MAX_WAIT_MS=20", "BATCH_TIMEOUT_S=60", "GATE_LEASE_TTL_S=2", "UI_ENABLED=0", "LOG_LEVEL=warn",
-		"ADMIT_BY_CLIENT_TIMEOUT=0", "CACHE_AWARE=0", "RETRY_MAX_ATTEMPTS=1", "DRAIN_TIMEOUT_S=1")
-	cmd.Env = append(cmd.Env, extra...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
-	r := &replica{name: name, url: "http://" + addr, cmd: cmd, exit: make(chan struct{})}
-	go func() { cmd.Wait(); close(r.exit) }()
-	t.Cleanup(func() {
-		r.kill()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil && len(b) > 0 {
-				t.Logf("%s's log:\n%s", name, b)
-			}
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(r.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return r
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v", name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *replica) kill() {
-	select {
-	case <-r.exit:
-	default:
-		r.cmd.Process.Kill()
-		<-r.exit
-	}
-}
-
-// metric reads one unlabelled metric of r's /metrics.
-func (r *replica) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(r.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	t.Fatalf("%s serves no %s", r.name, name)
-	return 0
-}
-
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}, Timeout: 60 * time.Second}
-
 // send posts one Messages request to r, tagged with its replica and
 // sequence number, and returns the status (0 when no answer came).
-func send(r *replica, seq int, slow bool) int {
-	req, _ := http.NewRequest("POST", r.url+"/v1/messages",
+func send(r *sluicebin.Replica, seq int, slow bool) int {
+	req, _ := http.NewRequest("POST", r.URL+"/v1/messages",
 		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi `+strconv.Itoa(seq)+`"}]}`))
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("x-api-key", "sk-test")
 	req.Header.Set("x-sim-output-tokens", "4")
-	req.Header.Set("x-test-replica", r.name)
+	req.Header.Set("x-test-replica", r.Name)
 	req.Header.Set("x-test-seq", strconv.Itoa(seq))
 	if slow {
 		req.Header.Set("x-test-slow", "1")
 	}
-	resp, err := client.Do(req)
+	resp, err := sluicebin.Client.Do(req)
 	if err != nil {
 		return 0
 	}
@@ -208,10 +113,10 @@ func send(r *replica, seq int, slow bool) int {
 	return resp.StatusCode
 }
 
-func fleet(t *testing.T, redisURL, upstream string, cap int) []*replica {
-	rs := make([]*replica, 3)
+func fleet(t *testing.T, redisURL, upstream string, cap int) []*sluicebin.Replica {
+	rs := make([]*sluicebin.Replica, 3)
 	for i := range rs {
-		rs[i] = startReplica(t, "r"+strconv.Itoa(i), redisURL, upstream, cap)
+		rs[i] = sluicebin.StartReplica(t, "r"+strconv.Itoa(i), redisURL, upstream, cap)
 	}
 	return rs
 }
@@ -284,15 +189,35 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 	const n = 60
 	status := make([]int, n)
 	var wg sync.WaitGroup
+	rec.mu.Lock()
+	rec.watching, rec.windowTotal = true, rec.now
+	rec.mu.Unlock()
 	for i := range n {
 		wg.Go(func() { status[i] = send(rs[1+i%2], i, false) })
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := rec.inFlight("r1") + rec.inFlight("r2"); got > cap-6 {
-		t.Fatalf("r1 and r2 have %d in flight while r0 holds 6 of %d", got, cap)
+	// While r0 holds 6, r1 and r2 share the other 3: watch the fleet's
+	// peak until their slots have been given back and taken again (9 of
+	// their calls begun), then kill r0.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rec.mu.Lock()
+		begun := len(rec.started) - 6
+		rec.mu.Unlock()
+		if begun >= 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of r1's and r2's calls began in 10 s", begun)
+		}
+	}
+	rec.mu.Lock()
+	rec.watching = false
+	peak := rec.windowTotal
+	rec.mu.Unlock()
+	if peak > cap {
+		t.Fatalf("%d in flight while r0 held 6 of %d: r1 and r2 took more than the 3 left", peak, cap)
 	}
 	killed := time.Now()
-	rs[0].kill()
+	rs[0].Kill()
 	var back time.Duration
 	for deadline := killed.Add(2 * ttl); back == 0; time.Sleep(2 * time.Millisecond) {
 		if rec.inFlight("r1")+rec.inFlight("r2") > cap-6 {
@@ -305,7 +230,7 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 	wg.Wait()
 	for i, s := range status {
 		if s != 200 {
-			t.Errorf("request %d on %s: status %d; want 200", i, rs[1+i%2].name, s)
+			t.Errorf("request %d on %s: status %d; want 200", i, rs[1+i%2].Name, s)
 		}
 	}
 	t.Logf("r0's slots came back %v after SIGKILL (GATE_LEASE_TTL_S=2); peak in flight %d of %d", back, rec.peak, cap)
@@ -319,8 +244,10 @@ func TestKilledReplicaSlotsReturn(t *testing.T) {
 
 // TestRedisStopsUnderLoad: Redis is killed in the middle of a load and
 // started again (empty) 1.5 s later. Every request is answered; while it
-// is gone each replica keeps to ⌈9 ÷ 3⌉ = 3; once it is back the shared
-// gate is in force again (one replica alone may use all 9).
+// is gone the fleet keeps to the cap of 9, each replica to what it held at
+// its last reply plus its share of the slots free then (here, with a
+// line, none); once it is back the shared gate is in force again (one
+// replica alone may use all 9).
 func TestRedisStopsUnderLoad(t *testing.T) {
 	const cap, n, gap = 9, 300, 10 * time.Millisecond
 	srv := redistest.Start(t)
@@ -336,15 +263,15 @@ func TestRedisStopsUnderLoad(t *testing.T) {
 			srv.Stop()
 		case 100: // 0.3 s later: every replica has noticed, and what it held before has ended
 			rec.mu.Lock()
-			rec.watching = true
+			rec.watching, rec.windowTotal = true, rec.now
 			rec.mu.Unlock()
 		case 200:
 			rec.mu.Lock()
 			rec.watching = false
 			rec.mu.Unlock()
 			for _, r := range rs {
-				if r.metric(t, "sluice_gate_fallback") != 1 {
-					t.Errorf("%s: sluice_gate_fallback is not 1 with Redis down", r.name)
+				if r.Metric(t, "sluice_gate_fallback") != 1 {
+					t.Errorf("%s: sluice_gate_fallback is not 1 with Redis down", r.Name)
 				}
 			}
 			srv.Restart()
@@ -357,16 +284,14 @@ func TestRedisStopsUnderLoad(t *testing.T) {
 			t.Errorf("request %d: status %d; want 200", i, s)
 		}
 	}
-	for _, r := range rs {
-		if p := rec.windowPeak[r.name]; p > 3 {
-			t.Errorf("%s had %d in flight with Redis down; want at most its fallback cap, 3", r.name, p)
-		}
+	if rec.windowTotal > cap {
+		t.Errorf("the fleet had %d in flight with Redis down; want at most the cap, %d", rec.windowTotal, cap)
 	}
-	t.Logf("with Redis down, peak in flight by replica %v (fallback cap 3)", rec.windowPeak)
+	t.Logf("with Redis down, peak in flight %d of %d, by replica %v", rec.windowTotal, cap, rec.windowPeak)
 	for _, r := range rs {
-		for deadline := time.Now().Add(5 * time.Second); r.metric(t, "sluice_gate_fallback") != 0; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); r.Metric(t, "sluice_gate_fallback") != 0; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still on its fallback 5 s after Redis came back", r.name)
+				t.Fatalf("%s still on its fallback 5 s after Redis came back", r.Name)
 			}
 		}
 	}
@@ -384,5 +309,97 @@ func TestRedisStopsUnderLoad(t *testing.T) {
 	wg.Wait()
 	if rec.peak != cap {
 		t.Errorf("40 requests on one replica once Redis was back: peak in flight %d; want the shared cap, %d", rec.peak, cap)
+	}
+}
+
+// TestRedisStallUnderLoad is issue 23's repro of a stall: replica r0
+// holds all 4 slots of a cap of 4 with calls of 5 s and r1 has 2 requests
+// waiting when Redis hangs (SIGSTOP) for 4 s, longer than the 2 s lease;
+// during the stall 10 requests arrive, alternating between the replicas.
+// While it hangs the fleet keeps to the cap (r1 may not start its waiters
+// while r0's calls may still run: ⌈4 ÷ 2⌉ = 2 each made 6 in flight), and
+// once it answers the calls begin in their order of arrival across the
+// replicas, not one replica's whole line first.
+func TestRedisStallUnderLoad(t *testing.T) {
+	const cap = 4
+	srv := redistest.Start(t)
+	rec, up := newRecorder(t)
+	rec.slow = 5 * time.Second
+	rs := []*sluicebin.Replica{
+		sluicebin.StartReplica(t, "r0", srv.URL, up.URL, cap),
+		sluicebin.StartReplica(t, "r1", srv.URL, up.URL, cap),
+	}
+	var wg sync.WaitGroup
+	status := map[int]int{}
+	var mu sync.Mutex
+	sendAs := func(r *sluicebin.Replica, seq int, slow bool) {
+		wg.Go(func() {
+			s := send(r, seq, slow)
+			mu.Lock()
+			status[seq] = s
+			mu.Unlock()
+		})
+	}
+	for i := range cap {
+		sendAs(rs[0], 1000+i, true)
+	}
+	for deadline := time.Now().Add(5 * time.Second); rec.inFlight("r0") < cap; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r0 never held the 4 slots")
+		}
+	}
+	sendAs(rs[1], 2000, false)
+	sendAs(rs[1], 2001, false)
+	for deadline := time.Now().Add(5 * time.Second); redisInt(t, srv, "ZCARD", "{sluice:gate}:w") < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r1's two requests never joined the shared line")
+		}
+	}
+	rec.mu.Lock()
+	rec.watching, rec.windowTotal = true, rec.now
+	rec.mu.Unlock()
+	srv.Pause()
+	stalled := time.Now()
+	var sent [10]time.Duration
+	for i := range 10 {
+		sent[i] = time.Since(stalled)
+		sendAs(rs[i%2], i, false)
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Until(stalled.Add(4 * time.Second)))
+	rec.mu.Lock()
+	rec.watching = false
+	peak := rec.windowTotal
+	rec.mu.Unlock()
+	srv.Resume()
+	wg.Wait()
+	for seq, s := range status {
+		if s != 200 {
+			t.Errorf("request %d: status %d; want 200", seq, s)
+		}
+	}
+	var order []int
+	for _, seq := range rec.started {
+		if seq < 1000 {
+			order = append(order, seq)
+		}
+	}
+	t.Logf("a 4 s stall: peak in flight %d of a cap of %d; the stall's 10 requests (even numbers on r0, odd on r1, sent in numeric order) began in the order %v", peak, cap, order)
+	if peak > cap {
+		t.Errorf("%d in flight during the stall; want at most the cap, %d", peak, cap)
+	}
+	// Two slots freed at once go to the next two in line, on both
+	// replicas, and the call granted by a message may begin a moment
+	// after the one granted in a reply: allow the inversion of
+	// neighbours (100 ms apart), as TestThreeReplicasOneCap allows a
+	// loaded machine's scheduling. One replica's whole line first inverts
+	// by 0.8 s or more.
+	var latest, worst time.Duration
+	for _, seq := range order {
+		latest = max(latest, sent[seq])
+		worst = max(worst, latest-sent[seq])
+	}
+	if worst > 250*time.Millisecond {
+		t.Errorf("after the stall the calls began in the order %v, one %v after one sent later than it; want their order of arrival (within 250 ms)", order, worst)
 	}
 }

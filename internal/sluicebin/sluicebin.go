@@ -1,6 +1,7 @@
 // Package sluicebin builds the sluice command once per test binary, for
 // the tests that run it as a real process (killed with SIGKILL, run as
-// replicas, measured from outside).
+// replicas, measured from outside), and runs it as a replica of a gate
+// shared through Redis (StartReplica).
 package sluicebin
 
 import (

@@ -1,6 +1,6 @@
 // Package pacetest checks that a store of upstream keys' rate-limit
 // buckets learns from an answer's headers as pace.Buckets documents: the
-// in-process pace.Buckets and one that replicas share (redisgate.Buckets)
+// in-process pace.Buckets and one that replicas share (redisshare.Buckets)
 // run the same cases, so that the two cannot drift apart.
 package pacetest
 

@@ -1,7 +1,6 @@
-package redisgate
+package redisshare
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/pace/pacetest"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 // limits are the headers of a requests limit and an input-token limit.
@@ -19,9 +19,9 @@ var limits = pacetest.InputHeaders
 // seen by the other; a correction gives back what was not spent.
 func TestBucketsSharedAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
-	name := fmt.Sprintf("test%d", names.Add(1))
-	a := open(t, srv.URL, Options{}).Buckets(name)
-	b := open(t, srv.URL, Options{}).Buckets(name)
+	name := redistest.Name()
+	a := NewBuckets(redistest.Open(t, srv.URL, redisconn.Options{}), name)
+	b := NewBuckets(redistest.Open(t, srv.URL, redisconn.Options{}), name)
 	now := time.Now()
 	a.Observe("k", pace.Debit{}, 200, limits(10, 10, 100000, 100000), now)
 	cost := pace.Cost{Input: 100, Output: 10}
@@ -100,8 +100,8 @@ func level(b *Buckets, k pace.Kind) float64 {
 // Redis; when Redis is back the shared buckets resume.
 func TestBucketsFallback(t *testing.T) {
 	srv := redistest.Start(t)
-	c := open(t, srv.URL, Options{Replicas: 2, LeaseTTL: 400 * time.Millisecond})
-	b := c.Buckets(fmt.Sprintf("test%d", names.Add(1)))
+	c := redistest.Open(t, srv.URL, redisconn.Options{Replicas: 2, LeaseTTL: 400 * time.Millisecond})
+	b := NewBuckets(c, redistest.Name())
 	now := time.Now()
 	b.Observe("k", pace.Debit{}, 200, limits(10, 10, 100000, 100000), now)
 	srv.Stop()
@@ -139,9 +139,9 @@ func TestBucketsFallback(t *testing.T) {
 // on by the scripts' skew, on top of Redis's own clock.
 func TestBucketsConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	c := open(t, srv.URL, Options{})
+	c := redistest.Open(t, srv.URL, redisconn.Options{})
 	pacetest.Run(t, func(t *testing.T) pacetest.Env {
-		b := c.Buckets(fmt.Sprintf("test%d", names.Add(1)))
+		b := NewBuckets(c, redistest.Name())
 		return pacetest.Env{
 			Store:   b,
 			Now:     func() time.Time { return time.Now().Add(time.Duration(b.skew.Load()) * time.Millisecond) },
@@ -155,9 +155,9 @@ func TestBucketsConformance(t *testing.T) {
 // whose Redis never answers: its own pace.Buckets, here with the whole of
 // each limit (one replica).
 func TestBucketsConformanceFallback(t *testing.T) {
-	c := open(t, "redis://127.0.0.1:1/0", Options{Replicas: 1})
+	c := redistest.Open(t, "redis://127.0.0.1:1/0", redisconn.Options{Replicas: 1})
 	pacetest.Run(t, func(t *testing.T) pacetest.Env {
-		b := c.Buckets(fmt.Sprintf("test%d", names.Add(1)))
+		b := NewBuckets(c, redistest.Name())
 		return pacetest.Virtual(b)
 	})
 }

@@ -1,4 +1,4 @@
-package redisgate
+package redisshare
 
 // The shared rate-limit buckets and cache groups, through `sluice serve`
 // processes on one real redis-server, in front of the simulator.
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -29,8 +30,8 @@ func simUpstream(t *testing.T, cfg sim.Config) (*sim.Server, *httptest.Server) {
 
 // post sends body to r's Messages endpoint and returns the status and the
 // answer's usage (zero unless 200).
-func post(r *replica, body string, hdr ...string) (int, usage) {
-	req, _ := http.NewRequest("POST", r.url+"/v1/messages", strings.NewReader(body))
+func post(r *sluicebin.Replica, body string, hdr ...string) (int, usage) {
+	req, _ := http.NewRequest("POST", r.URL+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("x-api-key", "sk-test")
@@ -38,7 +39,7 @@ func post(r *replica, body string, hdr ...string) (int, usage) {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := client.Do(req)
+	resp, err := sluicebin.Client.Do(req)
 	if err != nil {
 		return 0, usage{}
 	}
@@ -76,9 +77,9 @@ func TestThreeReplicasOneRateLimit(t *testing.T) {
 	cfg.TTFT, cfg.PerToken, cfg.Jitter = 50*time.Millisecond, 0, 0
 	cfg.RequestsPerMinute = rpm
 	s, up := simUpstream(t, cfg)
-	rs := make([]*replica, 3)
+	rs := make([]*sluicebin.Replica, 3)
 	for i := range rs {
-		rs[i] = startReplica(t, "r"+strconv.Itoa(i), srv.URL, up.URL, 64, "RATE_LIMIT_PACING=buckets",
+		rs[i] = sluicebin.StartReplica(t, "r"+strconv.Itoa(i), srv.URL, up.URL, 64, "RATE_LIMIT_PACING=buckets",
 			"REDIS_TIMEOUT_MS=1000") // what is tested is sharing, not an outage: room for a loaded machine
 	}
 	// One call first teaches the fleet the key's limits: a key none of
@@ -139,9 +140,9 @@ func TestCacheGroupAcrossReplicas(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.TTFT, cfg.PerToken, cfg.Jitter = 400*time.Millisecond, 0, 0
 	s, up := simUpstream(t, cfg)
-	rs := []*replica{
-		startReplica(t, "r0", srv.URL, up.URL, 16, "CACHE_AWARE=1"),
-		startReplica(t, "r1", srv.URL, up.URL, 16, "CACHE_AWARE=1"),
+	rs := []*sluicebin.Replica{
+		sluicebin.StartReplica(t, "r0", srv.URL, up.URL, 16, "CACHE_AWARE=1"),
+		sluicebin.StartReplica(t, "r1", srv.URL, up.URL, 16, "CACHE_AWARE=1"),
 	}
 	us := make([]usage, n)
 	codes := make([]int, n)
@@ -174,8 +175,8 @@ func TestCacheGroupAcrossReplicas(t *testing.T) {
 		t.Errorf("the simulator counted %d tokens written; want one prefix's %d", st.Tokens.CacheCreation, one)
 	}
 	for _, r := range rs { // no Redis call failed, the cache groups' among them
-		if v := r.metric(t, "sluice_gate_redis_errors_total"); v != 0 {
-			t.Errorf("%s: %v Redis calls failed with Redis up", r.name, v)
+		if v := r.Metric(t, "sluice_gate_redis_errors_total"); v != 0 {
+			t.Errorf("%s: %v Redis calls failed with Redis up", r.Name, v)
 		}
 	}
 }
@@ -191,9 +192,9 @@ func TestSharedPartsWhenRedisStops(t *testing.T) {
 	cfg.TTFT, cfg.PerToken, cfg.Jitter = 100*time.Millisecond, 0, 0
 	cfg.RequestsPerMinute = 60000
 	_, up := simUpstream(t, cfg)
-	rs := []*replica{
-		startReplica(t, "r0", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
-		startReplica(t, "r1", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
+	rs := []*sluicebin.Replica{
+		sluicebin.StartReplica(t, "r0", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
+		sluicebin.StartReplica(t, "r1", srv.URL, up.URL, 16, "CACHE_AWARE=1", "RATE_LIMIT_PACING=buckets"),
 	}
 	codes := make([]int, n)
 	start := time.Now()
@@ -217,8 +218,8 @@ func TestSharedPartsWhenRedisStops(t *testing.T) {
 	}
 	for _, r := range rs {
 		for _, part := range []string{"buckets", "cache"} {
-			if v := r.metric(t, `sluice_redis_fallback{part="`+part+`"}`); v != 1 {
-				t.Errorf("%s: sluice_redis_fallback{part=%q} = %v with Redis gone; want 1", r.name, part, v)
+			if v := r.Metric(t, `sluice_redis_fallback{part="`+part+`"}`); v != 1 {
+				t.Errorf("%s: sluice_redis_fallback{part=%q} = %v with Redis gone; want 1", r.Name, part, v)
 			}
 		}
 	}
@@ -226,9 +227,9 @@ func TestSharedPartsWhenRedisStops(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, r := range rs {
 		for _, part := range []string{"buckets", "cache"} {
-			for r.metric(t, `sluice_redis_fallback{part="`+part+`"}`) != 0 {
+			for r.Metric(t, `sluice_redis_fallback{part="`+part+`"}`) != 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: the shared %s did not resume within 5 s of Redis coming back", r.name, part)
+					t.Fatalf("%s: the shared %s did not resume within 5 s of Redis coming back", r.Name, part)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}

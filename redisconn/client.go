@@ -1,13 +1,12 @@
-// Package redisgate is a gate.Gate shared by every sluice replica that
-// points at one Redis: one cap across the fleet, granted in global arrival
-// order. Slots are leases that a replica's heartbeat renews, so a crashed
-// replica's slots come back within the lease TTL; acquire and release are
-// Lua scripts, atomic in Redis; a grant to a ticket of another replica
-// reaches it by pub/sub. When Redis cannot be reached within a short
-// timeout, each replica falls back to a local cap of ⌈cap ÷ replicas⌉ and
-// returns to the shared gate when Redis answers again. docs/scaling.md
-// tells how to run it and how far it carries.
-package redisgate
+// Package redisconn is one replica's connection to the Redis its fleet
+// shares state through: the Redis client, one subscription whose messages
+// it hands to the part that listens on each channel, a tick on which the
+// parts renew their leases and probe Redis while it is down, and the
+// metrics of the Redis calls. The shared gate (gate/redisgate) and the
+// shared rate-limit buckets and cache groups (redisshare) are built on
+// one Client; docs/scaling.md tells how to run them and how far they
+// carry.
+package redisconn
 
 import (
 	"context"
@@ -30,7 +29,7 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	// URL is the Redis to share gates through: redis://[:password@]host:port[/db],
+	// URL is the Redis to share state through: redis://[:password@]host:port[/db],
 	// rediss:// for TLS, or unix:///path. A password in it never reaches a
 	// log, a metric or an error.
 	URL string
@@ -48,9 +47,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Client is one replica's connection to the shared gates: the Redis
-// client, the subscription its grants arrive on, and the heartbeat. One
-// per process; its gates are made with Gate.
+// Client is one replica's connection to the shared state: the Redis
+// client, the subscription every part's messages arrive on, and the
+// heartbeat. One per process; the gate and the other shared parts are
+// made on it (redisgate.Open, redisshare.NewBuckets, ...).
 type Client struct {
 	opt      Options
 	rdb      *redis.Client
@@ -63,14 +63,13 @@ type Client struct {
 	lease    time.Duration // how long each renewal lasts: 0.7 × LeaseTTL
 
 	mu       sync.Mutex
-	gates    map[string]*Gate            // by grant channel
-	handlers map[string]func(msg string) // the other channels': the shared cache groups'
-	ticks    []func()                    // called on each heartbeat tick: the other parts' probes
-	parts    []*outage                   // the shared parts other than the gates, for the gauge
+	handlers map[string]func(msg string) // by channel: the gates' grants, the cache groups' begun
+	ticks    []func(heartbeat bool)      // called on each tick: the parts' heartbeats and probes
+	closers  []func()                    // called by Close before the connections close: the gates' goodbyes
+	parts    []*Outage                   // the shared parts other than the gates, for the gauge
 
 	calls    atomic.Int64 // Redis round trips made, for the tests and the bench
 	errors   atomic.Int64
-	fallback atomic.Int32 // gates now on their local fallback cap
 	replicas atomic.Int32 // replicas last seen alive in Redis
 
 	stop  chan struct{}
@@ -93,11 +92,11 @@ func Open(opt Options) (*Client, error) {
 	}
 	u, err := url.Parse(opt.URL)
 	if err != nil {
-		return nil, errors.New("redisgate: REDIS_URL is not a URL")
+		return nil, errors.New("redis: REDIS_URL is not a URL")
 	}
 	ro, err := redis.ParseURL(opt.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redisgate: REDIS_URL %s: %s", u.Redacted(), scrub(err.Error(), password(u)))
+		return nil, fmt.Errorf("redis: REDIS_URL %s: %s", u.Redacted(), scrub(err.Error(), password(u)))
 	}
 	// Every call is bounded by its context (opt.Timeout): no retries, one
 	// dial attempt, and sockets that give up as soon.
@@ -118,7 +117,8 @@ func Open(opt Options) (*Client, error) {
 	id := make([]byte, 6)
 	rand.Read(id)
 	c := &Client{opt: opt, rdb: redis.NewClient(ro), replica: hex.EncodeToString(id), secret: password(u),
-		log: opt.Logger, addr: Redacted(opt.URL), interval: opt.LeaseTTL / 4, lease: opt.LeaseTTL * 7 / 10, gates: map[string]*Gate{}, stop: make(chan struct{})}
+		log: opt.Logger, addr: Redacted(opt.URL), interval: opt.LeaseTTL / 4, lease: opt.LeaseTTL * 7 / 10,
+		handlers: map[string]func(string){}, stop: make(chan struct{})}
 	c.ps = c.rdb.Subscribe(context.Background())
 	msgs := c.ps.Channel(redis.WithChannelSize(1024))
 	c.done.Add(2)
@@ -154,77 +154,57 @@ func scrub(text, secret string) string {
 	return strings.ReplaceAll(text, secret, "xxxxx")
 }
 
-// errText is err's text for a log, without the password.
-func (c *Client) errText(err error) string { return scrub(err.Error(), c.secret) }
+// ErrText is err's text for a log, without the password.
+func (c *Client) ErrText(err error) string { return scrub(err.Error(), c.secret) }
+
+// Log is the logger of Options.
+func (c *Client) Log() *slog.Logger { return c.log }
+
+// Addr is the Redis URL with its password hidden, for a log line.
+func (c *Client) Addr() string { return c.addr }
 
 // Replica is this replica's id in Redis.
 func (c *Client) Replica() string { return c.replica }
+
+// Options are the client's options, defaults filled in.
+func (c *Client) Options() Options { return c.opt }
+
+// Lease is how long each renewal of a replica's leases lasts: 0.7 ×
+// LeaseTTL, so that reaping lands within the TTL.
+func (c *Client) Lease() time.Duration { return c.lease }
 
 // RoundTrips is how many Redis calls the client has made: scripts,
 // heartbeats and probes, not the pub/sub messages it received.
 func (c *Client) RoundTrips() int64 { return c.calls.Load() }
 
-// Gate returns the shared gate called name (every replica that names the
-// same gate shares its cap), of capacity slots. It is registered with
-// Redis now if Redis answers, and on the next heartbeat otherwise.
-func (c *Client) Gate(name string, capacity int) (*Gate, error) {
-	return c.open(name, capacity, false)
+// Fleet is how many replicas share Redis: Options.Replicas if set, else
+// those last seen alive (SawReplicas).
+func (c *Client) Fleet() int {
+	if c.opt.Replicas > 0 {
+		return c.opt.Replicas
+	}
+	return int(c.replicas.Load())
 }
 
-// FairGate is Gate in the fair order across tenants (GATE_ORDER=fair):
-// its line is scored by each ticket's start tag, reckoned in Redis from
-// each tenant's finish tag, so that one tenant's burst on one replica
-// cannot starve another tenant on another (docs/scaling.md).
-func (c *Client) FairGate(name string, capacity int) (*Gate, error) {
-	return c.open(name, capacity, true)
-}
+// SawReplicas records n replicas alive in Redis, as a reply of the shared
+// gate counted them.
+func (c *Client) SawReplicas(n int) { c.replicas.Store(int32(n)) }
 
-func (c *Client) open(name string, capacity int, fair bool) (*Gate, error) {
-	if capacity < 1 {
-		return nil, errors.New("gate: capacity must be at least 1")
-	}
-	g := newGate(c, name, capacity)
-	g.fair = fair
-	c.mu.Lock()
-	if _, dup := c.gates[g.channel+c.replica]; dup {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("redisgate: gate %q opened twice", name)
-	}
-	c.gates[g.channel+c.replica] = g
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
-	err := c.ps.Subscribe(ctx, g.channel+c.replica) // remembered, and renewed on reconnect, even if it fails now
-	cancel()
-	if err == nil {
-		g.resume()
-	}
-	if !g.isShared() {
-		g.mu.Lock()
-		g.enterFallback(errors.New("not reached at start"))
-		g.mu.Unlock()
-	}
-	return g, nil
-}
-
-// receive hands each grant message to its gate.
+// receive hands each message to its channel's handler.
 func (c *Client) receive(msgs <-chan *redis.Message) {
 	defer c.done.Done()
 	for m := range msgs {
 		c.mu.Lock()
-		g := c.gates[m.Channel]
 		h := c.handlers[m.Channel]
 		c.mu.Unlock()
-		switch {
-		case g != nil:
-			g.grantedElsewhere(m.Payload)
-		case h != nil:
+		if h != nil {
 			h(m.Payload)
 		}
 	}
 }
 
-// beat renews every gate's lease, reconciles its grants, and, for a gate
-// on its fallback, probes Redis and resumes the shared gate.
+// beat runs every tick function every 0.5 s (or LeaseTTL/4 if shorter),
+// telling each whether a heartbeat is due (every LeaseTTL/4).
 func (c *Client) beat() {
 	defer c.done.Done()
 	probe := min(c.interval, 500*time.Millisecond)
@@ -238,49 +218,21 @@ func (c *Client) beat() {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		gates := make([]*Gate, 0, len(c.gates))
-		for _, g := range c.gates {
-			gates = append(gates, g)
-		}
 		ticks := c.ticks
 		c.mu.Unlock()
-		for _, f := range ticks {
-			f()
-		}
 		due := time.Since(last) >= c.interval
 		if due {
 			last = time.Now()
 		}
-		for _, g := range gates {
-			if !g.isShared() {
-				g.probe()
-			} else if due {
-				g.heartbeat()
-			}
+		for _, f := range ticks {
+			f(due)
 		}
 	}
 }
 
-// run calls script with the gate's keys and the common arguments, under
-// the timeout, and parses its reply.
-func (c *Client) run(s *redis.Script, g *Gate, epoch uint64, extra ...any) (reply, error) {
-	args := make([]any, 0, 5+len(extra))
-	args = append(args, c.replica, epoch, g.capacity, c.lease.Milliseconds(), g.channel)
-	args = append(args, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
-	defer cancel()
-	c.calls.Add(1)
-	v, err := s.Run(ctx, c.rdb, g.keys, args...).Slice()
-	if err != nil {
-		c.errors.Add(1)
-		return reply{}, err
-	}
-	return parseReply(v)
-}
-
-// eval runs s on keys with args under the timeout, counting the round
+// Eval runs s on keys with args under the timeout, counting the round
 // trip (and the error, if any).
-func (c *Client) eval(s *redis.Script, keys []string, args ...any) ([]any, error) {
+func (c *Client) Eval(s *redis.Script, keys []string, args ...any) ([]any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
 	defer cancel()
 	c.calls.Add(1)
@@ -291,31 +243,47 @@ func (c *Client) eval(s *redis.Script, keys []string, args ...any) ([]any, error
 	return v, err
 }
 
-// subscribe makes h hear every message on channel, from now and after
-// each reconnection.
-func (c *Client) subscribe(channel string, h func(msg string)) {
+// Handle makes h hear every message on channel; false if the channel has
+// a handler already. Subscribe then listens on it.
+func (c *Client) Handle(channel string, h func(msg string)) bool {
 	c.mu.Lock()
-	if c.handlers == nil {
-		c.handlers = map[string]func(string){}
+	defer c.mu.Unlock()
+	if _, dup := c.handlers[channel]; dup {
+		return false
 	}
 	c.handlers[channel] = h
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
-	c.ps.Subscribe(ctx, channel) // remembered, and renewed on reconnect, even if it fails now
-	cancel()
+	return true
 }
 
-// onTick makes f run on every heartbeat tick (every 0.5 s or LeaseTTL/4,
-// if shorter), on the heartbeat's goroutine: a shared part probes Redis
-// there while it is on its fallback.
-func (c *Client) onTick(f func()) {
+// Subscribe listens on channel, from now and after each reconnection: the
+// subscription is remembered, and renewed on reconnect, even if it fails
+// now (the error says it did).
+func (c *Client) Subscribe(channel string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
+	defer cancel()
+	return c.ps.Subscribe(ctx, channel)
+}
+
+// OnTick makes f run on every heartbeat tick (every 0.5 s or LeaseTTL/4,
+// if shorter), on the heartbeat's goroutine, heartbeat true every
+// LeaseTTL/4: a gate renews its leases then, and a shared part on its
+// fallback probes Redis on every tick.
+func (c *Client) OnTick(f func(heartbeat bool)) {
 	c.mu.Lock()
 	c.ticks = append(c.ticks, f)
 	c.mu.Unlock()
 }
 
-// ping asks Redis whether it answers, within the timeout.
-func (c *Client) ping() error {
+// OnClose makes f run when Close is called, after the heartbeat stops and
+// before the connections close: a gate takes its leases out of Redis.
+func (c *Client) OnClose(f func()) {
+	c.mu.Lock()
+	c.closers = append(c.closers, f)
+	c.mu.Unlock()
+}
+
+// Ping asks Redis whether it answers, within the timeout.
+func (c *Client) Ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.Timeout)
 	defer cancel()
 	c.calls.Add(1)
@@ -323,14 +291,11 @@ func (c *Client) ping() error {
 }
 
 // Collectors are the client's metrics, for a Prometheus registry:
-// sluice_gate_fallback, sluice_gate_replicas,
-// sluice_gate_redis_errors_total and, for each shared part made before the
-// call, sluice_redis_fallback{part} (docs/metrics.md).
+// sluice_gate_replicas, sluice_gate_redis_errors_total and, for each
+// shared part made before the call, sluice_redis_fallback{part}
+// (docs/metrics.md). The gate's own is redisgate.Gate.Collectors.
 func (c *Client) Collectors() []prometheus.Collector {
 	out := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_gate_fallback",
-			Help: "1 while the shared gate cannot reach Redis and this replica runs on its local fallback cap of ceil(cap / replicas), else 0."},
-			func() float64 { return float64(min(c.fallback.Load(), 1)) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_gate_replicas",
 			Help: "Replicas sharing the gate, as last seen alive in Redis."},
 			func() float64 { return float64(c.replicas.Load()) }),
@@ -348,9 +313,9 @@ func (c *Client) Collectors() []prometheus.Collector {
 	return out
 }
 
-// crash stops the client as a killed process would: no goodbye, its
+// Crash stops the client as a killed process would: no goodbye, its
 // leases left in Redis to expire. For tests.
-func (c *Client) crash() {
+func (c *Client) Crash() {
 	c.close.Do(func() {
 		close(c.stop)
 		c.ps.Close()
@@ -359,11 +324,12 @@ func (c *Client) crash() {
 	})
 }
 
-// Close stops the heartbeat, takes this replica's leases and tickets out
-// of Redis (its slots pass to the others at once, not after the TTL), and
-// closes the connections. Call it once every ticket is done.
+// Close stops the heartbeat, runs the OnClose functions (a gate takes
+// this replica's leases and tickets out of Redis: its slots pass to the
+// others at once, not after the TTL), and closes the connections. Call it
+// once every ticket is done.
 func (c *Client) Close() error {
-	err := errors.New("redisgate: closed twice")
+	err := errors.New("redisconn: closed twice")
 	c.close.Do(func() { err = c.shut() })
 	return err
 }
@@ -371,13 +337,10 @@ func (c *Client) Close() error {
 func (c *Client) shut() error {
 	close(c.stop)
 	c.mu.Lock()
-	gates := make([]*Gate, 0, len(c.gates))
-	for _, g := range c.gates {
-		gates = append(gates, g)
-	}
+	closers := c.closers
 	c.mu.Unlock()
-	for _, g := range gates {
-		c.run(byeScript, g, 0)
+	for _, f := range closers {
+		f()
 	}
 	c.ps.Close()
 	c.done.Wait()

@@ -1,4 +1,11 @@
-package redisgate
+// Package redisshare is the state of dispatch's policies that sluice
+// replicas share through Redis under GATE_BACKEND=redis: each upstream
+// key's rate-limit buckets (Buckets, a dispatch.BucketStore) and
+// CACHE_AWARE's prefix registry (CacheGroups, a dispatch.CacheShare). Both
+// run on the replica's redisconn.Client, beside the shared gate
+// (gate/redisgate), and fall back to this replica's own while Redis does
+// not answer. docs/scaling.md tells how they work and what they cost.
+package redisshare
 
 import (
 	"math"
@@ -10,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/redisconn"
 	"github.com/sluicehq/sluice/retry"
 )
 
@@ -26,9 +34,9 @@ import (
 // (in and out of an outage) a 1/replicas share of each limit; a debit
 // taken there is given back there.
 type Buckets struct {
-	c       *Client
+	c       *redisconn.Client
 	prefix  string // "{name:" and the key and "}" make a key's hash
-	out     outage
+	out     *redisconn.Outage
 	local   pace.Buckets
 	maxHold time.Duration
 	// skew moves the scripts' clock on from Redis's, in ms: tests move
@@ -53,29 +61,14 @@ type mirrored struct {
 // again.
 const bucketTTL = 10 * time.Minute
 
-// Buckets returns the shared buckets called name: every replica that
-// names the same ones shares each key's buckets.
-func (c *Client) Buckets(name string) *Buckets {
+// NewBuckets returns the shared buckets called name on c: every replica
+// that names the same ones shares each key's buckets.
+func NewBuckets(c *redisconn.Client, name string) *Buckets {
 	b := &Buckets{c: c, prefix: "{" + name + ":", maxHold: time.Minute, mirror: map[string]*mirrored{}}
-	b.out = outage{c: c, part: "buckets"}
-	c.mu.Lock()
-	c.parts = append(c.parts, &b.out)
-	c.mu.Unlock()
-	c.onTick(func() {
-		b.local.SetShare(1 / float64(max(c.fleet(), 1)))
-		b.out.probe()
-	})
-	b.local.SetShare(1 / float64(max(c.fleet(), 1)))
+	b.out = c.Outage("buckets")
+	c.OnTick(func(bool) { b.local.SetShare(1 / float64(max(c.Fleet(), 1))) })
+	b.local.SetShare(1 / float64(max(c.Fleet(), 1)))
 	return b
-}
-
-// fleet is how many replicas share Redis: Replicas if set, else those
-// last seen alive.
-func (c *Client) fleet() int {
-	if c.opt.Replicas > 0 {
-		return c.opt.Replicas
-	}
-	return int(c.replicas.Load())
 }
 
 // bucketScript is every change to one key's buckets. KEYS[1] is the
@@ -252,12 +245,12 @@ func (b *Buckets) keys(key string) []string { return []string{b.prefix + key + "
 // call runs op on key's hash and keeps the reply's state; false when Redis
 // did not answer (the outage has begun) or answered nonsense.
 func (b *Buckets) call(key string, now time.Time, op string, args ...any) (bucketReply, bool) {
-	if !b.out.up() {
+	if !b.out.Up() {
 		return bucketReply{}, false
 	}
-	v, err := b.c.eval(bucketScript, b.keys(key), append([]any{op, bucketTTL.Milliseconds(), b.skew.Load()}, args...)...)
+	v, err := b.c.Eval(bucketScript, b.keys(key), append([]any{op, bucketTTL.Milliseconds(), b.skew.Load()}, args...)...)
 	if err != nil {
-		b.out.fail(err)
+		b.out.Fail(err)
 		return bucketReply{}, false
 	}
 	r, ok := parseBucketReply(v, now)
@@ -293,7 +286,7 @@ func (b *Buckets) Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool
 // FitsAt is when c would fit in key's buckets as the latest reply left
 // them, refilled to now; it does no I/O.
 func (b *Buckets) FitsAt(key string, c pace.Cost, now time.Time) time.Time {
-	if !b.out.up() {
+	if !b.out.Up() {
 		return b.local.FitsAt(key, c, now)
 	}
 	b.mu.Lock()
@@ -362,7 +355,7 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 		local = pace.Debit{}
 	}
 	b.local.Observe(key, local, status, h, now)
-	if !b.out.up() {
+	if !b.out.Up() {
 		return
 	}
 	var hold time.Duration
@@ -409,7 +402,7 @@ func (b *Buckets) Observe(key string, d pace.Debit, status int, h http.Header, n
 // Levels is every key's buckets as the latest replies left them, for the
 // metrics and the live view; on an outage, this replica's share.
 func (b *Buckets) Levels(now time.Time) []pace.Level {
-	if !b.out.up() {
+	if !b.out.Up() {
 		return b.local.Levels(now)
 	}
 	b.mu.Lock()
@@ -426,4 +419,4 @@ func (b *Buckets) Levels(now time.Time) []pace.Level {
 }
 
 // Shared reports whether the shared buckets are in force (Redis answers).
-func (b *Buckets) Shared() bool { return b.out.up() }
+func (b *Buckets) Shared() bool { return b.out.Up() }

@@ -1,4 +1,4 @@
-package redisgate
+package redisshare
 
 import (
 	"strconv"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/redisconn"
 )
 
 // CacheGroups shares CACHE_AWARE's prefix registry (dispatch.CacheAware)
@@ -24,10 +25,10 @@ import (
 // begun is one more. While Redis cannot be reached every prefix is
 // claimed here, as if alone: each replica then pays its own cache write.
 type CacheGroups struct {
-	c       *Client
+	c       *redisconn.Client
 	prefix  string // "{name}:" and the prefix's key make its Redis key
 	channel string // "{name}:begun"
-	out     outage
+	out     *redisconn.Outage
 
 	mu     sync.Mutex
 	listen func(key uint64, ttl time.Duration, begun bool)
@@ -35,16 +36,13 @@ type CacheGroups struct {
 
 var _ dispatch.CacheShare = (*CacheGroups)(nil)
 
-// CacheGroups returns the shared cache groups called name.
-func (c *Client) CacheGroups(name string) *CacheGroups {
+// NewCacheGroups returns the shared cache groups called name on c.
+func NewCacheGroups(c *redisconn.Client, name string) *CacheGroups {
 	tag := "{" + name + "}"
 	g := &CacheGroups{c: c, prefix: tag + ":", channel: tag + ":begun"}
-	g.out = outage{c: c, part: "cache"}
-	c.mu.Lock()
-	c.parts = append(c.parts, &g.out)
-	c.mu.Unlock()
-	c.onTick(g.out.probe)
-	c.subscribe(g.channel, g.message)
+	g.out = c.Outage("cache")
+	c.Handle(g.channel, g.message)
+	c.Subscribe(g.channel) // remembered, and renewed on reconnect, even if it fails now
 	return g
 }
 
@@ -96,19 +94,19 @@ func (g *CacheGroups) key(k uint64) string { return g.prefix + strconv.FormatUin
 // Claim claims the cold prefixes of ps for this replica, for lease.
 func (g *CacheGroups) Claim(ps []dispatch.SharedPrefix, lease time.Duration) []dispatch.CacheClaim {
 	out := make([]dispatch.CacheClaim, len(ps)) // ClaimLead each: alone, on an outage
-	if !g.out.up() {
+	if !g.out.Up() {
 		return out
 	}
 	keys := make([]string, len(ps))
 	args := make([]any, 0, 2+len(ps))
-	args = append(args, g.c.replica, max(lease.Milliseconds(), 1))
+	args = append(args, g.c.Replica(), max(lease.Milliseconds(), 1))
 	for i, p := range ps {
 		keys[i] = g.key(p.Key)
 		args = append(args, max(p.TTL.Milliseconds(), 1))
 	}
-	v, err := g.c.eval(claimScript, keys, args...)
+	v, err := g.c.Eval(claimScript, keys, args...)
 	if err != nil {
-		g.out.fail(err)
+		g.out.Fail(err)
 		return out
 	}
 	for i := range min(len(v), len(out)) {
@@ -125,19 +123,19 @@ func (g *CacheGroups) Claim(ps []dispatch.SharedPrefix, lease time.Duration) []d
 // Begun marks begun warm fleet-wide and gives up ended, telling the
 // other replicas' followers.
 func (g *CacheGroups) Begun(begun, ended []dispatch.SharedPrefix) {
-	if !g.out.up() {
+	if !g.out.Up() {
 		return
 	}
 	keys := make([]string, 0, len(begun)+len(ended)+1)
 	args := make([]any, 0, 2+2*(len(begun)+len(ended)))
-	args = append(args, g.c.replica, len(begun))
+	args = append(args, g.c.Replica(), len(begun))
 	for _, p := range append(begun[:len(begun):len(begun)], ended...) {
 		keys = append(keys, g.key(p.Key))
 		args = append(args, strconv.FormatUint(p.Key, 16), max(p.TTL.Milliseconds(), 1))
 	}
 	keys = append(keys, g.channel)
-	if _, err := g.c.eval(begunScript, keys, args...); err != nil {
-		g.out.fail(err)
+	if _, err := g.c.Eval(begunScript, keys, args...); err != nil {
+		g.out.Fail(err)
 	}
 }
 
@@ -170,4 +168,4 @@ func (g *CacheGroups) message(msg string) {
 }
 
 // Shared reports whether the shared cache groups are in force.
-func (g *CacheGroups) Shared() bool { return g.out.up() }
+func (g *CacheGroups) Shared() bool { return g.out.Up() }
