@@ -13,7 +13,7 @@ import (
 // fleet, so that a fleet behind a load balancer pays one cache write per
 // prefix: the first replica to claim a cold prefix leads it fleet-wide,
 // and followers on every replica wait for its response to begin.
-// redisgate.CacheGroups is the one through Redis. Claim and Begun are
+// redisshare.CacheGroups is the one through Redis. Claim and Begun are
 // bounded by a short timeout; a share that cannot be reached claims
 // everything (each replica leads on its own, as without a share).
 type CacheShare interface {

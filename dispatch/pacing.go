@@ -32,7 +32,7 @@ type Pacing interface {
 
 // BucketStore keeps the model of each upstream key's rate-limit buckets
 // that KeyBuckets paces by: a *pace.Buckets in this process, or one that
-// every replica shares (redisgate.Buckets). Its methods are pace.Buckets'.
+// every replica shares (redisshare.Buckets). Its methods are pace.Buckets'.
 type BucketStore interface {
 	Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool, time.Time)
 	FitsAt(key string, c pace.Cost, now time.Time) time.Time
