@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
@@ -31,7 +32,7 @@ import (
 func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, errMethod("POST"))
+		apierror.WriteSluice(w, errMethod("POST"))
 		return
 	}
 	// Shed before reading the body when the queue is already full: under
@@ -41,7 +42,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	rec.windowed = p.sched != nil
 	if p.sched != nil && p.sched.Full() {
 		p.metrics.Shed.Inc()
-		writeError(w, p.mapError(dispatch.ErrQueueFull))
+		apierror.WriteSluice(w, p.mapError(dispatch.ErrQueueFull))
 		return
 	}
 	// The body is read before queuing: Go's server only notices a client
@@ -56,7 +57,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	if aerr != nil {
 		p.bodies.release(body.reserved)
-		writeError(w, aerr)
+		apierror.WriteSluice(w, aerr)
 		return
 	}
 	p.tenants.Identify(&info, r.Header)
@@ -119,7 +120,7 @@ func (p *Proxy) settleParked(ctx context.Context, ex *exchange, rw *park.Respons
 		if v := recover(); v != nil { // outside the scheduler's containment of fn: nobody else would catch it
 			p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if rw.Status() == 0 && ctx.Err() == nil {
-				writeError(rw, &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+				apierror.WriteSluice(rw, &apierror.Error{Status: http.StatusInternalServerError, Type: "api_error",
 					Message: "sluice hit an internal error handling this request; retry, and report it if it persists"})
 			}
 		}
@@ -394,7 +395,7 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	}
 	if err != nil {
 		if errors.Is(err, errResponseTooLarge) {
-			return nil, nil, "", &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			return nil, nil, "", &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 				Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
 		}
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
@@ -406,7 +407,7 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		// reassembled stream is sluice's own JSON, valid by construction.
 		p.metrics.InvalidJSON.Inc()
 		p.log.Warn("upstream answered 200 with a body that is not valid JSON; answered 502", "upstream_request_id", ex.rec.upstreamID, "bytes", len(data))
-		return nil, nil, "", &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		return nil, nil, "", &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 			Message: fmt.Sprintf("the upstream answered 200 with a body of %d bytes that is not valid JSON; sluice did not relay it. Retry the request", len(data))}
 	}
 	rep = &reply{status: status, header: header, data: data}
@@ -485,17 +486,17 @@ func (ex *exchange) complete(ctx context.Context, err error) {
 		ex.writeReply(ex.reply)
 	case err == nil:
 	case context.Cause(ctx) == errShuttingDown:
-		writeError(ex.w, errShutdownCut)
+		apierror.WriteSluice(ex.w, errShutdownCut)
 	case ctx.Err() != nil:
 		// the client left: nobody to answer
 	case errors.Is(err, dispatch.ErrDeadline) && ex.p.buckets != nil && ex.p.buckets.Holds(&ex.desc):
 		// Its wait ran out in its key's line: the upstream's rate limit,
 		// as sluice models it, could not take it in time.
 		retry := max(1, int(math.Ceil(time.Until(ex.p.buckets.HeldUntil(&ex.desc)).Seconds())))
-		writeError(ex.w, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retry,
+		apierror.WriteSluice(ex.w, &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retry,
 			Message: fmt.Sprintf("this request's API key is at its upstream rate limit and sluice could not fit the request within BATCH_TIMEOUT_S=%s; retry after the retry-after delay, or lower the rate of requests on this key", ex.p.cfg.Timeout)})
 	default:
-		writeError(ex.w, ex.p.mapError(err))
+		apierror.WriteSluice(ex.w, ex.p.mapError(err))
 	}
 }
 
@@ -534,8 +535,8 @@ func (p *Proxy) describe(ex *exchange) *request.Descriptor {
 }
 
 // mapError is the one place where a failure becomes a client-visible error.
-func (p *Proxy) mapError(err error) *apiError {
-	var ae *apiError
+func (p *Proxy) mapError(err error) *apierror.Error {
+	var ae *apierror.Error
 	var ue *upstream.Error
 	var pe *dispatch.PanicError
 	var tooLong *dispatch.WaitTooLongError
@@ -549,42 +550,42 @@ func (p *Proxy) mapError(err error) *apiError {
 		// The wait that ran out was the upstream's: it is refusing calls
 		// for its rate limit, and every slot went to retries and holds.
 		// Say so, as the upstream would, with when to retry.
-		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: max(1, int(math.Ceil(time.Until(p.pacer.Until()).Seconds()))),
+		return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: max(1, int(math.Ceil(time.Until(p.pacer.Until()).Seconds()))),
 			Message: fmt.Sprintf("the upstream is rate limiting this organization and sluice could not get this request through within BATCH_TIMEOUT_S=%s; retry after the retry-after delay", p.cfg.Timeout)}
 	case errors.Is(err, errUpstreamTimeout):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
 	case errors.Is(err, dispatch.ErrDeadline):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
 	case errors.Is(err, dispatch.ErrQueueFull):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
 	case errors.As(err, &tooLong):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
 			Message: fmt.Sprintf("sluice is overloaded: this request would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call; retry after the retry-after delay",
 				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience)}
 	case errors.Is(err, dispatch.ErrClosed):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
 	case errors.As(err, &ue):
 		// The upstream's address and the dial error are for the operator's
 		// log, not for clients: they may name a private host.
 		p.log.Warn("upstream call failed", "upstream", p.upstreamName(), "dial", ue.Dial, "err", ue.Err)
 		if ue.Dial {
-			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}
 		}
-		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
 	case errors.As(err, &pe):
 		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		return &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+		return &apierror.Error{Status: http.StatusInternalServerError, Type: "api_error",
 			Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
 	}
 	p.log.Error("unexpected failure", "err", err)
 	// Not the error's text: it may carry an internal address.
-	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+	return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
 }
 
