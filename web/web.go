@@ -8,11 +8,12 @@ package web
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 //go:generate go run ./gentrace -out static/trace-default.json -traces static/traces
@@ -143,18 +144,9 @@ func noCache(h http.Handler) http.Handler {
 	})
 }
 
-// writeError answers with an Anthropic-shaped error body.
+// writeError answers with an Anthropic-shaped error body. The page is not
+// behind the proxy, so its answers carry no request id.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	var body struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	body.Type, body.Error.Type, body.Error.Message = "error", typ, msg
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	apierror.Write(w, "", apierror.New(status, typ, msg))
 }
