@@ -26,109 +26,107 @@ const (
 	loses
 )
 
-// A verdictFigure is one comparison: the aspect it bears on, what the
-// reader sees ("p99 +2.8 s"), and who it favours.
-type verdictFigure struct {
-	aspect  string
-	text    string
-	outcome int
-}
-
-// Verdict is one line saying where the windowed path wins, ties or loses
-// against plain and by how much, or "" unless both ran. After repeated
-// runs it shows the medians and judges each figure seed by seed: a side
-// wins a figure that is better on some seed and worse on none (judge).
+// Verdict is the table's closing line: where the windowed path wins, ties
+// or loses against plain and by how much, every figure the two share
+// grouped by what it bears on, or "" unless both ran. After repeated runs
+// it shows the medians and judges each figure seed by seed: a side wins a
+// figure that is better on some seed and worse on none (judge).
 //
 // With mode bulk and plain, a second line compares bulk with plain the
 // same way: bulk should win on cost (0.50x) and lose on latency, the
 // price of waiting for a batch.
+//
+// It is computed by the scenario verdicts' engine (verdictInput, judge,
+// verdictBuilder), as aspectsVerdict: the same figure of the same report
+// favours the same side in this line as in a scenario's (VerdictOf).
 func (r *Report) Verdict() string {
-	ps := r.runsOf(ModePlain)
-	if len(ps) == 0 {
+	in := &verdictInput{runs: r.runs()}
+	if !in.has(ModePlain) {
 		return ""
 	}
 	var lines []string
-	if ws := r.runsOf(ModeWindowed); len(ws) > 0 {
-		lines = append(lines, verdict(ps, ws))
-	}
-	if bs := r.runsOf(ModeBulk); len(bs) > 0 {
-		lines = append(lines, verdictOf(ps, bs, ModeBulk))
+	for _, mode := range []string{ModeWindowed, ModeBulk} {
+		if in.has(mode) {
+			lines = append(lines, in.aspectsVerdict(mode, ModePlain).Line)
+		}
 	}
 	return strings.Join(lines, "\n")
 }
 
-func verdict(ps, ws []ModeReport) string { return verdictOf(ps, ws, ModeWindowed) }
-
-// verdictOf compares mode's runs ws with plain's ps.
-func verdictOf(ps, ws []ModeReport, mode string) string {
-	var figs []verdictFigure
-	// compare gives the medians of a figure and whether windowed's is
-	// better, seed by seed (judge): ps[i] and ws[i] ran the same seed.
-	compare := func(get func(m *ModeReport) float64, floor float64, higherIsBetter bool) (w, p float64, outcome int) {
-		wv, pv := make([]float64, len(ws)), make([]float64, len(ps))
-		for i := range ws {
-			wv[i] = get(&ws[i])
-		}
-		for i := range ps {
-			pv[i] = get(&ps[i])
-		}
-		w, _, _ = spread(slices.Clone(wv))
-		p, _, _ = spread(slices.Clone(pv))
-		return w, p, judge(wv, pv, floor, higherIsBetter)
+// verdict is the windowed-against-plain line of runs whose figures are
+// ps[i] (plain) and ws[i] (windowed).
+func verdict(ps, ws []ModeReport) string {
+	runs := make([]*Report, min(len(ps), len(ws)))
+	for i := range runs {
+		runs[i] = &Report{Modes: []ModeReport{ps[i], ws[i]}}
 	}
-	add := func(aspect, text string, outcome int) {
-		figs = append(figs, verdictFigure{aspect, text, outcome})
+	return (&verdictInput{runs: runs}).aspectsVerdict(ModeWindowed, ModePlain).Line
+}
+
+// aspectsVerdict compares mode s's runs with base's on every figure they
+// share, each under the aspect it bears on (upstream protection,
+// throughput, reliability, latency, TTFT, cost), shown as medians.
+func (in *verdictInput) aspectsVerdict(s, base string) ScenarioVerdict {
+	b := newVerdict(s, base)
+	// fig adds a deciding figure: the text of the two sides' medians, and
+	// who the per-seed values favour.
+	fig := func(aspect, name string, get func(m *ModeReport) float64, floor float64, higherIsBetter bool, text func(sm, bm float64) string) {
+		sv, bv := in.vals(s, get), in.vals(base, get)
+		sm, slo, shi := spread(slices.Clone(sv))
+		bm, _, _ := spread(slices.Clone(bv))
+		b.figure(aspect, name, text(sm, bm), sm, slo, shi, judge(sv, bv, floor, higherIsBetter))
+	}
+	countText := func(label string) func(sm, bm float64) string {
+		return func(sm, bm float64) string { return fmt.Sprintf("%s %s vs %s", label, count(sm), count(bm)) }
+	}
+	delta := func(label string) func(sm, bm float64) string {
+		return func(sm, bm float64) string { return label + " " + deltaMS(sm-bm) }
 	}
 
-	wp, pp, o := compare(func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }, 0, false)
-	peak := fmt.Sprintf("peak upstream %s vs %s", count(wp), count(pp))
-	if c := ws[0].Cap; c > 0 {
+	peak := countText("peak upstream")
+	capOf := in.vals(s, func(m *ModeReport) float64 { return float64(m.Cap) })
+	if c := capOf[0]; c > 0 {
 		// The gate is what the cap bounds; the simulator's exact counter
 		// may briefly see one more (a reply read before its handler ends).
-		held := true
-		for _, w := range ws {
-			held = held && w.PeakGateInflight <= c
+		word := "held"
+		for _, g := range in.vals(s, func(m *ModeReport) float64 { return float64(m.PeakGateInflight) }) {
+			if g > c {
+				word = "exceeded"
+			}
 		}
-		if held {
-			peak += fmt.Sprintf(", cap %d held", c)
-		} else {
-			peak += fmt.Sprintf(", cap %d exceeded", c)
+		peak = func(sm, bm float64) string {
+			return fmt.Sprintf("peak upstream %s vs %s, cap %s %s", count(sm), count(bm), count(c), word)
 		}
 	}
-	add("upstream protection", peak, o)
-
-	w, p, o := compare(func(m *ModeReport) float64 { return m.GoodputRPS }, 0, true)
-	add("throughput", "goodput "+ratio(w, p), o)
-	w, p, o = compare(func(m *ModeReport) float64 { return float64(m.Failed + m.Lost) }, 0, false)
-	add("reliability", fmt.Sprintf("failures %s vs %s", count(w), count(p)), o)
-	ms := func(aspect, name string, get func(m *ModeReport) float64) {
-		w, p, o := compare(get, VerdictFloorMS, false)
-		add(aspect, name+" "+deltaMS(w-p), o)
+	fig("upstream protection", "peak_upstream", func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }, 0, false, peak)
+	fig("throughput", "goodput", func(m *ModeReport) float64 { return m.GoodputRPS }, 0, true,
+		func(sm, bm float64) string { return "goodput " + ratio(sm, bm) })
+	fig("reliability", "failures", func(m *ModeReport) float64 { return float64(m.Failed + m.Lost) }, 0, false, countText("failures"))
+	fig("latency", "p50", func(m *ModeReport) float64 { return m.LatencyMS.P50 }, VerdictFloorMS, false, delta("p50"))
+	fig("latency", "success_p99", func(m *ModeReport) float64 { return m.LatencyMS.P99 }, VerdictFloorMS, false, delta("p99"))
+	if in.streams(s) && in.streams(base) {
+		fig("TTFT", "ttft_p50", func(m *ModeReport) float64 { return m.TTFTMS.P50 }, VerdictFloorMS, false, delta("p50"))
+		fig("TTFT", "ttft_p99", func(m *ModeReport) float64 { return m.TTFTMS.P99 }, VerdictFloorMS, false, delta("p99"))
 	}
-	ms("latency", "p50", func(m *ModeReport) float64 { return m.LatencyMS.P50 })
-	ms("latency", "p99", func(m *ModeReport) float64 { return m.LatencyMS.P99 })
-	if streams(ps) && streams(ws) {
-		ms("TTFT", "p50", func(m *ModeReport) float64 { return m.TTFTMS.P50 })
-		ms("TTFT", "p99", func(m *ModeReport) float64 { return m.TTFTMS.P99 })
-	}
-	w, p, o = compare(func(m *ModeReport) float64 { return m.CostUSD }, 0, false)
-	add("cost", ratio(w, p), o)
+	fig("cost", "cost", func(m *ModeReport) float64 { return m.CostUSD }, 0, false, ratio)
 
+	v := b.done(len(in.runs))
 	var parts []string
 	for _, o := range []struct {
 		outcome int
 		word    string
 	}{{wins, "wins on"}, {loses, "loses on"}, {ties, "ties on"}} {
-		if s := groupFigures(figs, o.outcome); s != "" {
+		if s := groupFigures(v.Figures, o.outcome); s != "" {
 			parts = append(parts, o.word+" "+s)
 		}
 	}
 	of := ""
-	if len(ps) > 1 || len(ws) > 1 {
-		of = fmt.Sprintf(", or seeds that disagree; medians of %d runs", min(len(ps), len(ws)))
+	if len(in.runs) > 1 {
+		of = fmt.Sprintf(", or seeds that disagree; medians of %d runs", len(in.runs))
 	}
-	return fmt.Sprintf("verdict, %s vs plain (a tie is within %.0f%% or %.0f ms%s): %s",
-		mode, VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
+	v.Line = fmt.Sprintf("verdict, %s vs %s (a tie is within %.0f%% or %.0f ms%s): %s",
+		s, base, VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
+	return v
 }
 
 // spreadOf is the median, min and max of a figure over runs.
@@ -140,10 +138,11 @@ func spreadOf(runs []ModeReport, get func(m *ModeReport) float64) (med, lo, hi f
 	return spread(vs)
 }
 
-// streams reports whether every run had successful streams to time.
-func streams(runs []ModeReport) bool {
-	for _, m := range runs {
-		if m.TTFTMS.N == 0 {
+// streams reports whether every run of mode had successful streams to
+// time.
+func (in *verdictInput) streams(mode string) bool {
+	for _, r := range in.runs {
+		if m := r.Mode(mode); m == nil || m.TTFTMS.N == 0 {
 			return false
 		}
 	}
@@ -155,7 +154,7 @@ func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // groupFigures lists the figures with the outcome by aspect, in the order
 // the aspects first appear: "latency (p50 +471 ms, p99 +2.8 s), cost (1.00x)".
-func groupFigures(figs []verdictFigure, outcome int) string {
+func groupFigures(figs []VerdictFigure, outcome int) string {
 	var order []string
 	by := map[string][]string{}
 	for _, f := range figs {
@@ -165,7 +164,7 @@ func groupFigures(figs []verdictFigure, outcome int) string {
 		if _, ok := by[f.aspect]; !ok {
 			order = append(order, f.aspect)
 		}
-		by[f.aspect] = append(by[f.aspect], f.text)
+		by[f.aspect] = append(by[f.aspect], f.Text)
 	}
 	out := make([]string, len(order))
 	for i, a := range order {
@@ -245,6 +244,7 @@ type VerdictFigure struct {
 	Decides bool    `json:"decides,omitempty"`
 	Favours string  `json:"favours,omitempty"`
 	outcome int
+	aspect  string // what it bears on, for the table's line (aspectsVerdict)
 }
 
 // verdictKinds are what a scenario's verdict can be about ("verdict" in
@@ -448,6 +448,15 @@ func (b *verdictBuilder) pair(name, label string, s, bv []float64, format func(f
 		f.Decides, f.Favours = true, [...]string{"wins", "ties", "loses"}[outcome]
 	}
 	b.v.Figures = append(b.v.Figures, f)
+	b.text = append(b.text, text)
+}
+
+// figure puts a deciding figure in the line whose text the caller made,
+// under an aspect: its per-seed values' median and range, and who they
+// favour.
+func (b *verdictBuilder) figure(aspect, name, text string, med, lo, hi float64, outcome int) {
+	b.v.Figures = append(b.v.Figures, VerdictFigure{Name: name, Text: text, Median: finite(med), Min: finite(lo), Max: finite(hi),
+		Decides: true, Favours: [...]string{"wins", "ties", "loses"}[outcome], outcome: outcome, aspect: aspect})
 	b.text = append(b.text, text)
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -190,6 +191,89 @@ func TestDeltaMS(t *testing.T) {
 	for d, want := range map[float64]string{-0.4: "±0 ms", 0.2: "±0 ms", 13: "+13 ms", -999: "-999 ms", 2712: "+2.7 s", -5000: "-5.0 s"} {
 		if got := deltaMS(d); got != want {
 			t.Errorf("deltaMS(%g) = %q; want %q", d, got, want)
+		}
+	}
+}
+
+// One report gives one line through every caller: the table's closing
+// line is Verdict's, a report read back from report.json (as the page and
+// a suite trace's recomputation read it) gives the same lines, the suite's
+// summary prints VerdictOf's line as it is, and a figure of the same name
+// favours the same side in the table's line and in every kind's.
+func TestOneReportOneLine(t *testing.T) {
+	run := func(seed int64, plainP50, winP50, plainFailed float64) RunReport {
+		p := fig(ModePlain, 10, plainP50, 3000, 100, 200, 64, int(plainFailed), 1)
+		w := fig(ModeWindowed, 11, winP50, 2500, 130, 220, 8, 0, 0.9)
+		bk := fig(ModeBulk, 6, 4000, 6000, 0, 0, 0, 0, 0.5)
+		for _, m := range []*ModeReport{&p, &w, &bk} {
+			m.Offered, m.Sent, m.Succeeded, m.UpstreamCalls = 100, 100, 100-m.Failed, 100
+			m.LatencyAllMS = Percentiles{N: 100, P99: m.LatencyMS.P99 + 1000*float64(m.Failed)}
+			m.InputCostUSD, m.Windowed = m.CostUSD/2, m.Mode == ModeWindowed
+		}
+		return RunReport{Seed: seed, Arrivals: 100, Modes: []ModeReport{p, w, bk}}
+	}
+	r := &Report{Scenario: "one-line", Arrivals: 100,
+		Repeats: []RunReport{run(1, 1000, 1100, 0), run(2, 1000, 1500, 3), run(3, 1200, 1190, 1)}}
+	r.Modes = r.Repeats[0].Modes
+
+	lines := r.Verdict()
+	if n := strings.Count(lines, "\n"); n != 1 || !strings.Contains(lines, "verdict, windowed vs plain") || !strings.Contains(lines, "verdict, bulk vs plain") {
+		t.Fatalf("Verdict:\n%s\nwant one windowed and one bulk line", lines)
+	}
+	in := &verdictInput{runs: r.runs()}
+	aspects := []ScenarioVerdict{in.aspectsVerdict(ModeWindowed, ModePlain), in.aspectsVerdict(ModeBulk, ModePlain)}
+	if want := aspects[0].Line + "\n" + aspects[1].Line; lines != want {
+		t.Errorf("Verdict:\n%s\nwant the engine's lines:\n%s", lines, want)
+	}
+	var tbl strings.Builder
+	r.WriteTable(&tbl)
+	if !strings.HasSuffix(tbl.String(), lines+"\n") {
+		t.Errorf("the table does not end with Verdict's lines:\n%s", tbl.String())
+	}
+
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Verdict(); got != lines {
+		t.Errorf("report.json read back: Verdict\n%s\nwant\n%s", got, lines)
+	}
+	compared := map[string]bool{}
+	for _, kind := range VerdictKinds() {
+		v := VerdictOf(kind, r, nil, "b")
+		if got := VerdictOf(kind, &back, nil, "b"); got.Line != v.Line || got.Outcome != v.Outcome {
+			t.Errorf("%s: read back %q (%s); want %q (%s)", kind, got.Line, got.Outcome, v.Line, v.Outcome)
+		}
+		var md strings.Builder
+		(&Suite{Entries: []SuiteEntry{{Scenario: "one-line", Report: r, Verdict: v}}}).WriteMarkdown(&md)
+		if !strings.Contains(md.String(), "**"+v.Line+"**") {
+			t.Errorf("%s: the suite's summary lacks the line %q", kind, v.Line)
+		}
+		// The same figure of the same report favours the same side.
+		for _, a := range aspects {
+			if a.Subject != v.Subject {
+				continue
+			}
+			for _, af := range a.Figures {
+				for _, f := range v.Figures {
+					if f.Name != af.Name || !f.Decides {
+						continue
+					}
+					compared[f.Name] = true
+					if f.Favours != af.Favours {
+						t.Errorf("%s: figure %s favours %s there, %s in the table's line %q", kind, f.Name, f.Favours, af.Favours, a.Line)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"p50", "failures", "goodput", "cost", "ttft_p50"} {
+		if !compared[name] {
+			t.Errorf("no kind's line decides on %s: nothing compared it with the table's", name)
 		}
 	}
 }
