@@ -1,10 +1,13 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,7 +18,11 @@ import (
 // another. The page itself sends application/json, which a cross-site
 // request can send only after a preflight that sluice does not grant.
 func TestRunRefusesABodyWithoutJSONContentType(t *testing.T) {
-	srv := httptest.NewServer(New(Options{}))
+	var ran atomic.Bool
+	srv := httptest.NewServer(New(Options{Run: func(context.Context, Params) (*Trace, error) {
+		ran.Store(true)
+		return nil, errors.New("refused bodies are not run")
+	}}))
 	t.Cleanup(srv.Close)
 	for _, ct := range []string{"", "text/plain;charset=UTF-8"} {
 		req, _ := http.NewRequest("POST", srv.URL+"/ui/api/run", strings.NewReader(`{"burst":1,"latency_ms":1}`))
@@ -31,5 +38,8 @@ func TestRunRefusesABodyWithoutJSONContentType(t *testing.T) {
 		if resp.StatusCode != http.StatusUnsupportedMediaType {
 			t.Errorf("POST /ui/api/run with Content-Type %q: %d %.120s; want 415", ct, resp.StatusCode, b)
 		}
+	}
+	if ran.Load() {
+		t.Error("a body without a JSON Content-Type started a run")
 	}
 }
