@@ -201,3 +201,12 @@ func (r *Report) Mode(name string) *ModeReport {
 
 // Results are the raw records behind the report.
 func (r *Report) Results() []*ModeResult { return r.results }
+
+// spreadOf is the median, min and max of a figure over runs.
+func spreadOf(runs []ModeReport, get func(m *ModeReport) float64) (med, lo, hi float64) {
+	vs := make([]float64, len(runs))
+	for i := range runs {
+		vs[i] = get(&runs[i])
+	}
+	return spread(vs)
+}
