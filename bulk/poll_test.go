@@ -39,7 +39,13 @@ func TestLongPollsAreNotWokenByOthersChanges(t *testing.T) {
 		}()
 	}
 	defer h.do("POST", "/v1/bulk/messages/"+id+"/cancel", "") // the polls end
-	time.Sleep(time.Second)                                   // the polls are in
+	// The polls are in once each has made its first read: it watches the
+	// request before that read.
+	for deadline := time.Now().Add(10 * time.Second); h.svc.pollReads.Load() < waiters; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d polls in after 10 s", h.svc.pollReads.Load(), waiters)
+		}
+	}
 	const other = "sk-ant-someone-else"
 	before, start := h.svc.pollReads.Load(), time.Now()
 	for i := range changes {
