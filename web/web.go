@@ -155,8 +155,9 @@ func noCache(h http.Handler) http.Handler {
 	})
 }
 
-// writeError answers with an Anthropic-shaped error body. The page is not
-// behind the proxy, so its answers carry no request id.
+// writeError answers with an Anthropic-shaped error body. The page is
+// served in front of the proxy (Mount) or on the admin listener, not
+// through it, so its answers carry no request id.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	apierror.Write(w, "", apierror.New(status, typ, msg))
