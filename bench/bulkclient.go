@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // bulkPollWait is each long poll's wait; the server bounds it at 60 s.
@@ -45,8 +47,9 @@ func (c *client) bulkAttempt(ctx context.Context, id, attempt int, a Arrival, bo
 		return resp.Header, true
 	}
 	if resp.StatusCode != http.StatusAccepted {
-		out.ErrorType = anthropicErrorType(b)
-		if out.ErrorType == "" {
+		if e, ok := apierror.Decode(b); ok {
+			out.ErrorType = e.Error.Type
+		} else {
 			out.Lost, out.ErrorType = true, fmt.Sprintf("non_anthropic_%d", resp.StatusCode)
 		}
 		return resp.Header, c.policy.shouldRetry(resp.Header, resp.StatusCode)
@@ -91,11 +94,7 @@ type bulkMessage struct {
 		Message struct {
 			Usage cacheUsage `json:"usage"`
 		} `json:"message"`
-		Error struct {
-			Error struct {
-				Type string `json:"type"`
-			} `json:"error"`
-		} `json:"error"`
+		Error apierror.Body `json:"error"`
 	} `json:"result"`
 }
 

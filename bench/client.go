@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // Outcome is how one request ended, after any retries.
@@ -251,8 +253,9 @@ func (c *client) attempt(ctx context.Context, id, attempt int, a Arrival, body [
 			c.failTransport(ctx, actx, out, err)
 			return resp.Header, true
 		}
-		out.ErrorType = anthropicErrorType(b)
-		if out.ErrorType == "" {
+		if e, ok := apierror.Decode(b); ok {
+			out.ErrorType = e.Error.Type
+		} else {
 			out.Lost, out.ErrorType = true, fmt.Sprintf("non_anthropic_%d", resp.StatusCode)
 		}
 		return resp.Header, c.policy.shouldRetry(resp.Header, resp.StatusCode)
@@ -317,12 +320,12 @@ func (c *client) readStream(ctx, actx context.Context, r io.Reader, out *Outcome
 				out.CacheWrite, out.CacheRead = ev.Message.Usage.Write, ev.Message.Usage.Read
 			}
 		case strings.HasPrefix(line, "data:") && event == "error":
-			t := anthropicErrorType([]byte(strings.TrimSpace(line[len("data:"):])))
-			if t == "" {
+			e, ok := apierror.Decode([]byte(strings.TrimSpace(line[len("data:"):])))
+			if !ok {
 				out.Lost, out.ErrorType = true, "malformed_stream_error"
 				return
 			}
-			out.ErrorType = "stream_" + t
+			out.ErrorType = "stream_" + e.Error.Type
 			return
 		}
 	}
@@ -337,18 +340,4 @@ func (c *client) readStream(ctx, actx context.Context, r io.Reader, out *Outcome
 type cacheUsage struct {
 	Write int `json:"cache_creation_input_tokens"`
 	Read  int `json:"cache_read_input_tokens"`
-}
-
-// anthropicErrorType is error.type of an Anthropic-shaped error body, or "".
-func anthropicErrorType(b []byte) string {
-	var e struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type string `json:"type"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &e) != nil || e.Type != "error" {
-		return ""
-	}
-	return e.Error.Type
 }

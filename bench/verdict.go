@@ -26,124 +26,11 @@ const (
 	loses
 )
 
-// A verdictFigure is one comparison: the aspect it bears on, what the
-// reader sees ("p99 +2.8 s"), and who it favours.
-type verdictFigure struct {
-	aspect  string
-	text    string
-	outcome int
-}
-
-// Verdict is one line saying where the windowed path wins, ties or loses
-// against plain and by how much, or "" unless both ran. After repeated
-// runs it shows the medians and judges each figure seed by seed: a side
-// wins a figure that is better on some seed and worse on none (judge).
-//
-// With mode bulk and plain, a second line compares bulk with plain the
-// same way: bulk should win on cost (0.50x) and lose on latency, the
-// price of waiting for a batch.
-func (r *Report) Verdict() string {
-	ps := r.runsOf(ModePlain)
-	if len(ps) == 0 {
-		return ""
-	}
-	var lines []string
-	if ws := r.runsOf(ModeWindowed); len(ws) > 0 {
-		lines = append(lines, verdict(ps, ws))
-	}
-	if bs := r.runsOf(ModeBulk); len(bs) > 0 {
-		lines = append(lines, verdictOf(ps, bs, ModeBulk))
-	}
-	return strings.Join(lines, "\n")
-}
-
-func verdict(ps, ws []ModeReport) string { return verdictOf(ps, ws, ModeWindowed) }
-
-// verdictOf compares mode's runs ws with plain's ps.
-func verdictOf(ps, ws []ModeReport, mode string) string {
-	var figs []verdictFigure
-	// compare gives the medians of a figure and whether windowed's is
-	// better, seed by seed (judge): ps[i] and ws[i] ran the same seed.
-	compare := func(get func(m *ModeReport) float64, floor float64, higherIsBetter bool) (w, p float64, outcome int) {
-		wv, pv := make([]float64, len(ws)), make([]float64, len(ps))
-		for i := range ws {
-			wv[i] = get(&ws[i])
-		}
-		for i := range ps {
-			pv[i] = get(&ps[i])
-		}
-		w, _, _ = spread(slices.Clone(wv))
-		p, _, _ = spread(slices.Clone(pv))
-		return w, p, judge(wv, pv, floor, higherIsBetter)
-	}
-	add := func(aspect, text string, outcome int) {
-		figs = append(figs, verdictFigure{aspect, text, outcome})
-	}
-
-	wp, pp, o := compare(func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }, 0, false)
-	peak := fmt.Sprintf("peak upstream %s vs %s", count(wp), count(pp))
-	if c := ws[0].Cap; c > 0 {
-		// The gate is what the cap bounds; the simulator's exact counter
-		// may briefly see one more (a reply read before its handler ends).
-		held := true
-		for _, w := range ws {
-			held = held && w.PeakGateInflight <= c
-		}
-		if held {
-			peak += fmt.Sprintf(", cap %d held", c)
-		} else {
-			peak += fmt.Sprintf(", cap %d exceeded", c)
-		}
-	}
-	add("upstream protection", peak, o)
-
-	w, p, o := compare(func(m *ModeReport) float64 { return m.GoodputRPS }, 0, true)
-	add("throughput", "goodput "+ratio(w, p), o)
-	w, p, o = compare(func(m *ModeReport) float64 { return float64(m.Failed + m.Lost) }, 0, false)
-	add("reliability", fmt.Sprintf("failures %s vs %s", count(w), count(p)), o)
-	ms := func(aspect, name string, get func(m *ModeReport) float64) {
-		w, p, o := compare(get, VerdictFloorMS, false)
-		add(aspect, name+" "+deltaMS(w-p), o)
-	}
-	ms("latency", "p50", func(m *ModeReport) float64 { return m.LatencyMS.P50 })
-	ms("latency", "p99", func(m *ModeReport) float64 { return m.LatencyMS.P99 })
-	if streams(ps) && streams(ws) {
-		ms("TTFT", "p50", func(m *ModeReport) float64 { return m.TTFTMS.P50 })
-		ms("TTFT", "p99", func(m *ModeReport) float64 { return m.TTFTMS.P99 })
-	}
-	w, p, o = compare(func(m *ModeReport) float64 { return m.CostUSD }, 0, false)
-	add("cost", ratio(w, p), o)
-
-	var parts []string
-	for _, o := range []struct {
-		outcome int
-		word    string
-	}{{wins, "wins on"}, {loses, "loses on"}, {ties, "ties on"}} {
-		if s := groupFigures(figs, o.outcome); s != "" {
-			parts = append(parts, o.word+" "+s)
-		}
-	}
-	of := ""
-	if len(ps) > 1 || len(ws) > 1 {
-		of = fmt.Sprintf(", or seeds that disagree; medians of %d runs", min(len(ps), len(ws)))
-	}
-	return fmt.Sprintf("verdict, %s vs plain (a tie is within %.0f%% or %.0f ms%s): %s",
-		mode, VerdictTolerance*100, VerdictFloorMS, of, strings.Join(parts, "; "))
-}
-
-// spreadOf is the median, min and max of a figure over runs.
-func spreadOf(runs []ModeReport, get func(m *ModeReport) float64) (med, lo, hi float64) {
-	vs := make([]float64, len(runs))
-	for i := range runs {
-		vs[i] = get(&runs[i])
-	}
-	return spread(vs)
-}
-
-// streams reports whether every run had successful streams to time.
-func streams(runs []ModeReport) bool {
-	for _, m := range runs {
-		if m.TTFTMS.N == 0 {
+// streams reports whether every run of mode had successful streams to
+// time.
+func (in *verdictInput) streams(mode string) bool {
+	for _, r := range in.runs {
+		if m := r.Mode(mode); m == nil || m.TTFTMS.N == 0 {
 			return false
 		}
 	}
@@ -152,27 +39,6 @@ func streams(runs []ModeReport) bool {
 
 // count shows a median of counts: whole unless it fell between two.
 func count(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-// groupFigures lists the figures with the outcome by aspect, in the order
-// the aspects first appear: "latency (p50 +471 ms, p99 +2.8 s), cost (1.00x)".
-func groupFigures(figs []verdictFigure, outcome int) string {
-	var order []string
-	by := map[string][]string{}
-	for _, f := range figs {
-		if f.outcome != outcome {
-			continue
-		}
-		if _, ok := by[f.aspect]; !ok {
-			order = append(order, f.aspect)
-		}
-		by[f.aspect] = append(by[f.aspect], f.text)
-	}
-	out := make([]string, len(order))
-	for i, a := range order {
-		out[i] = a + " (" + strings.Join(by[a], ", ") + ")"
-	}
-	return strings.Join(out, ", ")
-}
 
 // lowerBetter compares windowed's w to plain's p where less is better; a
 // difference within the relative tolerance or the absolute floor ties.
@@ -245,6 +111,7 @@ type VerdictFigure struct {
 	Decides bool    `json:"decides,omitempty"`
 	Favours string  `json:"favours,omitempty"`
 	outcome int
+	aspect  string // what it bears on, for the table's line (aspectsVerdict)
 }
 
 // verdictKinds are what a scenario's verdict can be about ("verdict" in
@@ -409,7 +276,9 @@ func times(v float64) string {
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
+
 func usd(v float64) string { return fmt.Sprintf("$%.4f", v) }
+
 func fixed2(v float64) string {
 	if math.IsInf(v, 1) {
 		return "∞" // calls, and no success
@@ -448,6 +317,15 @@ func (b *verdictBuilder) pair(name, label string, s, bv []float64, format func(f
 		f.Decides, f.Favours = true, [...]string{"wins", "ties", "loses"}[outcome]
 	}
 	b.v.Figures = append(b.v.Figures, f)
+	b.text = append(b.text, text)
+}
+
+// figure puts a deciding figure in the line whose text the caller made,
+// under an aspect: its per-seed values' median and range, and who they
+// favour.
+func (b *verdictBuilder) figure(aspect, name, text string, med, lo, hi float64, outcome int) {
+	b.v.Figures = append(b.v.Figures, VerdictFigure{Name: name, Text: text, Median: finite(med), Min: finite(lo), Max: finite(hi),
+		Decides: true, Favours: [...]string{"wins", "ties", "loses"}[outcome], outcome: outcome, aspect: aspect})
 	b.text = append(b.text, text)
 }
 
@@ -536,207 +414,4 @@ func (in *verdictInput) failures(b *verdictBuilder, s, base string, decides bool
 		o = judge(sv, bv, 0, false)
 	}
 	b.pair("failures", "failures", sv, bv, count, o)
-}
-
-// latencyVerdict, for load the upstream can carry: what the window costs
-// or gains in latency (p50 and the tail), and whether there was anything
-// to protect (plain's peak upstream in flight against the cap).
-func latencyVerdict(in *verdictInput) ScenarioVerdict {
-	s, base := in.pick([]string{ModeWindowed}, []string{ModePlain})
-	b := newVerdict(s, base)
-	p50 := func(m *ModeReport) float64 { return m.LatencyMS.P50 }
-	sv, bv := in.vals(s, p50), in.vals(base, p50)
-	b.add("p50", "p50", per(sv, bv, diff), deltaMS, judge(sv, bv, VerdictFloorMS, false))
-	in.tail(b, s, base, true)
-	in.failures(b, s, base, true)
-	peak := func(m *ModeReport) float64 { return float64(m.PeakUpstreamInflight) }
-	b.pair("peak_upstream", "peak upstream in flight", in.vals(s, peak), in.vals(base, peak), count, -1)
-	capOf := in.vals(s, func(m *ModeReport) float64 { return float64(m.Cap) })
-	if c, _, _ := spread(capOf); c > 0 {
-		_, _, basePeak := spread(in.vals(base, peak))
-		if basePeak <= c {
-			b.note(fmt.Sprintf("nothing to protect at this load (%s's peak within the cap of %s)", base, count(c)))
-		} else {
-			b.note(fmt.Sprintf("cap %s", count(c)))
-		}
-	}
-	return b.done(len(in.runs))
-}
-
-// overloadVerdict, for more than the upstream can serve: the share of
-// the offered requests served, the upstream work per success (calls,
-// retries and refusals included), the tail with failures counted, and
-// the cost.
-func overloadVerdict(in *verdictInput) ScenarioVerdict {
-	s, base := in.pick([]string{ModeWindowed}, []string{ModePlain})
-	b := newVerdict(s, base)
-	ss, bs := in.vals(s, servedShare), in.vals(base, servedShare)
-	b.pair("served", "served", ss, bs, pct, judge(ss, bs, 0, true))
-	work := func(m *ModeReport) float64 { return quotient(float64(m.UpstreamCalls), float64(m.Succeeded)) }
-	sw, bw := in.vals(s, work), in.vals(base, work)
-	b.pair("calls_per_success", "upstream calls per success", sw, bw, fixed2, judge(sw, bw, 0, false))
-	in.tail(b, s, base, true)
-	cost := func(m *ModeReport) float64 { return m.CostUSD }
-	b.pair("cost", "cost", in.vals(s, cost), in.vals(base, cost), usd, -1)
-	return b.done(len(in.runs))
-}
-
-// cacheVerdict, for requests that share a prompt prefix: the input cost
-// (what the prefix's cache writes and reads come to) against the base,
-// the cache writes, and what waiting for the leader costs the followers
-// in time to first token.
-func cacheVerdict(in *verdictInput) ScenarioVerdict {
-	s, base := in.pick([]string{ModeWindowed}, []string{ModePlain})
-	b := newVerdict(s, base)
-	cost := func(m *ModeReport) float64 { return m.InputCostUSD }
-	sc, bc := in.vals(s, cost), in.vals(base, cost)
-	b.add("input_cost", "input cost", per(sc, bc, quotient), times, judge(sc, bc, 0, false))
-	writes := func(m *ModeReport) float64 { return float64(m.Tokens.CacheCreation) }
-	b.pair("cache_write_tokens", "cache writes (tokens)", in.vals(s, writes), in.vals(base, writes), count, -1)
-	ttft := func(m *ModeReport) float64 { return m.TTFTMS.P50 }
-	st, bt := in.vals(s, ttft), in.vals(base, ttft)
-	b.add("ttft_p50", "TTFT p50", per(st, bt, diff), deltaMS, judge(st, bt, VerdictFloorMS, false))
-	ttft99 := func(m *ModeReport) float64 { return m.TTFTMS.P99 }
-	st, bt = in.vals(s, ttft99), in.vals(base, ttft99)
-	b.add("ttft_p99", "TTFT p99", per(st, bt, diff), deltaMS, -1)
-	in.failures(b, s, base, true)
-	return b.done(len(in.runs))
-}
-
-// bulkVerdict, for the same work through realtime and through the bulk
-// endpoint: the bill (Message Batches at half price) decides; the latency
-// is the price, shown beside it.
-func bulkVerdict(in *verdictInput) ScenarioVerdict {
-	s, base := in.pick([]string{ModeBulk}, []string{ModePlain})
-	b := newVerdict(s, base)
-	cost := func(m *ModeReport) float64 { return m.CostUSD }
-	sc, bc := in.vals(s, cost), in.vals(base, cost)
-	b.add("cost", "cost", per(sc, bc, quotient), times, judge(sc, bc, 0, false))
-	lat := func(m *ModeReport) float64 { return m.LatencyMS.P50 }
-	sl, bl := in.vals(s, lat), in.vals(base, lat)
-	b.add("latency_p50", "latency p50", per(sl, bl, diff), deltaMS, -1)
-	in.failures(b, s, base, true)
-	return b.done(len(in.runs))
-}
-
-// ratelimitVerdict, for an organisation offered more than its rate
-// limits: the upstream's 429s, the upstream work per success, goodput,
-// the tail with failures counted, and each other windowed mode's goodput
-// and tail beside.
-func ratelimitVerdict(in *verdictInput) ScenarioVerdict {
-	s, base := in.pick([]string{ModeWindowed}, []string{ModePlain})
-	b := newVerdict(s, base)
-	r429 := func(m *ModeReport) float64 { return float64(m.Upstream429) }
-	s4, b4 := in.vals(s, r429), in.vals(base, r429)
-	b.pair("upstream_429", "upstream 429s", s4, b4, count, judge(s4, b4, 0, false))
-	work := func(m *ModeReport) float64 { return quotient(float64(m.UpstreamCalls), float64(m.Succeeded)) }
-	b.pair("calls_per_success", "upstream calls per success", in.vals(s, work), in.vals(base, work), fixed2, -1)
-	good := func(m *ModeReport) float64 { return m.GoodputRPS }
-	sg, bg := in.vals(s, good), in.vals(base, good)
-	b.add("goodput", "goodput", per(sg, bg, quotient), times, judge(sg, bg, 0, true))
-	in.failures(b, s, base, true)
-	in.tail(b, s, base, true)
-	for _, m := range in.runs[0].Modes {
-		if m.Mode == s || m.Mode == base || !m.Windowed || !in.has(m.Mode) {
-			continue
-		}
-		og := in.vals(m.Mode, good)
-		text, _, _, _ := shown(per(og, bg, quotient), times)
-		all := func(m *ModeReport) float64 { return m.LatencyAllMS.P99 }
-		p99, _, _, _ := shown(in.vals(m.Mode, all), func(v float64) string { return deltaMS(v)[1:] })
-		b.note(fmt.Sprintf("%s: goodput %s, all-requests p99 %s", m.Mode, text, p99))
-	}
-	return b.done(len(in.runs))
-}
-
-// tenantsVerdict, for several tenants at once: the named tenant's p99 in
-// each mode as a multiple of its p99 alone (the companion run, same mode),
-// the subject's against every other mode's. Without the companion it
-// compares the tenant's p99 across the modes.
-func tenantsVerdict(in *verdictInput) ScenarioVerdict {
-	s, _ := in.pick([]string{ModeWindowed}, nil)
-	var others []string
-	for _, m := range in.runs[0].Modes {
-		if m.Mode != s && in.has(m.Mode) {
-			others = append(others, m.Mode)
-		}
-	}
-	b := newVerdict(s, others...)
-	p99 := func(r *Report, mode string) (float64, bool) {
-		m := r.Mode(mode)
-		if m == nil {
-			return 0, false
-		}
-		for _, t := range m.Tenants {
-			if t.Tenant == in.tenant {
-				return t.LatencyMS.P99, t.LatencyMS.N > 0
-			}
-		}
-		return 0, false
-	}
-	// byMode is the tenant's p99 in mode over the runs, over its p99
-	// alone when the companion ran (its same mode, else its first).
-	byMode := func(mode string) []float64 {
-		out := make([]float64, len(in.runs))
-		for i, r := range in.runs {
-			v, _ := p99(r, mode)
-			if i < len(in.alone) {
-				a, ok := p99(in.alone[i], mode)
-				if !ok && len(in.alone[i].Modes) > 0 {
-					a, _ = p99(in.alone[i], in.alone[i].Modes[0].Mode)
-				}
-				v = quotient(v, a)
-			}
-			out[i] = v
-		}
-		return out
-	}
-	format, unit := times, " alone"
-	if len(in.alone) == 0 {
-		format, unit = func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, ""
-	}
-	sv := byMode(s)
-	b.add("tenant_p99", fmt.Sprintf("%s's p99", in.tenant), sv, func(v float64) string { return format(v) + unit }, -1)
-	for _, o := range others {
-		ov := byMode(o)
-		floor := 0.0
-		if len(in.alone) == 0 {
-			floor = VerdictFloorMS
-		}
-		text, med, lo, hi := shown(ov, format)
-		f := VerdictFigure{Name: "tenant_p99_" + o, Text: o + " " + text, Median: finite(med), Min: finite(lo), Max: finite(hi), Decides: true, outcome: judge(sv, ov, floor, false)}
-		f.Favours = [...]string{"wins", "ties", "loses"}[f.outcome]
-		b.v.Figures = append(b.v.Figures, f)
-		b.text = append(b.text, f.Text)
-	}
-	return b.done(len(in.runs))
-}
-
-// capacityVerdict, for an upstream whose capacity changes: the subject
-// (an adaptive limit) against each other mode (static caps) on goodput
-// and failures, then the tails.
-func capacityVerdict(in *verdictInput) ScenarioVerdict {
-	s, _ := in.pick([]string{"adaptive", ModeWindowed}, nil)
-	var others []string
-	for _, m := range in.runs[0].Modes {
-		if m.Mode != s && in.has(m.Mode) {
-			others = append(others, m.Mode)
-		}
-	}
-	b := newVerdict(s, others...)
-	good := func(m *ModeReport) float64 { return m.GoodputRPS }
-	fail := func(m *ModeReport) float64 { return float64(m.Failed + m.Lost) }
-	all := func(m *ModeReport) float64 { return m.LatencyAllMS.P99 }
-	for _, o := range others {
-		sg, og := in.vals(s, good), in.vals(o, good)
-		b.add("goodput_vs_"+o, "goodput vs "+o, per(sg, og, quotient), times, judge(sg, og, 0, true))
-		sf, of := in.vals(s, fail), in.vals(o, fail)
-		b.pair("failures_vs_"+o, "failures", sf, of, count, judge(sf, of, 0, false))
-	}
-	b.add("all_p99", "all-requests p99", in.vals(s, all), func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, -1)
-	for _, o := range others {
-		text, _, _, _ := shown(in.vals(o, all), func(v float64) string { return fmt.Sprintf("%.0f ms", v) })
-		b.note(o + " " + text)
-	}
-	return b.done(len(in.runs))
 }

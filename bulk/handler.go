@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -402,29 +403,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError writes an Anthropic-shaped error, with the request id the
-// proxy set (X-Sluice-Request-Id), so that the error, its header and the
-// access line agree.
+// proxy set, so that the error, its header and the access line agree.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	id := w.Header().Get("X-Sluice-Request-Id")
-	if id == "" {
-		id = "req_sluice_" + randomHex(12)
-	}
-	var b struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-		RequestID string `json:"request_id"`
-	}
-	b.Type, b.Error.Type, b.Error.Message, b.RequestID = "error", typ, msg, id
-	data, _ := json.Marshal(b)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Request-Id", id)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	w.WriteHeader(status)
-	w.Write(data)
+	apierror.WriteSluice(w, apierror.New(status, typ, msg))
 }
 
 // byteBudget bounds the submission bodies held in memory at once.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -335,28 +336,51 @@ func TestKeyWebhook(t *testing.T) {
 	}
 	h.await(byDefault)
 	h.await(own)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		n := len(got["/key"]) + len(got["/own"])
-		mu.Unlock()
-		if n >= 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The other key's request ends too; give its (wrong) delivery a poll
-	// interval to show up.
 	for {
 		code, v := h.doAs("sk-ant-another-key", "GET", "/v1/bulk/messages/"+other.ID+"?wait=5s")
 		if code != 200 {
 			t.Fatalf("the other key's request: %d %v", code, v)
 		}
-		if v["status"] == StatusEnded || time.Now().After(deadline) {
+		if v["status"] == StatusEnded {
 			break
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// A request's webhook is queued in the transaction that ends it: with
+	// all three ended, every delivery there will be is in the table. Wait
+	// until none is pending; then every attempt has been made.
+	deliveries := func() map[string]string { // id -> status
+		rows, err := h.svc.store.r.QueryContext(context.Background(), `SELECT id, status FROM webhooks`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var id, status string
+			if err := rows.Scan(&id, &status); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = status
+		}
+		return out
+	}
+	var queued map[string]string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		queued = deliveries()
+		pending := false
+		for _, status := range queued {
+			pending = pending || status == "pending"
+		}
+		if !pending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries %v still pending after 10 s", queued)
+		}
+	}
+	if want := map[string]string{"whk_" + byDefault: "delivered", "whk_" + own: "delivered"}; !maps.Equal(queued, want) {
+		t.Errorf("webhooks in the store %v; want %v, none for the other key", queued, want)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 2 || len(got["/key"]) != 1 || got["/key"][0] != "whk_"+byDefault || len(got["/own"]) != 1 || got["/own"][0] != "whk_"+own {

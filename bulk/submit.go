@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // createBatch claims a job's requests and creates their upstream batch.
@@ -107,21 +109,15 @@ func (s *Service) credentialOf(ctx context.Context, keyHash string) (credential,
 
 // erroredResult is a Batches result line's errored result.
 func erroredResult(typ, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "errored", "error": map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}})
+	b, _ := json.Marshal(map[string]any{"type": "errored", "error": apierror.Envelope(typ, msg, "")})
 	return b
 }
 
 // erroredFrom makes the upstream's refusal of a whole batch each of its
 // requests' errored result.
 func erroredFrom(se *apiStatusError) []byte {
-	var body struct {
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(se.body, &body) == nil && body.Error.Type != "" {
-		return erroredResult(body.Error.Type, body.Error.Message)
+	if b, ok := apierror.Decode(se.body); ok {
+		return erroredResult(b.Error.Type, b.Error.Message)
 	}
 	return erroredResult("api_error", fmt.Sprintf("the upstream refused the batch with status %d", se.status))
 }

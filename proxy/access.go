@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/statuswriter"
@@ -66,14 +67,15 @@ func recordOf(r *http.Request) *record {
 
 // sluiceIDHeader carries sluice's own request id on every response, so that
 // a client's report can be matched to sluice's access line; the upstream's
-// request-id passes through untouched.
-const sluiceIDHeader = "X-Sluice-Request-Id"
+// request-id passes through untouched. It is the error package's, which
+// writes the same id into sluice's own errors.
+const sluiceIDHeader = apierror.SluiceIDHeader
 
 // ServeHTTP routes r and, unless r was parked, writes its access line and
 // request metric: the metric before the answer goes out, the access line
 // after it when the answer declared its length (see deliver).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &record{id: newRequestID(), start: time.Now()}
+	rec := &record{id: apierror.NewRequestID(), start: time.Now()}
 	w.Header().Set(sluiceIDHeader, rec.id)
 	sw := statuswriter.Wrap(w)
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
@@ -82,11 +84,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.dropForwarded(r)
 	if aerr := p.refuseRelay(r); aerr != nil {
-		writeError(sw, closing(sw, aerr))
+		apierror.WriteSluice(sw, closing(sw, aerr))
 	} else if !isCleanPath(r.URL.Path) {
 		// Go's mux would answer a plain-text redirect; a path with empty
 		// or dot segments is nothing the API serves.
-		writeError(sw, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
+		apierror.WriteSluice(sw, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
 			Message: "the path has empty or dot segments; send the API path as the SDKs do, such as /v1/messages"})
 	} else {
 		p.mux.ServeHTTP(sw, r)

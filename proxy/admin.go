@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // The admin listener (ADMIN_LISTEN_ADDR): what only the people who run
@@ -14,7 +16,7 @@ import (
 // adminOnly answers, on the API port, a path that the admin listener
 // serves.
 func adminOnly(w http.ResponseWriter, r *http.Request) {
-	writeError(w, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
+	apierror.WriteSluice(w, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
 		Message: r.URL.Path + " is not served on this address: this sluice serves its metrics and its page on its admin listener (ADMIN_LISTEN_ADDR)"})
 }
 
@@ -36,16 +38,16 @@ func (p *Proxy) AdminHandler(ui http.Handler) http.Handler {
 		mux.Handle("/ui/", ui)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
+		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
 			Message: "this is sluice's admin listener: it serves /metrics, the page at /ui/ and the probes; send API requests to LISTEN_ADDR"})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if aerr := p.refuseRelay(r); aerr != nil {
-			writeError(w, closing(w, aerr))
+			apierror.WriteSluice(w, closing(w, aerr))
 			return
 		}
 		if !isCleanPath(r.URL.Path) {
-			writeError(w, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
+			apierror.WriteSluice(w, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
 				Message: "the path has empty or dot segments; ask for /metrics or /ui/"})
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/upstream"
@@ -18,7 +19,7 @@ import (
 
 // failure is the answer to a Messages request whose passage failed with
 // err; desc is what is known of the request (nil before it was read).
-func (p *Proxy) failure(desc *request.Descriptor, err error) *apiError {
+func (p *Proxy) failure(desc *request.Descriptor, err error) *apierror.Error {
 	if errors.Is(err, dispatch.ErrDeadline) {
 		if e := p.rateLimited(desc); e != nil {
 			return e
@@ -34,12 +35,12 @@ func (p *Proxy) failure(desc *request.Descriptor, err error) *apiError {
 // latest wait the upstream asked for (a 429's retry-after, or under
 // RATE_LIMIT_PACING=reset an exhausted limit's reset). Every 429 sluice
 // makes of its own is built here.
-func (p *Proxy) rateLimited(desc *request.Descriptor) *apiError {
+func (p *Proxy) rateLimited(desc *request.Descriptor) *apierror.Error {
 	now := time.Now()
 	if desc != nil && p.buckets != nil && p.buckets.Holds(desc) {
 		// Its wait ran out in its key's line: the upstream's rate limit,
 		// as sluice models it, could not take it in time.
-		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: secondsUntil(p.buckets.HeldUntil(desc), now),
+		return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: secondsUntil(p.buckets.HeldUntil(desc), now),
 			Message: fmt.Sprintf("this request's API key is at its upstream rate limit and sluice could not fit the request within BATCH_TIMEOUT_S=%s; retry after the retry-after delay, or lower the rate of requests on this key", p.cfg.Timeout)}
 	}
 	if !p.rateLimitedWithin(p.cfg.Timeout) {
@@ -54,25 +55,25 @@ func (p *Proxy) rateLimited(desc *request.Descriptor) *apiError {
 			until = t
 		}
 	}
-	return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: secondsUntil(until, now),
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: secondsUntil(until, now),
 		Message: fmt.Sprintf("the upstream is rate limiting this organization and sluice could not get this request through within BATCH_TIMEOUT_S=%s; retry after the retry-after delay", p.cfg.Timeout)}
 }
 
 // errAnswerTooLarge answers a request whose whole answer from the
 // upstream was past maxResponseBody.
-var errAnswerTooLarge = &apiError{Status: http.StatusBadGateway, Type: "api_error",
+var errAnswerTooLarge = &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 	Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)}
 
 // errAnswerNotJSON answers a request whose upstream answered 200 with n
 // bytes that are not JSON: relayed as a 200, the SDKs would fail to
 // decode it and not retry; a 502 they retry.
-func errAnswerNotJSON(n int) *apiError {
-	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+func errAnswerNotJSON(n int) *apierror.Error {
+	return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 		Message: fmt.Sprintf("the upstream answered 200 with a body of %d bytes that is not valid JSON; sluice did not relay it. Retry the request", n)}
 }
 
 // errInternal answers a request whose handling panicked.
-var errInternal = &apiError{Status: http.StatusInternalServerError, Type: "api_error",
+var errInternal = &apierror.Error{Status: http.StatusInternalServerError, Type: "api_error",
 	Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
 
 // secondsUntil is a retry-after for t: whole seconds from now, at least 1.
@@ -80,8 +81,8 @@ func secondsUntil(t, now time.Time) int { return max(1, int(math.Ceil(t.Sub(now)
 
 // mapError is the answer for a failure that is not the request's own:
 // sluice's refusals, the upstream's failures, and internal errors.
-func (p *Proxy) mapError(err error) *apiError {
-	var ae *apiError
+func (p *Proxy) mapError(err error) *apierror.Error {
+	var ae *apierror.Error
 	var ue *upstream.Error
 	var pe *dispatch.PanicError
 	var tooLong *dispatch.WaitTooLongError
@@ -92,30 +93,30 @@ func (p *Proxy) mapError(err error) *apiError {
 	case errors.As(err, &full):
 		return tenantFull(full)
 	case errors.Is(err, errUpstreamTimeout):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
 	case errors.Is(err, dispatch.ErrDeadline):
-		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
 	case errors.Is(err, dispatch.ErrQueueFull):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
 	case errors.As(err, &tooLong):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
 			Message: fmt.Sprintf("sluice is overloaded: this request would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call; retry after the retry-after delay",
 				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience)}
 	case errors.Is(err, dispatch.ErrClosed):
-		return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
 	case errors.As(err, &ue):
 		// The upstream's address and the dial error are for the operator's
 		// log, not for clients: they may name a private host.
 		p.log.Warn("upstream call failed", "upstream", p.upstreamName(), "dial", ue.Dial, "err", ue.Err)
 		if ue.Dial {
-			return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}
 		}
-		return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
 	case errors.As(err, &pe):
 		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
@@ -123,7 +124,7 @@ func (p *Proxy) mapError(err error) *apiError {
 	}
 	p.log.Error("unexpected failure", "err", err)
 	// Not the error's text: it may carry an internal address.
-	return &apiError{Status: http.StatusBadGateway, Type: "api_error",
+	return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
 }
 

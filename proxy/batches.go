@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -45,12 +46,12 @@ func (p *Proxy) relayBatchObject(w http.ResponseWriter, r *http.Request, resp *h
 	// broken JSON document.
 	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
 	if errors.Is(err, errResponseTooLarge) {
-		writeError(w, &apiError{Status: http.StatusBadGateway, Type: "api_error",
+		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 			Message: fmt.Sprintf("the upstream's response exceeded %d MB; sluice did not relay it", maxResponseBody>>20)})
 		return
 	}
 	if err != nil {
-		writeError(w, p.mapError(&upstream.Error{Upstream: p.upstreamName(), Err: err}))
+		apierror.WriteSluice(w, p.mapError(&upstream.Error{Upstream: p.upstreamName(), Err: err}))
 		return
 	}
 	self := p.publicBase

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // bodyReadTimeout bounds how long a request body may take to arrive: 32 MB
@@ -55,13 +57,13 @@ func (b *byteBudget) release(n int64) {
 func (b *byteBudget) Held() int64 { return b.held.Load() }
 
 // errBudget answers a request whose body would not fit in BODY_BUDGET_MB.
-func errBudget(limit int64) *apiError {
-	return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+func errBudget(limit int64) *apierror.Error {
+	return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 		Message: fmt.Sprintf("sluice is overloaded: the request bodies it holds would exceed BODY_BUDGET_MB=%d; retry after the retry-after delay", limit>>20)}
 }
 
 // errClientGone marks a client that left while its body was being read.
-var errClientGone = &apiError{Status: 499, Type: "client_closed", Message: "client closed the request"}
+var errClientGone = &apierror.Error{Status: 499, Type: "client_closed", Message: "client closed the request"}
 
 // heldBody is a request body in memory and its share of the budget.
 type heldBody struct {
@@ -87,7 +89,7 @@ const bodyChunk = 64 << 10
 // arrive, never for what a header promises: otherwise eight clients that
 // declare 32 MB and send one byte would hold the whole budget for the
 // body timeout, and refuse everyone else.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *byteBudget) (heldBody, *apiError) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *byteBudget) (heldBody, *apierror.Error) {
 	if r.ContentLength > limit {
 		return heldBody{}, closing(w, errTooLarge(limit))
 	}
@@ -116,7 +118,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 var errBudgetSpent = errors.New("body budget spent")
 
 // bodyReadError maps a failed body read to its answer.
-func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *byteBudget) *apiError {
+func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *byteBudget) *apierror.Error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -130,17 +132,17 @@ func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duratio
 	case r.Context().Err() != nil:
 		return errClientGone
 	}
-	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+	return &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 		Message: "sluice could not read the request body (" + err.Error() + "); send a well-formed HTTP body"}
 }
 
-func errBodyTimeout(timeout time.Duration) *apiError {
-	return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+func errBodyTimeout(timeout time.Duration) *apierror.Error {
+	return &apierror.Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
 		Message: fmt.Sprintf("the request body did not arrive within %s; send it faster or make it smaller", timeout)}
 }
 
 // closing marks the response to e as the connection's last.
-func closing(w http.ResponseWriter, e *apiError) *apiError {
+func closing(w http.ResponseWriter, e *apierror.Error) *apierror.Error {
 	if e != errClientGone {
 		w.Header().Set("Connection", "close")
 	}
@@ -218,7 +220,7 @@ func readAllOf(rd io.Reader, declared int64, budget *byteBudget, reserved *int64
 
 // errTooManyPending answers a request whose body would be one too many
 // still arriving.
-var errTooManyPending = &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+var errTooManyPending = &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 	Message: "sluice has MAX_PENDING_CONNS connections and request bodies still arriving; retry after the retry-after delay"}
 
 // pendingCount counts connections and bodies that have not yet arrived
@@ -245,7 +247,7 @@ func (c *pendingCount) give() { c.n.Add(-1) }
 func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request) (heldBody, bool) {
 	if !p.pendingConns.take(p.cfg.MaxPendingConns) {
 		p.metrics.Shed.Inc()
-		writeError(w, closing(w, errTooManyPending))
+		apierror.WriteSluice(w, closing(w, errTooManyPending))
 		return heldBody{}, false
 	}
 	body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
@@ -255,7 +257,7 @@ func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request) (heldBody, bool
 			p.metrics.Shed.Inc()
 		}
 		if aerr != errClientGone {
-			writeError(w, aerr)
+			apierror.WriteSluice(w, aerr)
 		}
 		return heldBody{}, false
 	}

@@ -3,14 +3,14 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // wantError checks that resp is an Anthropic-shaped error of status and type
@@ -23,7 +23,7 @@ func wantError(t *testing.T, resp *http.Response, status int, errType, hint stri
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content-type = %q; want application/json", ct)
 	}
-	var e errorBody
+	var e apierror.Body
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
 		t.Fatalf("error body is not JSON: %v", err)
 	}
@@ -166,21 +166,5 @@ func TestPanicInOneMemberLeavesOthersIntact(t *testing.T) {
 	}
 	if ok != 5 || bad != 1 {
 		t.Fatalf("%d ok, %d 502; want 5 and 1", ok, bad)
-	}
-}
-
-// The hand-written request id is fmt's "req_sluice_%016x%08x" to the
-// letter, zero padding included.
-func TestRequestIDIsFmts(t *testing.T) {
-	for _, v := range []struct {
-		hi uint64
-		lo uint32
-	}{{0, 0}, {1, 1}, {0xdeadbeef, 0xabc}, {math.MaxUint64, math.MaxUint32}, {0x0123456789abcdef, 0x89abcdef}} {
-		if got, want := requestID(v.hi, v.lo), fmt.Sprintf("req_sluice_%016x%08x", v.hi, v.lo); got != want {
-			t.Errorf("requestID(%#x, %#x) = %q; want %q", v.hi, v.lo, got, want)
-		}
-	}
-	if a, b := newRequestID(), newRequestID(); a == b || len(a) != len("req_sluice_")+24 {
-		t.Errorf("two ids %q, %q: want distinct, of 35 bytes", a, b)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -123,20 +124,20 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		// The upstream (or a gateway before it) ended the response
 		// cleanly before the stream's end: relayed as it is, the SDKs
 		// would return a partial Message without an error.
-		inBand = sseError("api_error", "the upstream's stream ended before message_stop, so the answer is incomplete; retry the request")
+		inBand = apierror.SSE("api_error", "the upstream's stream ended before message_stop, so the answer is incomplete; retry the request")
 		err = errStreamIncomplete
 		p.log.Warn("upstream stream ended before message_stop", "upstream", p.upstreamName(), "half_event", cut)
 	case errors.Is(err, errClientWrite):
 		cancel(nil) // the client is gone or stopped reading: stop the upstream too
 	case errors.Is(err, errEventTooLarge):
-		inBand = sseError("api_error", fmt.Sprintf(
+		inBand = apierror.SSE("api_error", fmt.Sprintf(
 			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", maxEventSize>>20))
 	case stalled.Load():
-		inBand = sseError("timeout_error", fmt.Sprintf(
+		inBand = apierror.SSE("timeout_error", fmt.Sprintf(
 			"the upstream sent no event but pings for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle))
 		err = fmt.Errorf("stream idle for %s", idle)
 	case context.Cause(ctx) == errShuttingDown:
-		inBand = sseError("overloaded_error", "sluice is shutting down and cut this stream before it ended; retry the request")
+		inBand = apierror.SSE("overloaded_error", "sluice is shutting down and cut this stream before it ended; retry the request")
 		err = errShuttingDown
 	case ctx.Err() != nil:
 		err = ctx.Err() // the client left
@@ -145,7 +146,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		// a->b: ...): for the operator's log, not the client, as
 		// mapError keeps it.
 		p.log.Warn("upstream stream broke", "upstream", p.upstreamName(), "err", err)
-		inBand = sseError("api_error", "the upstream's stream broke before it ended; retry the request")
+		inBand = apierror.SSE("api_error", "the upstream's stream broke before it ended; retry the request")
 	}
 	if inBand != nil {
 		pipe.putLast(inBand)

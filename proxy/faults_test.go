@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -81,7 +82,7 @@ func lastEventError(body []byte) string {
 		return ""
 	}
 	_, data, _ := strings.Cut(last, "data: ")
-	var e errorBody
+	var e apierror.Body
 	if json.Unmarshal([]byte(data), &e) != nil {
 		return "(undecodable)"
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -205,9 +206,9 @@ func presented(h http.Header) string {
 }
 
 var (
-	errNoInboundKey = &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+	errNoInboundKey = &apierror.Error{Status: http.StatusUnauthorized, Type: "authentication_error",
 		Message: "this sluice holds the API key itself and takes sluice keys: send yours in the x-api-key header (or as Authorization: Bearer); ask whoever runs this sluice for one"}
-	errBadInboundKey = &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+	errBadInboundKey = &apierror.Error{Status: http.StatusUnauthorized, Type: "authentication_error",
 		Message: "the sluice key sent is not valid (unknown, or revoked): check it, or ask whoever runs this sluice for a new one; this sluice takes no Anthropic API keys"}
 )
 
@@ -233,12 +234,12 @@ func (p *Proxy) RequireKey(h http.Handler) http.Handler {
 		set := p.inbound.set.Load()
 		cred := presented(r.Header)
 		if cred == "" {
-			writeError(w, errNoInboundKey)
+			apierror.WriteSluice(w, errNoInboundKey)
 			return
 		}
 		rec := set.match(cred)
 		if rec == nil {
-			writeError(w, errBadInboundKey)
+			apierror.WriteSluice(w, errBadInboundKey)
 			return
 		}
 		// The client's key goes no further; the held key goes in its place
@@ -255,7 +256,7 @@ func (p *Proxy) RequireKey(h http.Handler) http.Handler {
 			release, aerr := p.checkModels(w, r, rec)
 			if aerr != nil {
 				if aerr != errClientGone {
-					writeError(w, aerr)
+					apierror.WriteSluice(w, aerr)
 				}
 				return
 			}
@@ -279,8 +280,8 @@ func allowsModel(rec *request.Inbound, model string) bool {
 	return false
 }
 
-func errModelNotAllowed(rec *request.Inbound, model string) *apiError {
-	return &apiError{Status: http.StatusForbidden, Type: "permission_error",
+func errModelNotAllowed(rec *request.Inbound, model string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
 		Message: fmt.Sprintf("the sluice key %q may not call model %q; it may call: %s; use one of those, or ask whoever runs this sluice to allow it",
 			rec.Name, model, strings.Join(rec.Models, ", "))}
 }
@@ -291,7 +292,7 @@ func errModelNotAllowed(rec *request.Inbound, model string) *apiError {
 // /v1/messages is checked where its body is read (messages). A key with a
 // model list may not POST to a path whose model sluice cannot tell. On
 // success the caller calls release once the request is over.
-func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request.Inbound) (release func(), _ *apiError) {
+func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request.Inbound) (release func(), _ *apierror.Error) {
 	nothing := func() {}
 	path := r.URL.Path
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && r.Method == http.MethodGet {
@@ -313,7 +314,7 @@ func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request
 	case strings.HasPrefix(path, "/v1/messages/batches/") && strings.HasSuffix(path, "/cancel"):
 		return nothing, nil // names a batch, not a model
 	default:
-		return nil, &apiError{Status: http.StatusForbidden, Type: "permission_error",
+		return nil, &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
 			Message: fmt.Sprintf("the sluice key %q may call only some models, and sluice cannot tell which model %s %s calls; use /v1/messages, or ask whoever runs this sluice for a key without a model list", rec.Name, r.Method, path)}
 	}
 	limit, timeout := int64(maxMessagesBody), p.bodyTimeout

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
@@ -95,7 +96,7 @@ func send(t *testing.T, method, url, body, how, cred string) (int, string) {
 // errorType is the error.type of an Anthropic-shaped error body.
 func errorType(t *testing.T, body string) string {
 	t.Helper()
-	var e errorBody
+	var e apierror.Body
 	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Type != "error" {
 		t.Fatalf("not an Anthropic-shaped error: %s", body)
 	}

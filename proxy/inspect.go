@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -16,12 +17,12 @@ import (
 // what the upstream serves. Everything else about the body is the
 // upstream's to judge: a model or stream of the wrong type is the
 // upstream's to refuse.
-func inspect(body []byte, h http.Header) (request.Descriptor, []request.Block, *apiError) {
+func inspect(body []byte, h http.Header) (request.Descriptor, []request.Block, *apierror.Error) {
 	d, bs, err := request.ParseBlocks(body, h)
 	var ne *request.NameError
 	switch {
 	case errors.As(err, &ne):
-		return d, nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
+		return d, nil, &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	case err != nil:
 		return d, nil, errBadJSON(err.Error())
 	}

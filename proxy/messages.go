@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
@@ -78,7 +79,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) read(w http.ResponseWriter, r *http.Request) (heldBody, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, errMethod("POST"))
+		apierror.WriteSluice(w, errMethod("POST"))
 		return heldBody{}, false
 	}
 	// Under overload the cheapest answer is the best one. The scheduler's
@@ -87,7 +88,7 @@ func (p *Proxy) read(w http.ResponseWriter, r *http.Request) (heldBody, bool) {
 	rec.windowed = p.sched != nil
 	if p.sched != nil && p.sched.Full() {
 		p.metrics.Shed.Inc()
-		writeError(w, p.mapError(dispatch.ErrQueueFull))
+		apierror.WriteSluice(w, p.mapError(dispatch.ErrQueueFull))
 		return heldBody{}, false
 	}
 	// The body is read before queuing: Go's server only notices a client
@@ -105,7 +106,7 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 	}
 	if aerr != nil {
 		p.bodies.release(body.reserved)
-		writeError(w, aerr)
+		apierror.WriteSluice(w, aerr)
 		return nil, false
 	}
 	p.tenants.Identify(&info, r.Header)
@@ -187,7 +188,7 @@ func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	if v := recover(); v != nil {
 		p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		if rw.Status() == 0 && ctx.Err() == nil {
-			writeError(rw, errInternal)
+			apierror.WriteSluice(rw, errInternal)
 		}
 	}
 	// Counted before Finish sends the last buffered bytes (Finish answers
@@ -230,11 +231,11 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 		ex.writeReply(ex.reply)
 	case err == nil:
 	case context.Cause(ctx) == errShuttingDown:
-		writeError(ex.w, errShutdownCut)
+		apierror.WriteSluice(ex.w, errShutdownCut)
 	case ctx.Err() != nil:
 		// the client left: nobody to answer
 	default:
-		writeError(ex.w, ex.p.failure(&ex.desc, err))
+		apierror.WriteSluice(ex.w, ex.p.failure(&ex.desc, err))
 	}
 }
 

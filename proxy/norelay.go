@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // sluice is no forward proxy and no path-traversal gateway: it sends
@@ -15,19 +17,19 @@ import (
 
 // errNotForwardProxy answers an absolute-form request line for another
 // host, or a CONNECT.
-var errNotForwardProxy = &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+var errNotForwardProxy = &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 	Message: "sluice is not a forward proxy: it sends requests only to its own UPSTREAM_URL; send API requests to sluice's address with a path such as /v1/messages (set it as the SDK's base URL, not as HTTP_PROXY or HTTPS_PROXY)"}
 
 // errEncodedPath answers a path that still holds percent-escapes once
 // decoded, escaped slashes or backslashes, or a semicolon: no API path has
 // them, and an upstream or a gateway before it that decodes again could
 // read them as dot segments or separators (some read "..;" as "..").
-var errEncodedPath = &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+var errEncodedPath = &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 	Message: "the path holds encoded slashes, backslashes, percent signs, semicolons or control characters (such as %2f, %5c, %252e, ; or %00), which no API path has; send the path as the SDKs do, such as /v1/messages"}
 
 // refuseRelay is the answer to a request that would make sluice a relay
 // to somewhere other than its upstream path; nil for any other.
-func (p *Proxy) refuseRelay(r *http.Request) *apiError {
+func (p *Proxy) refuseRelay(r *http.Request) *apierror.Error {
 	if r.Method == http.MethodConnect {
 		return errNotForwardProxy
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
@@ -443,7 +444,7 @@ func (p *Proxy) readyz(w http.ResponseWriter, r *http.Request) {
 func writeProbe(w http.ResponseWriter, r *http.Request, status int, body string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, errMethod("GET"))
+		apierror.WriteSluice(w, errMethod("GET"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -23,7 +24,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		limit, timeout = maxBatchesBody, p.batchBodyTimeout
 	}
 	if r.ContentLength > limit {
-		writeError(w, closing(w, errTooLarge(limit)))
+		apierror.WriteSluice(w, closing(w, errTooLarge(limit)))
 		return
 	}
 	if rewritesBatchObjects(r) {
@@ -40,7 +41,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		// Messages body does.
 		if !p.pendingConns.take(p.cfg.MaxPendingConns) {
 			p.metrics.Shed.Inc()
-			writeError(w, closing(w, errTooManyPending))
+			apierror.WriteSluice(w, closing(w, errTooManyPending))
 			return
 		}
 
@@ -80,13 +81,13 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		if body != nil {
 			if berr := body.failure(); berr != nil {
 				if aerr := bodyReadError(r, berr, limit, timeout, p.bodies); aerr != errClientGone {
-					writeError(w, closing(w, aerr))
+					apierror.WriteSluice(w, closing(w, aerr))
 				}
 				return
 			}
 		}
 		if r.Context().Err() == nil {
-			writeError(w, p.mapError(p.upstreamFailure(ctx, err)))
+			apierror.WriteSluice(w, p.mapError(p.upstreamFailure(ctx, err)))
 		}
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 func TestJSONRelayIsByteIdentical(t *testing.T) {
@@ -215,7 +217,7 @@ func TestOtherPathsArePlainRelayed(t *testing.T) {
 	if r3.StatusCode != 404 {
 		t.Fatalf("unknown path status = %d; want the upstream's 404", r3.StatusCode)
 	}
-	var e errorBody
+	var e apierror.Body
 	json.NewDecoder(r3.Body).Decode(&e)
 	if e.Error.Type != "not_found_error" {
 		t.Fatalf("unknown path error = %+v", e)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // Server runs a Proxy on a listener the way sluice serve does: an
@@ -154,7 +156,7 @@ type connKey struct{}
 // refuseConn answers a connection over the bound, before it has sent its
 // request (HTTP lets a server answer early), and closes it.
 func refuseConn(c net.Conn) {
-	id := newRequestID()
+	id := apierror.NewRequestID()
 	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
 	// Read too: over TLS the write first waits for the client's handshake.
 	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // Go's HTTP server answers a request it cannot parse (bad framing, headers
@@ -104,8 +106,8 @@ func isGoExpectationFailed(b []byte) bool {
 
 // shapeExpectationFailed is the 417 answer in the Anthropic shape.
 func shapeExpectationFailed() []byte {
-	var e errorBody
-	e.Type, e.Error.Type, e.RequestID = "error", "invalid_request_error", newRequestID()
+	var e apierror.Body
+	e.Type, e.Error.Type, e.RequestID = "error", "invalid_request_error", apierror.NewRequestID()
 	e.Error.Message = "sluice takes no Expect header but Expect: 100-continue; remove it, as the SDKs send none"
 	data, _ := json.Marshal(e)
 	return fmt.Appendf(nil, "HTTP/1.1 417 Expectation Failed\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
@@ -143,8 +145,8 @@ func shapeServerError(b []byte) []byte {
 	if status >= 500 && status != 505 {
 		typ = "api_error"
 	}
-	var e errorBody
-	e.Type, e.Error.Type, e.RequestID = "error", typ, newRequestID()
+	var e apierror.Body
+	e.Type, e.Error.Type, e.RequestID = "error", typ, apierror.NewRequestID()
 	e.Error.Message = fmt.Sprintf("sluice could not read the HTTP request (%s); send a well-formed HTTP/1.1 request, as the SDKs do", bytes.TrimSpace(rest))
 	data, _ := json.Marshal(e)
 	return fmt.Appendf(nil, "%s\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",

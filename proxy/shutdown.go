@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // errShuttingDown is the cause with which Abort cuts every request still
@@ -13,7 +15,7 @@ var errShuttingDown = errors.New("sluice is shutting down")
 
 // errShutdownCut answers a request cut by Abort before anything was sent:
 // it may have waited in line (never sent upstream) or been in flight.
-var errShutdownCut = &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+var errShutdownCut = &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 	Message: "sluice is shutting down and could not finish this request within DRAIN_TIMEOUT_S; retry it, another instance or this one once restarted will serve it"}
 
 // inFlight is one Messages request being served, in the list that Abort

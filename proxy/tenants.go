@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -44,7 +45,7 @@ func (p *Proxy) Tenants() []dispatch.TenantStats {
 
 // tenantFull is the answer to a request shed because its tenant has
 // TENANT_MAX_WAITING requests waiting.
-func tenantFull(e *dispatch.TenantFullError) *apiError {
-	return &apiError{Status: 529, Type: "overloaded_error", RetryAfter: 1,
+func tenantFull(e *dispatch.TenantFullError) *apierror.Error {
+	return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
 		Message: fmt.Sprintf("sluice is overloaded for this tenant: it already has %d requests waiting for the upstream (TENANT_MAX_WAITING, or its inbound key's limit); other tenants are still served. Retry after the retry-after delay, or send fewer requests at once", e.Max)}
 }

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -27,9 +28,9 @@ func (rig *bubbleRig) post(t *testing.T, ctx context.Context, body string) (*htt
 	return rig.client.Do(req)
 }
 
-func decodeError(t *testing.T, r io.Reader) errorBody {
+func decodeError(t *testing.T, r io.Reader) apierror.Body {
 	t.Helper()
-	var e errorBody
+	var e apierror.Body
 	if err := json.NewDecoder(r).Decode(&e); err != nil {
 		t.Fatalf("decode error body: %v", err)
 	}

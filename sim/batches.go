@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 const maxBatchRequests = 100_000
@@ -196,7 +198,7 @@ func (s *Server) handleBatchCreate(w http.ResponseWriter, r *http.Request) {
 	st.mu.Lock()
 	if s.ctx.Err() != nil {
 		st.mu.Unlock()
-		writeError(w, &apiError{529, "overloaded_error", "simulator is shutting down; retry against a running one"})
+		writeError(w, apierror.New(529, "overloaded_error", "simulator is shutting down; retry against a running one"))
 		return
 	}
 	if st.faults.Duration > 0 {
@@ -311,15 +313,15 @@ func resultLine(customID string, result []byte) []byte {
 // batchResult answers one batch item: a whole Message, or the error its
 // params would have got from /v1/messages.
 func (s *Server) batchResult(customID string, params json.RawMessage) ([]byte, bool) {
-	fail := func(e *apiError) ([]byte, bool) {
-		res, _ := json.Marshal(map[string]any{"type": "errored", "error": errorBody{Type: "error", Error: errorDetail{e.Type, e.Message}}})
+	fail := func(e *apierror.Error) ([]byte, bool) {
+		res, _ := json.Marshal(map[string]any{"type": "errored", "error": apierror.Envelope(e.Type, e.Message, "")})
 		return resultLine(customID, res), false
 	}
 	if len(bytes.TrimSpace(params)) == 0 || string(params) == "null" {
 		return fail(errInvalid("params: field required"))
 	}
 	if bytes.Contains(params, []byte(itemErrorMarker)) {
-		return fail(&apiError{500, "api_error", "Internal server error (injected item fault)"})
+		return fail(apierror.New(500, "api_error", "Internal server error (injected item fault)"))
 	}
 	req, p, aerr := decodeMessages(params, true)
 	if aerr != nil {
@@ -333,7 +335,7 @@ func (s *Server) batchResult(customID string, params json.RawMessage) ([]byte, b
 	s.stats.record(req.Model, u, true)
 	res, err := json.Marshal(map[string]any{"type": "succeeded", "message": rep.message("msg_"+s.newID(), req.Model, u)})
 	if err != nil {
-		return fail(&apiError{500, "api_error", "simulator could not encode a batch result"})
+		return fail(apierror.New(500, "api_error", "simulator could not encode a batch result"))
 	}
 	return resultLine(customID, res), true
 }

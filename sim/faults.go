@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 // Fault names accepted in the x-sim-fault header. A name with the suffix
@@ -85,17 +87,17 @@ func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, fault, _ str
 			h.Set("retry-after-ms", strconv.Itoa(n))
 		}
 	}
-	var e *apiError
+	var e *apierror.Error
 	switch fault {
 	case "429":
 		if h.Get("retry-after-ms") == "" {
 			h.Set("retry-after", "1")
 		}
-		e = &apiError{429, "rate_limit_error", "This request would exceed your rate limit (injected fault); retry after retry-after"}
+		e = apierror.New(429, "rate_limit_error", "This request would exceed your rate limit (injected fault); retry after retry-after")
 	case "500":
-		e = &apiError{500, "api_error", "Internal server error (injected fault); retry the request"}
+		e = apierror.New(500, "api_error", "Internal server error (injected fault); retry the request")
 	default:
-		e = &apiError{529, "overloaded_error", "Overloaded (injected fault); retry with backoff"}
+		e = apierror.New(529, "overloaded_error", "Overloaded (injected fault); retry with backoff")
 	}
 	writeError(w, e)
 }
@@ -106,7 +108,7 @@ func (s *Server) hang(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-r.Context().Done():
 	case <-s.ctx.Done():
-		writeError(w, &apiError{529, "overloaded_error", "simulator closed while the request hung"})
+		writeError(w, apierror.New(529, "overloaded_error", "simulator closed while the request hung"))
 	}
 }
 

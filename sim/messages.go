@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 const maxOutputTokens = 128_000
@@ -18,7 +20,7 @@ func readAllLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte
 
 // decodeMessages parses and validates a Messages request body. needMaxTokens
 // is false for count_tokens, which takes no max_tokens.
-func decodeMessages(body []byte, needMaxTokens bool) (*messagesRequest, *prompt, *apiError) {
+func decodeMessages(body []byte, needMaxTokens bool) (*messagesRequest, *prompt, *apierror.Error) {
 	var req messagesRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
@@ -138,7 +140,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 
 	if _, overloadAt := s.capacityAt(now); !s.capacity.enter(overloadAt) {
 		lim.writeHeaders(w.Header(), now)
-		writeError(w, &apiError{529, "overloaded_error", "Overloaded: the simulator has " + strconv.Itoa(overloadAt) + " requests in flight; retry with backoff"})
+		writeError(w, apierror.New(529, "overloaded_error", "Overloaded: the simulator has "+strconv.Itoa(overloadAt)+" requests in flight; retry with backoff"))
 		return
 	}
 	defer s.capacity.leave()
@@ -149,7 +151,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if wait, ok := lim.admit(now, in, *req.MaxTokens); !ok {
 		lim.writeHeaders(w.Header(), now)
 		w.Header().Set("retry-after", strconv.FormatInt(ceilSeconds(wait), 10))
-		writeError(w, &apiError{429, "rate_limit_error", "This request would exceed your rate limit; retry after the time in the retry-after header"})
+		writeError(w, apierror.New(429, "rate_limit_error", "This request would exceed your rate limit; retry after the time in the retry-after header"))
 		return
 	}
 	lim.writeHeaders(w.Header(), now)
@@ -190,12 +192,12 @@ func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, x *exchange
 	}
 	if x.fault == "midstream-error" {
 		// A non-streamed reply cannot fail mid-way; it fails as a whole.
-		writeError(w, &apiError{529, "overloaded_error", "Overloaded (injected midstream-error on a non-streaming request)"})
+		writeError(w, apierror.New(529, "overloaded_error", "Overloaded (injected midstream-error on a non-streaming request)"))
 		return
 	}
 	body, err := json.Marshal(x.rep.message(x.id, x.req.Model, x.usage))
 	if err != nil {
-		writeError(w, &apiError{500, "api_error", "simulator could not encode its reply: " + err.Error()})
+		writeError(w, apierror.New(500, "api_error", "simulator could not encode its reply: "+err.Error()))
 		return
 	}
 	body = append(body, '\n')
@@ -242,7 +244,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, &apiError{500, "api_error", "simulator could not encode its answer: " + err.Error()})
+		writeError(w, apierror.New(500, "api_error", "simulator could not encode its answer: "+err.Error()))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -3,6 +3,8 @@ package sim
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 type model struct {
@@ -54,7 +56,7 @@ type page[T any] struct {
 
 // paginate cuts a newest-first list by the API's limit, after_id and
 // before_id query parameters.
-func paginate[T any](r *http.Request, items []T, id func(T) string) (page[T], *apiError) {
+func paginate[T any](r *http.Request, items []T, id func(T) string) (page[T], *apierror.Error) {
 	q := r.URL.Query()
 	limit := 20
 	if v := q.Get("limit"); v != "" {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/statuswriter"
 )
 
@@ -104,7 +105,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/sim/") { // the simulator's own endpoints are not API traffic
 		if s.rec != nil {
 			if err := s.rec.record(r); err != nil {
-				writeError(sw, &apiError{500, "api_error", "sim: recording the request failed: " + err.Error()})
+				writeError(sw, apierror.New(500, "api_error", "sim: recording the request failed: "+err.Error()))
 				return
 			}
 		}
@@ -121,14 +122,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		handler.ServeHTTP(rec, r)
 		if rec.status == http.StatusMethodNotAllowed {
 			sw.Header().Set("Allow", rec.header.Get("Allow"))
-			writeError(sw, &apiError{405, "invalid_request_error", "method " + r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + rec.header.Get("Allow")})
+			writeError(sw, apierror.New(405, "invalid_request_error", "method "+r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+rec.header.Get("Allow")))
 			return
 		}
 		writeError(sw, errNotFound("no route for "+r.Method+" "+r.URL.Path+"; see the API reference for the available endpoints"))
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/") && !hasCredentials(r) {
-		writeError(sw, &apiError{401, "authentication_error", "missing credentials: send an x-api-key header or Authorization: Bearer <key>"})
+		writeError(sw, apierror.New(401, "authentication_error", "missing credentials: send an x-api-key header or Authorization: Bearer <key>"))
 		return
 	}
 	s.mux.ServeHTTP(sw, r) // again through the mux, which sets the path values
@@ -176,12 +177,12 @@ func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (p *probeWriter) WriteHeader(code int)        { p.status = code }
 
 // readBody reads a JSON body up to limit, mapping the failures to API errors.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apierror.Error) {
 	body, err := readAllLimited(w, r, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &apiError{413, "request_too_large", "request body exceeds the " + humanBytes(limit) + " limit for this endpoint; send less or split the work"}
+			return nil, apierror.New(413, "request_too_large", "request body exceeds the "+humanBytes(limit)+" limit for this endpoint; send less or split the work")
 		}
 		return nil, errInvalid("could not read the request body: " + err.Error())
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -130,7 +131,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 			_ = ev.rc.Flush()
 			return false
 		case x.fault == "midstream-error" && sent == 4:
-			_ = ev.send("error", errorBody{Type: "error", Error: errorDetail{"overloaded_error", "Overloaded"}})
+			_ = ev.send("error", apierror.Envelope("overloaded_error", "Overloaded", ""))
 			return false
 		}
 		return true

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -92,7 +93,7 @@ const minThinkingBudget = 1024
 // parseThinking reads and checks the thinking parameter as the API does:
 // a known type, and for enabled a budget of at least 1024 tokens below
 // max_tokens (when max_tokens is given). A missing thinking is disabled.
-func parseThinking(raw json.RawMessage, maxTokens *int) (thinkingConfig, *apiError) {
+func parseThinking(raw json.RawMessage, maxTokens *int) (thinkingConfig, *apierror.Error) {
 	var tc thinkingConfig
 	if len(raw) == 0 || string(raw) == "null" {
 		return thinkingConfig{Type: "disabled"}, nil
@@ -139,7 +140,7 @@ const maxBreakpoints = 4
 
 // parsePrompt turns a request into segments, tools and breakpoints. It is
 // shared by messages, count_tokens and batches so they estimate alike.
-func parsePrompt(req *messagesRequest) (*prompt, *apiError) {
+func parsePrompt(req *messagesRequest) (*prompt, *apierror.Error) {
 	p := &prompt{model: req.Model}
 	tc, aerr := parseThinking(req.Thinking, req.MaxTokens)
 	if aerr != nil {
@@ -246,7 +247,7 @@ func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
 
 // addContent adds a string or an array of content blocks spoken by role;
 // textOnly (the system prompt and system turns) refuses other block types.
-func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *apiError {
+func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *apierror.Error {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) > 0 && trimmed[0] == '"' {
 		var text string

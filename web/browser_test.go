@@ -188,7 +188,7 @@ func buildStack(t *testing.T, slots int, edit func(*config.Config), batchDuratio
 	}
 	st := &stack{live: NewLive(nil)}
 	popt := proxy.Options{Observer: st.live, Logger: slog.New(slog.DiscardHandler)}
-	wopt := Options{Live: st.live, Logger: slog.New(slog.DiscardHandler)}
+	wopt := Options{Live: st.live, Logger: slog.New(slog.DiscardHandler), Run: testRun}
 	if batchDuration > 0 {
 		// The bulk test sends five: its window closes on the fifth, not on
 		// a timer that five posts under go test -race on two cores can

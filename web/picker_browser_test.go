@@ -137,7 +137,7 @@ func TestPagePicksEveryTrace(t *testing.T) {
 		}
 		for i, l := range tr.Lanes {
 			got := v.Lanes[i]
-			retried := rowsWhere(l, func(r []float64) bool { return r[colRetries] > 0 })
+			retried := rowsWhere(l, func(r []float64) bool { return r[ColRetries] > 0 })
 			if got.Mode != l.Mode || got.Drawn != len(l.Req) || got.Colours["retried"] != retried {
 				t.Errorf("%s lane %d: %s with %d dots (%d ringed as retried); want %s with %d (%d retried)",
 					name, i, got.Mode, got.Drawn, got.Colours["retried"], l.Mode, len(l.Req), retried)
@@ -178,7 +178,7 @@ func checkCacheColours(t *testing.T, v pageView, tr *ScenarioTrace) {
 	leaders := map[string]int{}
 	for i, l := range tr.Lanes {
 		ok := func(role float64) func(r []float64) bool {
-			return func(r []float64) bool { return r[colCache] == role && r[colOutcome] == 0 }
+			return func(r []float64) bool { return r[ColCache] == role && r[ColOutcome] == 0 }
 		}
 		wl, wf := rowsWhere(l, ok(1)), rowsWhere(l, ok(2))
 		if c := v.Lanes[i].Colours; c["leader"] != wl || c["follower"] != wf {
@@ -206,7 +206,7 @@ func checkTenantColours(t *testing.T, v pageView, tr *ScenarioTrace) {
 			t.Errorf("noisy-neighbour: legend %v has no tenant %s", v.Legend, name)
 		}
 		for i, l := range tr.Lanes {
-			n := rowsWhere(l, func(r []float64) bool { return int(r[colTenant]) == ti && r[colOutcome] == 0 })
+			n := rowsWhere(l, func(r []float64) bool { return int(r[ColTenant]) == ti && r[ColOutcome] == 0 })
 			if got := v.Lanes[i].Colours["tenant-"+name]; got != n || n == 0 {
 				t.Errorf("noisy-neighbour %s: %d dots of tenant %s; the file has %d served", l.Mode, got, name, n)
 			}

@@ -10,13 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"sort"
-	"strconv"
-	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/bench"
-	"github.com/sluicehq/sluice/proxy"
 )
 
 // Params are what the page asks the server to run: one burst through the
@@ -45,20 +39,20 @@ var DefaultParams = Params{Burst: 64, MaxSize: 16, MaxWaitMS: 20, MaxConcurrency
 // Limits on what the page may ask for.
 const (
 	maxBurst   = 500
-	maxLatency = 5000 // ms
-	maxRun     = 30 * time.Second
+	maxLatency = 5000             // ms
 	maxEstRun  = 25 * time.Second // a run estimated longer is refused up front
 )
 
 // Fixed parts of a page run: short replies, no client retries (so each dot
-// is one call), half of them streamed.
+// is one call), half of them streamed, and at most RunLimit long.
 const (
-	perToken     = 2 * time.Millisecond
-	outputTokMax = 48
+	RunPerToken        = 2 * time.Millisecond
+	RunOutputTokensMax = 48
+	RunLimit           = 30 * time.Second
 )
 
-// validate checks p against the limits; the message names the field.
-func (p Params) validate() error {
+// Validate checks p against the limits; the message names the field.
+func (p Params) Validate() error {
 	check := func(name string, v, lo, hi int) error {
 		if v < lo || v > hi {
 			return fmt.Errorf("%s=%d: must be between %d and %d", name, v, lo, hi)
@@ -81,7 +75,7 @@ func (p Params) validate() error {
 		if p.SpikeFactor < 0 || p.SpikeFactor > 20 || math.IsNaN(p.SpikeFactor) {
 			return fmt.Errorf("spike_factor=%g: must be between 0 and 20 (0 or 1: no spike)", p.SpikeFactor)
 		}
-		if p.SpikeFromMS < 0 || p.SpikeToMS <= p.SpikeFromMS || p.SpikeToMS > int(maxRun/time.Millisecond) {
+		if p.SpikeFromMS < 0 || p.SpikeToMS <= p.SpikeFromMS || p.SpikeToMS > int(RunLimit/time.Millisecond) {
 			return fmt.Errorf("spike_from_ms=%d, spike_to_ms=%d: want 0 <= from < to <= 30000", p.SpikeFromMS, p.SpikeToMS)
 		}
 	}
@@ -94,7 +88,7 @@ func (p Params) validate() error {
 // estimate is a rough upper bound of the slower path's duration.
 func (p Params) estimate() time.Duration {
 	f := max(p.SpikeFactor, 1)
-	call := time.Duration(float64(p.LatencyMS)*f)*time.Millisecond + outputTokMax*perToken
+	call := time.Duration(float64(p.LatencyMS)*f)*time.Millisecond + RunOutputTokensMax*RunPerToken
 	waves := (p.Burst + p.MaxConcurrency - 1) / p.MaxConcurrency
 	windowed := time.Duration(waves)*call + time.Duration(p.MaxWaitMS)*time.Millisecond
 	plain := call
@@ -105,27 +99,6 @@ func (p Params) estimate() time.Duration {
 		windowed = windowed * time.Duration(p.MaxConcurrency) / time.Duration(p.Capacity)
 	}
 	return max(windowed, plain)
-}
-
-func (p Params) scenario() *bench.Scenario {
-	retries := 0
-	sc := &bench.Scenario{
-		Name:        "page",
-		Description: fmt.Sprintf("%d requests at once, from the page", p.Burst),
-		Seed:        1,
-		Sim: bench.SimSpec{TTFT: bench.Duration(time.Duration(p.LatencyMS) * time.Millisecond),
-			PerToken: bench.Duration(perToken), Jitter: 0.1, Capacity: p.Capacity},
-		Sluice: bench.Sluice{MaxSize: p.MaxSize, MaxWait: bench.Duration(time.Duration(p.MaxWaitMS) * time.Millisecond),
-			MaxConcurrency: p.MaxConcurrency, Timeout: bench.Duration(maxRun)},
-		Client: bench.Client{Timeout: bench.Duration(maxRun), MaxRetries: &retries},
-		Workload: bench.Workload{Kind: "burst", N: p.Burst, StreamFraction: 0.5,
-			PromptTokens: [2]int{200, 2000}, OutputTokens: [2]int{16, outputTokMax}},
-	}
-	if p.SpikeFactor != 0 && p.SpikeFactor != 1 {
-		sc.Sim.Spikes = []bench.SpikeSpec{{From: bench.Duration(time.Duration(p.SpikeFromMS) * time.Millisecond),
-			To: bench.Duration(time.Duration(p.SpikeToMS) * time.Millisecond), Factor: p.SpikeFactor}}
-	}
-	return sc
 }
 
 // Trace is what the page replays: one lane per path.
@@ -173,103 +146,16 @@ type Wave struct {
 	Reason string  `json:"reason"`
 }
 
-// recorder is a proxy.Observer that keeps what one bench mode's proxy saw.
-type recorder struct {
-	mu    sync.Mutex
-	waves []waveAt
-	byKey map[string]proxy.Exchange // by X-Bench-Attempt
-}
-
-type waveAt struct {
-	Wave
-	t time.Time
-}
-
-func (r *recorder) WaveFlushed(id uint64, size int, reason string) {
-	r.mu.Lock()
-	r.waves = append(r.waves, waveAt{Wave{ID: id, Size: size, Reason: reason}, time.Now()})
-	r.mu.Unlock()
-}
-
-func (r *recorder) RequestDone(ex proxy.Exchange) {
-	key := ex.Request.Header.Get("X-Bench-Attempt")
-	ex.Request = nil
-	r.mu.Lock()
-	r.byKey[key] = ex
-	r.mu.Unlock()
-}
-
-// Run runs p through the plain and the windowed path and returns the trace.
-func Run(ctx context.Context, p Params) (*Trace, error) {
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, maxRun)
-	defer cancel()
-	recs := map[string]*recorder{}
-	opt := bench.Options{Scenario: p.scenario(), Modes: []string{bench.ModePlain, bench.ModeWindowed},
-		Observer: func(mode string) proxy.Observer {
-			r := &recorder{byKey: map[string]proxy.Exchange{}}
-			recs[mode] = r
-			return r
-		}}
-	rep, err := bench.Run(ctx, opt)
-	if err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("the run passed its limit of %s", maxRun)
-	}
-	tr := &Trace{Params: p, Generated: time.Now().UTC().Truncate(time.Second), Verdict: bench.VerdictOf("latency", rep, nil, "").Line}
-	for _, res := range rep.Results() {
-		tr.Lanes = append(tr.Lanes, lane(res, recs[res.Mode], p.MaxConcurrency))
-	}
-	return tr, nil
-}
-
-func lane(res *bench.ModeResult, rec *recorder, cap int) Lane {
-	ms := func(t time.Time) float64 { return math.Round(float64(t.Sub(res.Start))/1e5) / 10 }
-	opt := func(t time.Time) *float64 {
-		if t.IsZero() {
-			return nil
-		}
-		v := ms(t)
-		return &v
-	}
-	l := Lane{Mode: res.Mode, Cap: cap, UpstreamPeak: int(res.Sim.PeakInflight), Waves: []Wave{}}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	flushAt := map[uint64]float64{}
-	for _, w := range rec.waves {
-		w.At = ms(w.t)
-		flushAt[w.ID] = w.At
-		l.Waves = append(l.Waves, w.Wave)
-	}
-	for _, r := range res.Records {
-		q := Request{ID: r.ID, Arrive: math.Round(r.ArrivalMS*10) / 10, Done: math.Round(r.DoneMS*10) / 10,
-			Outcome: r.Outcome, Status: r.Status, Error: r.ErrorType, Stream: r.Stream}
-		if ex, ok := rec.byKey[strconv.Itoa(r.ID)+"."+strconv.Itoa(r.Retries)]; ok {
-			q.Slot, q.Release = opt(ex.Granted), opt(ex.Released)
-			if ex.Wave != 0 {
-				q.Wave = ex.Wave
-				if at, ok := flushAt[ex.Wave]; ok {
-					q.Flush = &at
-				}
-			}
-		}
-		l.Requests = append(l.Requests, q)
-	}
-	sort.Slice(l.Requests, func(i, j int) bool { return l.Requests[i].ID < l.Requests[j].ID })
-	return l
-}
-
 // runner serves POST /ui/api/run, one run at a time.
 type runner struct {
 	busy chan struct{}
 	log  *slog.Logger
+	run  func(context.Context, Params) (*Trace, error) // Options.Run
 }
 
-func newRunner(log *slog.Logger) *runner { return &runner{busy: make(chan struct{}, 1), log: log} }
+func newRunner(log *slog.Logger, run func(context.Context, Params) (*Trace, error)) *runner {
+	return &runner{busy: make(chan struct{}, 1), log: log, run: run}
+}
 
 func (rn *runner) serve(w http.ResponseWriter, r *http.Request) {
 	// application/json, and only that: a cross-site request can send no
@@ -287,7 +173,7 @@ func (rn *runner) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the parameters are not valid JSON: "+err.Error())
 		return
 	}
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
@@ -299,7 +185,7 @@ func (rn *runner) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "a run is already in progress; the page runs one at a time. Try again when it finishes")
 		return
 	}
-	tr, err := Run(r.Context(), p)
+	tr, err := rn.run(r.Context(), p)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the page went away

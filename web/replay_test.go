@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,7 +102,7 @@ func postRun(t *testing.T, url string, body string) (*http.Response, []byte) {
 }
 
 func TestRunEndpoint(t *testing.T) {
-	h := New(Options{})
+	h := New(Options{Run: testRun})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -157,12 +160,40 @@ func TestRunEndpoint(t *testing.T) {
 
 func TestRunIsBoundedInTime(t *testing.T) {
 	p := Params{Burst: 500, MaxSize: 16, MaxWaitMS: 20, MaxConcurrency: 20, LatencyMS: 5000}
-	if err := p.validate(); err == nil {
+	if err := p.Validate(); err == nil {
 		t.Errorf("%+v estimated at %s was accepted; want refused over %s", p, p.estimate(), maxEstRun)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := Run(ctx, Params{Burst: 2, MaxSize: 1, MaxConcurrency: 1, LatencyMS: 10}); err == nil {
-		t.Error("a run with a cancelled context returned no error")
+}
+
+// POST /ui/api/run starts a bench run on the server. It took a body with
+// no Content-Type at all, which is what a cross-site fetch with mode
+// no-cors and a Blob body sends, with no CORS preflight: any web page the
+// operator opened could start runs on a loopback sluice, one after
+// another. The page itself sends application/json, which a cross-site
+// request can send only after a preflight that sluice does not grant.
+func TestRunRefusesABodyWithoutJSONContentType(t *testing.T) {
+	var ran atomic.Bool
+	srv := httptest.NewServer(New(Options{Run: func(context.Context, Params) (*Trace, error) {
+		ran.Store(true)
+		return nil, errors.New("refused bodies are not run")
+	}}))
+	t.Cleanup(srv.Close)
+	for _, ct := range []string{"", "text/plain;charset=UTF-8"} {
+		req, _ := http.NewRequest("POST", srv.URL+"/ui/api/run", strings.NewReader(`{"burst":1,"latency_ms":1}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("POST /ui/api/run with Content-Type %q: %d %.120s; want 415", ct, resp.StatusCode, b)
+		}
+	}
+	if ran.Load() {
+		t.Error("a body without a JSON Content-Type started a run")
 	}
 }

@@ -7,14 +7,11 @@ import (
 	"math"
 	"net/http"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/bench"
 )
 
 // ScenarioTrace is one suite scenario's run as the page replays it: a file
@@ -39,10 +36,10 @@ type ScenarioTrace struct {
 	// Slots and OverloadAt are the simulated upstream's generation slots
 	// (beyond them calls share its speed) and the count in flight from
 	// which it answers 529, as the scenario starts them (0: none).
-	Slots      int                  `json:"slots,omitempty"`
-	OverloadAt int                  `json:"overload_at,omitempty"`
-	Spikes     []bench.SpikeSummary `json:"spikes,omitempty"`
-	Tenants    []string             `json:"tenants,omitempty"`
+	Slots      int      `json:"slots,omitempty"`
+	OverloadAt int      `json:"overload_at,omitempty"`
+	Spikes     []Spike  `json:"spikes,omitempty"`
+	Tenants    []string `json:"tenants,omitempty"`
 	// Cols names the columns of each lane's rows (ReqCols).
 	Cols  []string    `json:"cols"`
 	Lanes []TraceLane `json:"lanes"`
@@ -64,11 +61,19 @@ type TraceVerdict struct {
 	Tenant  string `json:"tenant,omitempty"`
 }
 
+// Spike is one of the upstream's slow periods, shaded on the charts: from
+// and to in seconds since the run's start, its latency multiplier.
+type Spike struct {
+	FromS  float64 `json:"from_s"`
+	ToS    float64 `json:"to_s"`
+	Factor float64 `json:"factor"`
+}
+
 // TraceAlone is a scenario's companion run, by its figures.
 type TraceAlone struct {
-	Name    string             `json:"name"`
-	Tenant  string             `json:"tenant"`
-	Figures []bench.ModeReport `json:"figures"`
+	Name    string            `json:"name"`
+	Tenant  string            `json:"tenant"`
+	Figures []json.RawMessage `json:"figures"` // each mode's, as report.json has them
 }
 
 // TraceLane is one mode's run: each request's life, the sampled gauges,
@@ -78,9 +83,9 @@ type TraceLane struct {
 	Windowed bool   `json:"windowed,omitempty"`
 	Cap      int    `json:"cap,omitempty"`
 	// Req has one row per request, in request id order, of ReqCols.
-	Req     [][]float64      `json:"req"`
-	Series  TraceSeries      `json:"series"`
-	Figures bench.ModeReport `json:"figures"`
+	Req     [][]float64     `json:"req"`
+	Series  TraceSeries     `json:"series"`
+	Figures json.RawMessage `json:"figures"` // as report.json has them; the page reads them as they are
 }
 
 // ReqCols are the columns of a lane's rows: id is the request's in the
@@ -93,17 +98,17 @@ var ReqCols = []string{"id", "arrive", "slot", "first", "done", "outcome", "stat
 
 // The indices of ReqCols.
 const (
-	colID = iota
-	colArrive
-	colSlot
-	colFirst
-	colDone
-	colOutcome
-	colStatus
-	colRetries
-	colStream
-	colCache
-	colTenant
+	ColID = iota
+	ColArrive
+	ColSlot
+	ColFirst
+	ColDone
+	ColOutcome
+	ColStatus
+	ColRetries
+	ColStream
+	ColCache
+	ColTenant
 )
 
 // TraceSeries is the bench's sampled gauges at a fixed step, each point
@@ -117,164 +122,8 @@ type TraceSeries struct {
 	Bucket   []float64 `json:"bucket,omitempty"` // the input-token bucket's level, whole tokens
 }
 
-// maxSeriesPoints bounds a lane's series: enough for a chart as wide as a
-// screen, small enough for the file's budget.
-const maxSeriesPoints = 600
-
 // TraceBudget is the most a shipped trace may weigh.
 const TraceBudget = 300 << 10
-
-// SuiteTrace is the page's trace of one suite entry (bench.RunSuite's,
-// run with one seed).
-func SuiteTrace(e bench.SuiteEntry, sc *bench.Scenario) (*ScenarioTrace, error) {
-	rep := e.Report
-	if rep == nil || len(rep.Results()) == 0 {
-		return nil, fmt.Errorf("%s: no run to trace", e.Scenario)
-	}
-	tr := &ScenarioTrace{Format: TraceFormat, Name: e.Scenario, Desc: e.Description, Generated: time.Now().UTC().Truncate(time.Second),
-		Version: rep.Version, Seed: rep.Seed, Cap: rep.Sluice.MaxConcurrency, Spikes: rep.Spikes, Cols: ReqCols,
-		Slots: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
-		Verdict: TraceVerdict{Kind: e.Verdict.Kind, Line: e.Verdict.Line, Outcome: e.Verdict.Outcome, Tenant: e.Tenant}}
-	for _, tw := range sc.Workload.Tenants {
-		tr.Tenants = append(tr.Tenants, tw.Name)
-	}
-	tenant := map[string]float64{}
-	for i, n := range tr.Tenants {
-		tenant[n] = float64(i)
-	}
-	for _, res := range rep.Results() {
-		fig := rep.Mode(res.Mode)
-		if fig == nil {
-			return nil, fmt.Errorf("%s: mode %s has no figures", e.Scenario, res.Mode)
-		}
-		l := TraceLane{Mode: res.Mode, Windowed: res.Windowed, Cap: res.Cap, Figures: *fig, Series: series(res)}
-		tr.Bucket = max(tr.Bucket, res.InputBucketSize)
-		recs := slices.Clone(res.Records)
-		sort.Slice(recs, func(i, j int) bool { return recs[i].ID < recs[j].ID })
-		for _, r := range recs {
-			l.Req = append(l.Req, row(r, tenant))
-		}
-		tr.Lanes = append(tr.Lanes, l)
-	}
-	if e.AloneReport != nil {
-		tr.Alone = &TraceAlone{Name: e.Alone, Tenant: e.Tenant, Figures: e.AloneReport.Modes}
-	}
-	return tr, nil
-}
-
-// tenth rounds a time in ms to 0.1 ms.
-func tenth(v float64) float64 { return math.Round(v*10) / 10 }
-
-func row(r bench.Record, tenant map[string]float64) []float64 {
-	opt := func(p *float64) float64 {
-		if p == nil {
-			return -1
-		}
-		return tenth(*p)
-	}
-	out := make([]float64, len(ReqCols))
-	out[colID] = float64(r.ID)
-	out[colArrive], out[colSlot], out[colFirst], out[colDone] = tenth(r.ArrivalMS), opt(r.SlotMS), opt(r.FirstTokenMS), tenth(r.DoneMS)
-	switch r.Outcome {
-	case "ok":
-	case "lost":
-		out[colOutcome] = 2
-	default:
-		out[colOutcome] = 1
-	}
-	out[colStatus], out[colRetries] = float64(r.Status), float64(r.Retries)
-	if r.Stream {
-		out[colStream] = 1
-	}
-	out[colCache] = float64(cacheRole(r))
-	out[colTenant] = tenant[r.Tenant]
-	return out
-}
-
-// cacheRole is a request's part in the prompt cache from its tokens, as
-// the report splits its TTFT: 2 read (a follower, or a warm prefix), 1
-// wrote without reading (a leader, or everyone on a cold prefix), 0
-// neither.
-func cacheRole(r bench.Record) int {
-	switch {
-	case r.CacheRead > 0:
-		return 2
-	case r.CacheWrite > 0:
-		return 1
-	}
-	return 0
-}
-
-// series thins res's samples to at most maxSeriesPoints steps of a whole
-// number of the bench's 10 ms.
-func series(res *bench.ModeResult) TraceSeries {
-	var end time.Duration
-	if n := len(res.Samples); n > 0 {
-		end = res.Samples[n-1].T
-	}
-	step := 10 * time.Millisecond
-	for end/step >= maxSeriesPoints {
-		step += 10 * time.Millisecond
-	}
-	s := TraceSeries{StepMS: float64(step) / float64(time.Millisecond)}
-	n := int(end/step) + 1
-	if len(res.Samples) == 0 {
-		n = 0
-	}
-	s.Upstream = make([]int, n)
-	if res.Windowed {
-		s.Gate, s.Queued = make([]int, n), make([]int, n)
-	}
-	if res.InputBucketSize > 0 {
-		s.Bucket = make([]float64, n)
-	}
-	seen := make([]bool, n)
-	for _, x := range res.Samples {
-		i := int(x.T / step)
-		if !seen[i] {
-			seen[i] = true
-			if s.Bucket != nil {
-				s.Bucket[i] = math.Inf(1)
-			}
-		}
-		s.Upstream[i] = max(s.Upstream[i], x.UpstreamInflight)
-		if res.Windowed {
-			s.Gate[i], s.Queued[i] = max(s.Gate[i], x.GateInflight), max(s.Queued[i], x.Queued)
-		}
-		if s.Bucket != nil {
-			s.Bucket[i] = min(s.Bucket[i], math.Round(x.InputBucket))
-		}
-	}
-	// A step no sample fell in (the ticker is late now and then) holds
-	// the step before's values, not zeros that never happened.
-	for i := 1; i < n; i++ {
-		if seen[i] {
-			continue
-		}
-		s.Upstream[i] = s.Upstream[i-1]
-		if res.Windowed {
-			s.Gate[i], s.Queued[i] = s.Gate[i-1], s.Queued[i-1]
-		}
-		if s.Bucket != nil {
-			s.Bucket[i] = s.Bucket[i-1]
-		}
-	}
-	return s
-}
-
-// RecomputedVerdict recomputes the trace's verdict line with the suite's code from
-// the figures the file carries.
-func (tr *ScenarioTrace) RecomputedVerdict() bench.ScenarioVerdict {
-	rep := &bench.Report{Scenario: tr.Name, Seed: tr.Seed}
-	for _, l := range tr.Lanes {
-		rep.Modes = append(rep.Modes, l.Figures)
-	}
-	var alone *bench.Report
-	if tr.Alone != nil {
-		alone = &bench.Report{Scenario: tr.Alone.Name, Seed: tr.Seed, Modes: tr.Alone.Figures}
-	}
-	return bench.VerdictOf(tr.Verdict.Kind, rep, alone, tr.Verdict.Tenant)
-}
 
 // DefaultScenario is the trace the page shows first: overload, where the
 // upstream is offered about three times what it serves and refuses the
@@ -285,7 +134,7 @@ func (tr *ScenarioTrace) RecomputedVerdict() bench.ScenarioVerdict {
 const DefaultScenario = "overload"
 
 // PageBurst is the name of the page's own burst trace
-// (trace-default.json, web.Run of DefaultParams) among the shipped ones.
+// (trace-default.json, benchtrace.Run of DefaultParams) among the shipped ones.
 const PageBurst = "page-burst"
 
 // TraceInfo is one shipped trace in the picker's list.
@@ -371,22 +220,33 @@ func burstDesc(p Params) string {
 // from the trace: the share served and the upstream calls per success of
 // plain and windowed.
 func whyDefault(tr *ScenarioTrace) string {
-	var plain, win *bench.ModeReport
-	for i := range tr.Lanes {
-		switch tr.Lanes[i].Mode {
-		case bench.ModePlain:
-			plain = &tr.Lanes[i].Figures
-		case bench.ModeWindowed:
-			win = &tr.Lanes[i].Figures
+	// The figures it reads, of report.json's.
+	type figures struct {
+		Offered       int   `json:"offered"`
+		Succeeded     int   `json:"succeeded"`
+		UpstreamCalls int64 `json:"upstream_calls"`
+		Upstream529   int64 `json:"upstream_529"`
+	}
+	var plain, win *figures
+	for _, l := range tr.Lanes {
+		var f figures
+		if json.Unmarshal(l.Figures, &f) != nil {
+			return ""
+		}
+		switch l.Mode {
+		case "plain":
+			plain = &f
+		case "windowed":
+			win = &f
 		}
 	}
 	if plain == nil || win == nil {
 		return ""
 	}
-	share := func(m *bench.ModeReport) string {
+	share := func(m *figures) string {
 		return strconv.Itoa(int(math.Round(100*float64(m.Succeeded)/float64(max(m.Offered, 1))))) + " %"
 	}
-	per := func(m *bench.ModeReport) string {
+	per := func(m *figures) string {
 		return strconv.FormatFloat(float64(m.UpstreamCalls)/float64(max(m.Succeeded, 1)), 'f', 2, 64)
 	}
 	return fmt.Sprintf("Shown first because it is the seed's promise under the hardest load: offered about three times what the upstream can serve, "+

@@ -8,11 +8,12 @@ package web
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
+
+	"github.com/sluicehq/sluice/apierror"
 )
 
 //go:generate go run ./gentrace -out static/trace-default.json -traces static/traces
@@ -43,6 +44,11 @@ type Options struct {
 	// with 403: each run spends the server's CPU for up to 30 s, which
 	// nobody beyond this host should be able to ask for (UI_BENCH_RUNS).
 	NoRuns bool
+	// Run runs the page's burst through the plain and the windowed path
+	// and returns its trace (POST /ui/api/run): cmd/sluice gives it
+	// benchtrace.Run, so that this package does not import the bench. If
+	// nil, runs are refused as with NoRuns.
+	Run func(context.Context, Params) (*Trace, error)
 	// Bulk, if set, lists the bulk endpoint's batches for the page
 	// (GET /ui/api/bulk); if nil, the page says the endpoint is off.
 	Bulk BulkBatches
@@ -73,19 +79,25 @@ func New(opt Options) *Handler {
 	if opt.MaxWatchers <= 0 {
 		opt.MaxWatchers = DefaultMaxWatchers
 	}
-	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger), bulkFeed: &bulkFeed{src: opt.Bulk}, shipped: &shipped{}}
+	h := &Handler{opt: opt, mux: http.NewServeMux(), runner: newRunner(opt.Logger, opt.Run), bulkFeed: &bulkFeed{src: opt.Bulk}, shipped: &shipped{}}
 	sub, _ := fs.Sub(static, "static")
 	files := http.StripPrefix("/ui", http.FileServerFS(sub))
 	h.mux.Handle("/ui/", noCache(getOnly(files)))
 	h.mux.HandleFunc("GET /ui/api/default", h.defaultTrace)
 	h.mux.HandleFunc("GET /ui/api/traces", h.traces)
 	h.mux.HandleFunc("GET /ui/api/traces/{name}", h.trace)
-	if opt.NoRuns {
+	switch {
+	case opt.NoRuns:
 		h.mux.HandleFunc("POST /ui/api/run", func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusForbidden, "permission_error",
 				"bench runs from the page are off on this sluice (UI_BENCH_RUNS; off by default when the page is served beyond loopback): run `sluice bench` from a shell instead")
 		})
-	} else {
+	case opt.Run == nil:
+		h.mux.HandleFunc("POST /ui/api/run", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusForbidden, "permission_error",
+				"this server has no bench runs for the page: run `sluice bench` from a shell instead")
+		})
+	default:
 		h.mux.HandleFunc("POST /ui/api/run", h.runner.serve)
 	}
 	h.mux.HandleFunc("GET /ui/api/live", h.live)
@@ -143,18 +155,10 @@ func noCache(h http.Handler) http.Handler {
 	})
 }
 
-// writeError answers with an Anthropic-shaped error body.
+// writeError answers with an Anthropic-shaped error body. The page is
+// served in front of the proxy (Mount) or on the admin listener, not
+// through it, so its answers carry no request id.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	var body struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	body.Type, body.Error.Type, body.Error.Message = "error", typ, msg
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	apierror.Write(w, "", apierror.New(status, typ, msg))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/web"
+	"github.com/sluicehq/sluice/web/benchtrace"
 )
 
 // handlers are what newHandler builds: the proxy, what the API port
@@ -79,7 +80,7 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	var ui http.Handler
 	if cfg.UIEnabled {
 		live.SetGauges(web.GaugesOf(p, cfg))
-		wopt := web.Options{Live: live, Context: ctx, Logger: log, MaxWatchers: cfg.LiveMaxWatchers, NoRuns: !benchRuns(cfg)}
+		wopt := web.Options{Live: live, Context: ctx, Logger: log, MaxWatchers: cfg.LiveMaxWatchers, NoRuns: !benchRuns(cfg), Run: benchtrace.Run}
 		if bk != nil {
 			wopt.Bulk = bk
 		}

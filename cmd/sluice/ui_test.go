@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/web"
 )
 
 func TestUISettingMountsThePage(t *testing.T) {
@@ -59,5 +61,34 @@ func TestUISettingMountsThePage(t *testing.T) {
 		srv.Close()
 		p.Close()
 		cancel()
+	}
+}
+
+// The page's runs are wired: a POST /ui/api/run runs the burst through
+// the bench (benchtrace.Run, which the web package cannot import itself)
+// and answers its trace.
+func TestPageRunsAreWired(t *testing.T) {
+	cfg := config.Default()
+	cfg.UIEnabled, cfg.UIBenchRuns = true, "on"
+	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // not called: the run has its own simulator
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hs, err := newHandler(ctx, cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.flushSpans()
+	defer hs.proxy.Close()
+	srv := httptest.NewServer(hs.api)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/ui/api/run", "application/json",
+		strings.NewReader(`{"burst":2,"max_size":1,"max_wait_ms":0,"max_concurrency":1,"latency_ms":1,"capacity":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tr web.Trace
+	if err := json.NewDecoder(resp.Body).Decode(&tr); resp.StatusCode != 200 || err != nil || len(tr.Lanes) != 2 || len(tr.Lanes[1].Requests) != 2 {
+		t.Fatalf("POST /ui/api/run: %d, %v, %d lanes; want 200 and the run's plain and windowed lanes of 2 requests", resp.StatusCode, err, len(tr.Lanes))
 	}
 }

@@ -1,6 +1,6 @@
 // Command gentrace writes the replay traces that ship with the binary, so
 // that the page replays without a run: `go generate ./web`. It writes the
-// page's own burst (web.Run of web.DefaultParams) to -out, and, into
+// page's own burst (benchtrace.Run of web.DefaultParams) to -out, and, into
 // -traces, one file per scenario of the bench suite, each run as
 // bench.RunSuite runs it (one seed, the scenario's modes and its
 // companion), with the suite's verdict line. The runs are real time, one
@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench"
 	"github.com/sluicehq/sluice/web"
+	"github.com/sluicehq/sluice/web/benchtrace"
 )
 
 func main() {
@@ -55,7 +56,7 @@ func run(out, dir, only string) error {
 		var v any
 		path := filepath.Join(dir, name+".json")
 		if name == web.PageBurst {
-			tr, err := web.Run(ctx, web.DefaultParams)
+			tr, err := benchtrace.Run(ctx, web.DefaultParams)
 			if err != nil {
 				return err
 			}
@@ -93,5 +94,5 @@ func suiteTrace(ctx context.Context, name string) (*web.ScenarioTrace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return web.SuiteTrace(s.Entries[0], sc)
+	return benchtrace.SuiteTrace(s.Entries[0], sc)
 }
