@@ -28,16 +28,10 @@ const (
 const SessionHeader = "X-Claude-Code-Session-Id"
 
 // The headers a client names its tenant (under TENANT_FROM=header) and
-// its priority class with.
+// its priority class (gate.Class's name) with.
 const (
 	TenantHeader   = "X-Sluice-Tenant"
 	PriorityHeader = "X-Sluice-Priority"
-)
-
-// The priority classes, as the header and the inbound keys name them.
-const (
-	ClassInteractive = "interactive"
-	ClassBatch       = "batch"
 )
 
 // OtherTenant is the tenant shared by everyone past TenantConfig.Max.
@@ -164,10 +158,10 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 	if name = strings.TrimLeft(strings.TrimSpace(name), "\x00"); name != "" {
 		d.Tenant = name
 	}
-	d.Class = ClassInteractive
-	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), ClassBatch) ||
-		d.Inbound != nil && d.Inbound.Class == ClassBatch {
-		d.Class = ClassBatch
+	d.Class = gate.ClassInteractive
+	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), gate.ClassBatch.String()) ||
+		d.Inbound != nil && d.Inbound.Class == gate.ClassBatch {
+		d.Class = gate.ClassBatch
 	}
 }
 
@@ -341,10 +335,7 @@ func (ts *Tenants) done(t *tenant) {
 func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
-	tk.Class = gate.ClassInteractive
-	if r.Class == ClassBatch {
-		tk.Class = gate.ClassBatch
-	}
+	tk.Class = r.Class
 	tk.Weight = ts.cfg.Weights[t.name]
 	tk.MaxInFlight = ts.cfg.MaxConcurrent
 	if in := r.Inbound; in != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -213,7 +214,7 @@ func TestInboundKeyReachesTheUpstreamAsTheHeldKeyOnly(t *testing.T) {
 			return
 		}
 		d := f.descs.last()
-		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: "batch", MaxConcurrent: 3, MaxWaiting: 7}
+		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: gate.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7}
 		if d.Inbound == nil || fmt.Sprint(*d.Inbound) != fmt.Sprint(want) {
 			t.Errorf("descriptor's Inbound = %+v; want %+v", d.Inbound, want)
 		}
