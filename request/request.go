@@ -54,13 +54,13 @@ type Descriptor struct {
 // the fair order and the per-tenant limits, and what it may call. Zero
 // values mean the defaults.
 type Inbound struct {
-	Name          string   // the key's name in the keys file
-	Tenant        string   // the tenant it belongs to; "" means Name
-	Weight        float64  // its share in the fair order; 0 means 1
+	Name          string     // the key's name in the keys file
+	Tenant        string     // the tenant it belongs to; "" means Name
+	Weight        float64    // its share in the fair order; 0 means 1
 	Class         gate.Class // its priority class; the zero value is interactive
-	MaxConcurrent int      // upstream calls at once for its tenant; 0: no limit
-	MaxWaiting    int      // requests waiting for its tenant; 0: no limit
-	Models        []string // models it may call; nil means all
+	MaxConcurrent int        // upstream calls at once for its tenant; 0: no limit
+	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
+	Models        []string   // models it may call; nil means all
 }
 
 // Prefix is one cacheable prefix of a prompt: everything up to and
