@@ -41,7 +41,7 @@ type Member struct {
 	sig    signals
 	cache  cachePlace // set by CacheAware before it joins the member
 	spend  spend      // its debit of its key's rate limits (Config.Pacing)
-	tenant *tenant    // its tenant's counts; nil without Config.Tenants
+	tenant Tenant     // its tenant, as Config.Tenants counts it; nil without
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap

@@ -61,14 +61,14 @@ type TenantConfig struct {
 	MaxWaiting int
 }
 
-// Tenants is the tenant policy and its accounting: it names each request's
-// tenant and class (Identify), keeps per tenant how many requests wait and
-// how many hold a slot, sheds a tenant's request past its MaxWaiting with a
-// *TenantFullError, and fills each gate ticket's key, cost, class, weight
-// and limit. The scheduler calls it for each member it admits (see
-// Config.Tenants). At most Max tenants are tracked at once, so that memory
-// and the metrics' labels stay bounded whoever the clients say they are.
-type Tenants struct {
+// TenantTable is today's tenant policy (Tenants) and its accounting: it
+// names each request's tenant and class (Identify), keeps per tenant how
+// many requests wait and how many hold a slot, sheds a tenant's request
+// past its MaxWaiting with a *TenantFullError, and fills each gate
+// ticket's key, cost, class, weight and limit. At most Max tenants are
+// tracked at once, so that memory and the metrics' labels stay bounded
+// whoever the clients say they are.
+type TenantTable struct {
 	cfg TenantConfig
 
 	mu    sync.Mutex
@@ -83,7 +83,8 @@ type Tenants struct {
 	idleHead, idleTail *tenant
 }
 
-// tenant is one tracked tenant's counts. Guarded by Tenants.mu.
+// tenant is one tracked tenant's counts, and the Tenant its requests
+// are entered as. Guarded by TenantTable.mu.
 type tenant struct {
 	name              string
 	waiting, inFlight int
@@ -108,15 +109,15 @@ func (e *TenantFullError) Error() string {
 // its Max is below 1.
 const DefaultMaxTenants = 100
 
-// NewTenants returns the tenant policy cfg.
-func NewTenants(cfg TenantConfig) *Tenants {
+// NewTenantTable returns the tenant policy cfg.
+func NewTenantTable(cfg TenantConfig) *TenantTable {
 	if cfg.From == "" {
 		cfg.From = TenantFromKey
 	}
 	if cfg.Max < 1 {
 		cfg.Max = DefaultMaxTenants
 	}
-	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
+	return &TenantTable{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
 }
 
 // Identify sets d's Tenant and Class from the policy's source, h (the
@@ -124,7 +125,7 @@ func NewTenants(cfg TenantConfig) *Tenants {
 // metadata or inbound a request without the thing named keeps the
 // credential's tenant. The class is the header's, but never above the
 // inbound key's: a key made batch stays batch.
-func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
+func (ts *TenantTable) Identify(d *request.Descriptor, h http.Header) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
@@ -183,9 +184,6 @@ func sessionOf(h http.Header, userID string) string {
 	return request.Cut(strings.ToValidUTF8(id, "\uFFFD"), maxTenantName)
 }
 
-// enter counts r in as waiting for its tenant and returns the tenant, or
-// refuses it with a *TenantFullError.
-
 // Under TENANT_FROM=header or metadata, the client names its tenant, and
 // one inbound key may speak for many: the key's own limits (max_waiting,
 // max_concurrent) then bind the key as a whole, over all its requests
@@ -195,7 +193,7 @@ func sessionOf(h http.Header, userID string) string {
 
 // bindsKey tells whether r's inbound key's limits bind apart from r's
 // tenant.
-func (ts *Tenants) bindsKey(r *request.Descriptor) bool {
+func (ts *TenantTable) bindsKey(r *request.Descriptor) bool {
 	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata)
 }
 
@@ -204,9 +202,9 @@ func (ts *Tenants) bindsKey(r *request.Descriptor) bool {
 // name (Identify).
 func keyGateKey(in *request.Inbound) string { return "\x00inbound key " + in.Name }
 
-// enter counts r in as waiting for its tenant (and its inbound key) and
+// Enter counts r in as waiting for its tenant (and its inbound key) and
 // returns the tenant, or refuses it with a *TenantFullError.
-func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
+func (ts *TenantTable) Enter(r *request.Descriptor) (Tenant, error) {
 	limit, keyLimit := ts.cfg.MaxWaiting, 0
 	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
 		if ts.bindsKey(r) {
@@ -236,7 +234,7 @@ func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
 
 // keyLeft counts one of r's inbound key's waiting requests out. ts.mu is
 // held.
-func (ts *Tenants) keyLeft(r *request.Descriptor) {
+func (ts *TenantTable) keyLeft(r *request.Descriptor) {
 	if !ts.bindsKey(r) {
 		return
 	}
@@ -249,7 +247,7 @@ func (ts *Tenants) keyLeft(r *request.Descriptor) {
 
 // find is the tracked tenant called name: found, made, made in place of
 // the longest idle one, or OtherTenant. ts.mu is held.
-func (ts *Tenants) find(name string) *tenant {
+func (ts *TenantTable) find(name string) *tenant {
 	if t := ts.known[name]; t != nil {
 		return t
 	}
@@ -270,13 +268,13 @@ func (ts *Tenants) find(name string) *tenant {
 }
 
 // busy takes t off the idle list. ts.mu is held.
-func (ts *Tenants) busy(t *tenant) {
+func (ts *TenantTable) busy(t *tenant) {
 	if t.idle {
 		ts.unidle(t)
 	}
 }
 
-func (ts *Tenants) unidle(t *tenant) {
+func (ts *TenantTable) unidle(t *tenant) {
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
@@ -291,7 +289,7 @@ func (ts *Tenants) unidle(t *tenant) {
 }
 
 // settle puts t on the idle list if it has nothing left. ts.mu is held.
-func (ts *Tenants) settle(t *tenant) {
+func (ts *TenantTable) settle(t *tenant) {
 	if t.waiting > 0 || t.inFlight > 0 || t.idle || t == ts.other {
 		return
 	}
@@ -304,8 +302,9 @@ func (ts *Tenants) settle(t *tenant) {
 	ts.idleTail = t
 }
 
-// left is one of t's waiting requests, r, leaving without a slot.
-func (ts *Tenants) left(t *tenant, r *request.Descriptor) {
+// Left is one of t's waiting requests, r, leaving without a slot.
+func (ts *TenantTable) Left(tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
 	t.waiting--
@@ -313,8 +312,9 @@ func (ts *Tenants) left(t *tenant, r *request.Descriptor) {
 	ts.mu.Unlock()
 }
 
-// granted is one of t's waiting requests, r, taking a slot.
-func (ts *Tenants) granted(t *tenant, r *request.Descriptor) {
+// Granted is one of t's waiting requests, r, taking a slot.
+func (ts *TenantTable) Granted(tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
 	t.waiting--
@@ -322,8 +322,9 @@ func (ts *Tenants) granted(t *tenant, r *request.Descriptor) {
 	ts.mu.Unlock()
 }
 
-// done is one of t's requests giving its slot back for good.
-func (ts *Tenants) done(t *tenant) {
+// Done is one of t's requests giving its slot back for good.
+func (ts *TenantTable) Done(tn Tenant) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	t.inFlight--
 	t.served++
@@ -331,8 +332,9 @@ func (ts *Tenants) done(t *tenant) {
 	ts.mu.Unlock()
 }
 
-// ticket fills tk for a member of tenant t with request r.
-func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
+// Ticket fills tk for a member of tenant t with request r.
+func (ts *TenantTable) Ticket(tk *gate.Ticket, tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
 	tk.Class = r.Class
@@ -355,7 +357,7 @@ func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
 
 // AddTokens counts n tokens of usage to the tenant called name, if it is
 // tracked (or to OtherTenant).
-func (ts *Tenants) AddTokens(name string, n int64) {
+func (ts *TenantTable) AddTokens(name string, n int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.known[name]
@@ -379,7 +381,7 @@ type TenantStats struct {
 
 // Stats reports every tracked tenant (OtherTenant first), at most Max+1.
 // A tenant that gives its place to another loses its counts.
-func (ts *Tenants) Stats() []TenantStats {
+func (ts *TenantTable) Stats() []TenantStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	out := make([]TenantStats, 0, len(ts.known)+1)
@@ -399,5 +401,8 @@ func (m *Member) Tenant() string {
 	if m.tenant == nil {
 		return m.req.Tenant
 	}
-	return m.tenant.name
+	return m.tenant.Name()
 }
+
+// Name is the tenant's name.
+func (t *tenant) Name() string { return t.name }

@@ -68,7 +68,7 @@ type Proxy struct {
 
 	// tenants names each Messages request's tenant and class, and on the
 	// windowed path counts and limits them (see dispatch/tenants.go).
-	tenants *dispatch.Tenants
+	tenants dispatch.Tenants
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
@@ -231,7 +231,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		p.log.Info("TENANT_FROM="+cfg.TenantFrom+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
 			"tenant_from", cfg.TenantFrom)
 	}
-	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+	p.tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
