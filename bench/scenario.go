@@ -464,12 +464,10 @@ func (s Sluice) validate(where string) error {
 	if s.MaxSize < 0 || s.MaxConcurrency < 0 || s.MaxWait < 0 || s.Timeout < 0 || s.LimitFloor < 0 || s.BulkMaxWait < 0 || s.BulkPoll < 0 {
 		return fmt.Errorf("%s: max_size, max_wait, max_concurrency, timeout, limit_floor, bulk_max_wait and bulk_poll must not be negative", where)
 	}
-	if s.Limit != "" && s.Limit != "static" && s.Limit != "adaptive" {
+	if _, err := config.ParseGateLimit(s.Limit); s.Limit != "" && err != nil {
 		return fmt.Errorf("%s.limit: %q is not static or adaptive", where, s.Limit)
 	}
-	switch s.RateLimitPacing {
-	case "", "buckets", "reset", "off":
-	default:
+	if _, err := config.ParsePacing(s.RateLimitPacing); s.RateLimitPacing != "" && err != nil {
 		return fmt.Errorf("%s.rate_limit_pacing: want buckets, reset or off, not %q", where, s.RateLimitPacing)
 	}
 	return nil
@@ -522,7 +520,7 @@ func (sc *Scenario) ModeConfig(mode string) config.Config {
 	}
 	c := sc.SluiceConfig(mode == ModeWindowed || mode == ModeWindowedFIFO)
 	if mode == ModeWindowedFIFO {
-		c.GateOrder = "fifo" // one line for every tenant, against the default fair one
+		c.GateOrder = config.GateOrderFIFO // one line for every tenant, against the default fair one
 	}
 	return c
 }
@@ -558,13 +556,13 @@ func (s Sluice) apply(c *config.Config) {
 	if v := s.IdleRelease; v != nil {
 		c.IdleRelease = *v
 	}
-	if v := s.Limit; v != "" {
+	if v, err := config.ParseGateLimit(s.Limit); s.Limit != "" && err == nil { // validate refused any other
 		c.GateLimit = v
 	}
 	if v := s.LimitFloor; v > 0 {
 		c.GateLimitFloor = v
 	}
-	if v := s.RateLimitPacing; v != "" {
+	if v, err := config.ParsePacing(s.RateLimitPacing); s.RateLimitPacing != "" && err == nil {
 		c.RateLimitPacing = v
 	}
 	if v := s.BulkMaxWait; v > 0 {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
@@ -146,7 +147,7 @@ func startInbound(t *testing.T, windowed bool, entries ...string) *inboundFixtur
 	f.in = in
 	cfg := testConfig(t, simURL(f.sim), windowed)
 	var srv *testServer
-	f.p, srv = startProxyWith(t, cfg, Options{Inbound: in, Admission: f.descs,
+	f.p, srv = startProxyWith(t, cfg, Options{Inbound: in, Parts: assemble.Parts{Admission: f.descs},
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	f.url = srv.URL
 	return f
