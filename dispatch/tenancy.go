@@ -16,9 +16,11 @@ import (
 // policy is TenantTable (TENANT_FROM, TENANT_MAX, TENANT_WEIGHTS,
 // TENANT_MAX_CONCURRENT, TENANT_MAX_WAITING).
 type Tenants interface {
-	// Identify sets d's Tenant and Class from h (the request's headers),
-	// d's inbound key and the policy's source of names.
-	Identify(d *request.Descriptor, h http.Header)
+	// Identify names the tenant and class of the request d describes,
+	// from h (the request's headers), d's inbound key and the policy's
+	// source of names. (d is a copy: a pointer through an interface
+	// would put every request's descriptor on the heap.)
+	Identify(d request.Descriptor, h http.Header) (tenant string, class gate.Class)
 	// Enter counts r in as waiting for its tenant and returns the tenant
 	// it is counted under, or refuses r with a *TenantFullError.
 	Enter(r *request.Descriptor) (Tenant, error)

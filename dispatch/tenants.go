@@ -120,12 +120,13 @@ func NewTenantTable(cfg TenantConfig) *TenantTable {
 	return &TenantTable{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
 }
 
-// Identify sets d's Tenant and Class from the policy's source, h (the
-// request's headers) and d's inbound key. Under TENANT_FROM=header,
-// metadata or inbound a request without the thing named keeps the
-// credential's tenant. The class is the header's, but never above the
-// inbound key's: a key made batch stays batch.
-func (ts *TenantTable) Identify(d *request.Descriptor, h http.Header) {
+// Identify names the tenant and class of the request d describes, from
+// the policy's source, h (the request's headers) and d's inbound key.
+// Under TENANT_FROM=header, metadata or inbound a request without the
+// thing named keeps the credential's tenant (d.Tenant). The class is the
+// header's, but never above the inbound key's: a key made batch stays
+// batch.
+func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant string, class gate.Class) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
@@ -156,14 +157,16 @@ func (ts *TenantTable) Identify(d *request.Descriptor, h http.Header) {
 	}
 	// A leading NUL is kept for an inbound key's gate key (keyGateKey):
 	// no client names a tenant so (a header cannot hold it).
+	tenant = d.Tenant
 	if name = strings.TrimLeft(strings.TrimSpace(name), "\x00"); name != "" {
-		d.Tenant = name
+		tenant = name
 	}
-	d.Class = gate.ClassInteractive
+	class = gate.ClassInteractive
 	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), gate.ClassBatch.String()) ||
 		d.Inbound != nil && d.Inbound.Class == gate.ClassBatch {
-		d.Class = gate.ClassBatch
+		class = gate.ClassBatch
 	}
+	return tenant, class
 }
 
 // sessionOf is Claude Code's session id: its X-Claude-Code-Session-Id

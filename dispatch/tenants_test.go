@@ -42,14 +42,14 @@ func TestIdentify(t *testing.T) {
 		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: gate.ClassBatch}, "", "n", gate.ClassBatch},
 	} {
 		d := request.Descriptor{Tenant: keyTenant, UserID: tc.userID, Inbound: tc.inbound}
-		NewTenantTable(TenantConfig{From: tc.from}).Identify(&d, tc.h)
+		d.Tenant, d.Class = NewTenantTable(TenantConfig{From: tc.from}).Identify(d, tc.h)
 		if d.Tenant != tc.want || d.Class != tc.class {
 			t.Errorf("TENANT_FROM=%s, header %v, inbound %+v: tenant %q class %q; want %q %q", tc.from, tc.h, tc.inbound, d.Tenant, d.Class, tc.want, tc.class)
 		}
 	}
 	long := http.Header{TenantHeader: {string(make([]byte, 1000))}}
 	d := request.Descriptor{Tenant: keyTenant}
-	NewTenantTable(TenantConfig{From: TenantFromHeader}).Identify(&d, long)
+	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromHeader}).Identify(d, long)
 	if len(d.Tenant) > request.MaxUserID {
 		t.Errorf("a header tenant of %d bytes kept", len(d.Tenant))
 	}

@@ -59,7 +59,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	p.tenants.Identify(&info, r.Header)
+	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	p.recordArrival(rec, body.data, &info)
 	ex := &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info, why: p.why.Explain(blocks)}
