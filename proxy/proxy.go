@@ -116,7 +116,8 @@ type Proxy struct {
 	draining atomic.Bool
 }
 
-// Options are the optional parts of a Proxy.
+// Options are what a Proxy is made of besides its configuration: its
+// policies (Parts, required) and the optional parts.
 type Options struct {
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
