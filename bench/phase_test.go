@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // A variant is a windowed mode whose settings override the scenario's;
@@ -17,10 +19,10 @@ func TestVariants(t *testing.T) {
 		t.Error("Windowed: want true for a variant and windowed only")
 	}
 	c := sc.ModeConfig("adaptive")
-	if !c.Enabled || c.GateLimit != "adaptive" || c.MaxConcurrency != 64 || c.GateLimitFloor != 2 {
+	if !c.Enabled || c.GateLimit != config.GateLimitAdaptive || c.MaxConcurrency != 64 || c.GateLimitFloor != 2 {
 		t.Errorf("adaptive variant's config: enabled %v, limit %s, cap %d, floor %d", c.Enabled, c.GateLimit, c.MaxConcurrency, c.GateLimitFloor)
 	}
-	if c := sc.ModeConfig("static-8"); c.GateLimit != "static" || c.MaxConcurrency != 8 {
+	if c := sc.ModeConfig("static-8"); c.GateLimit != config.GateLimitStatic || c.MaxConcurrency != 8 {
 		t.Errorf("static-8 variant's config: limit %s, cap %d", c.GateLimit, c.MaxConcurrency)
 	}
 	for _, tc := range []struct{ json, want string }{

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -75,6 +76,11 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 			defer svc.Close() // after the proxy has stopped (deferred below)
 			popt.Bulk = svc
 		}
+		parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger}) // as sluice serve builds them
+		if err != nil {
+			return nil, err
+		}
+		popt.Parts = *parts
 		p, err = proxy.New(cfg, popt)
 		if err != nil {
 			return nil, err

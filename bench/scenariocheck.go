@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 func (sc *Scenario) validate() error {
@@ -176,12 +178,10 @@ func (s Sluice) validate(where string) error {
 	if s.MaxSize < 0 || s.MaxConcurrency < 0 || s.MaxWait < 0 || s.Timeout < 0 || s.LimitFloor < 0 || s.BulkMaxWait < 0 || s.BulkPoll < 0 {
 		return fmt.Errorf("%s: max_size, max_wait, max_concurrency, timeout, limit_floor, bulk_max_wait and bulk_poll must not be negative", where)
 	}
-	if s.Limit != "" && s.Limit != "static" && s.Limit != "adaptive" {
+	if _, err := config.ParseGateLimit(s.Limit); s.Limit != "" && err != nil {
 		return fmt.Errorf("%s.limit: %q is not static or adaptive", where, s.Limit)
 	}
-	switch s.RateLimitPacing {
-	case "", "buckets", "reset", "off":
-	default:
+	if _, err := config.ParsePacing(s.RateLimitPacing); s.RateLimitPacing != "" && err != nil {
 		return fmt.Errorf("%s.rate_limit_pacing: want buckets, reset or off, not %q", where, s.RateLimitPacing)
 	}
 	return nil

@@ -35,7 +35,7 @@ func (sc *Scenario) ModeConfig(mode string) config.Config {
 	}
 	c := sc.SluiceConfig(mode == ModeWindowed || mode == ModeWindowedFIFO)
 	if mode == ModeWindowedFIFO {
-		c.GateOrder = "fifo" // one line for every tenant, against the default fair one
+		c.GateOrder = config.GateOrderFIFO // one line for every tenant, against the default fair one
 	}
 	return c
 }
@@ -71,13 +71,13 @@ func (s Sluice) apply(c *config.Config) {
 	if v := s.IdleRelease; v != nil {
 		c.IdleRelease = *v
 	}
-	if v := s.Limit; v != "" {
+	if v, err := config.ParseGateLimit(s.Limit); s.Limit != "" && err == nil { // validate refused any other
 		c.GateLimit = v
 	}
 	if v := s.LimitFloor; v > 0 {
 		c.GateLimitFloor = v
 	}
-	if v := s.RateLimitPacing; v != "" {
+	if v, err := config.ParsePacing(s.RateLimitPacing); s.RateLimitPacing != "" && err == nil {
 		c.RateLimitPacing = v
 	}
 	if v := s.BulkMaxWait; v > 0 {

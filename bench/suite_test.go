@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // TestSuiteShort runs the whole suite short, as CI does, and checks each
@@ -117,7 +119,7 @@ func checkInvariants(t *testing.T, sc *Scenario, rep *Report, dir string) {
 		if m.Lost != 0 || m.Sent != m.Offered || m.Succeeded+m.Failed != m.Sent || m.Offered == 0 {
 			t.Errorf("%s %s: offered %d, sent %d, succeeded %d, failed %d, lost %d; want none lost", rep.Scenario, m.Mode, m.Offered, m.Sent, m.Succeeded, m.Failed, m.Lost)
 		}
-		if cfg := sc.ModeConfig(m.Mode); m.Windowed && cfg.GateLimit == "static" {
+		if cfg := sc.ModeConfig(m.Mode); m.Windowed && cfg.GateLimit == config.GateLimitStatic {
 			if m.Cap != cfg.MaxConcurrency || m.PeakGateInflight > m.Cap || m.PeakUpstreamSampled > m.Cap {
 				t.Errorf("%s %s: peak gate %d, sampled upstream %d; want <= the static cap %d (%d)", rep.Scenario, m.Mode,
 					m.PeakGateInflight, m.PeakUpstreamSampled, cfg.MaxConcurrency, m.Cap)

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/proxy"
@@ -88,7 +89,11 @@ func startStack(t *testing.T, scfg sim.Config, windowed bool) (string, *sim.Serv
 	}
 	base := "http://" + ln.Addr().String()
 	cfg.PublicURL, _ = url.Parse(base)
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
@@ -25,9 +26,9 @@ type Config struct {
 	MaxSize              int           // BATCH_MAX_SIZE
 	MaxWait              time.Duration // BATCH_MAX_WAIT_MS
 	IdleRelease          bool          // BATCH_IDLE_RELEASE
-	RateLimitPacing      string        // RATE_LIMIT_PACING: buckets, reset or off
+	RateLimitPacing      Pacing        // RATE_LIMIT_PACING
 	MaxConcurrency       int           // BATCH_MAX_CONCURRENCY
-	GateLimit            string        // GATE_LIMIT: static or adaptive
+	GateLimit            GateLimit     // GATE_LIMIT
 	GateLimitFloor       int           // GATE_LIMIT_FLOOR
 	Timeout              time.Duration // BATCH_TIMEOUT_S
 	ListenAddr           string        // LISTEN_ADDR
@@ -41,8 +42,8 @@ type Config struct {
 	RetryMaxAttempts     int           // RETRY_MAX_ATTEMPTS
 	RetryBudget          int           // RETRY_BUDGET_PERCENT
 	MetricsEnabled       bool          // METRICS_ENABLED
-	LogFormat            string        // LOG_FORMAT: text or json
-	LogLevel             string        // LOG_LEVEL: debug, info, warn or error
+	LogFormat            LogFormat     // LOG_FORMAT
+	LogLevel             slog.Level    // LOG_LEVEL: debug, info, warn or error
 	RecordFile           string        // RECORD_FILE; empty: no recording
 	RecordMax            int64         // RECORD_MAX_MB, in bytes
 	PublicURL            *url.URL      // PUBLIC_URL; nil: http:// and the listen address
@@ -53,7 +54,7 @@ type Config struct {
 	CacheAware           bool          // CACHE_AWARE
 	CacheLeaderWait      time.Duration // CACHE_LEADER_WAIT_MS
 	TracingEnabled       bool          // TRACING_ENABLED
-	GateBackend          string        // GATE_BACKEND: local or redis
+	GateBackend          GateBackend   // GATE_BACKEND
 	RedisURL             string        // REDIS_URL; holds a password, never logged
 	RedisTimeout         time.Duration // REDIS_TIMEOUT_MS
 	GateLeaseTTL         time.Duration // GATE_LEASE_TTL_S
@@ -65,15 +66,15 @@ type Config struct {
 	AdminListenAddr string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
 	PprofListenAddr string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
 	LiveMaxWatchers int            // LIVE_MAX_WATCHERS
-	UIBenchRuns     string         // UI_BENCH_RUNS: auto, on or off
+	UIBenchRuns     BenchRuns      // UI_BENCH_RUNS
 	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
 	TLSCertFile     string         // TLS_CERT_FILE
 	TLSKeyFile      string         // TLS_KEY_FILE
 
 	// Tenants and the fair order.
-	GateOrder           string             // GATE_ORDER: fair or fifo
+	GateOrder           GateOrder          // GATE_ORDER
 	PriorityStarve      time.Duration      // PRIORITY_STARVE_MS
-	TenantFrom          string             // TENANT_FROM: key, header, metadata, inbound or session
+	TenantFrom          TenantFrom         // TENANT_FROM
 	TenantMax           int                // TENANT_MAX
 	TenantWeights       map[string]float64 // TENANT_WEIGHTS; nil: every tenant 1
 	TenantMaxConcurrent int                // TENANT_MAX_CONCURRENT; 0: no limit
@@ -125,20 +126,13 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.IdleRelease, err = parseBool(v); return }},
 	{Env: "RATE_LIMIT_PACING", Flag: "rate-limit-pacing", Default: "buckets", Accepts: "buckets, reset or off",
 		Meaning: "On the windowed path, how sluice keeps within the upstream's rate limits. buckets: a model of each upstream key's token buckets, learned from the anthropic-ratelimit-* headers and debited by each request's estimated cost, holds a key's requests outside the gate until their cost fits, so other keys are never held and an exhausted bucket holds only as long as it takes to refill by one request. reset: the old global hold, every granted request waits until an exhausted limit's reset. off: no pacing; 429s reach the retries.",
-		apply: func(c *Config, v string) error {
-			switch v {
-			case "buckets", "reset", "off":
-				c.RateLimitPacing = v
-				return nil
-			}
-			return errors.New("want buckets, reset or off")
-		}},
+		apply:   set(pacings, func(c *Config) *Pacing { return &c.RateLimitPacing })},
 	{Env: "BATCH_MAX_CONCURRENCY", Flag: "batch-max-concurrency", Default: "8", Accepts: "a whole number >= 1",
 		Meaning: "Max simultaneous in-flight upstream calls (the gate's slots).",
 		apply:   func(c *Config, v string) (err error) { c.MaxConcurrency, err = parseInt(v, 1); return }},
 	{Env: "GATE_LIMIT", Flag: "gate-limit", Default: "static", Accepts: "static or adaptive",
 		Meaning: "How many slots the gate has: static, always BATCH_MAX_CONCURRENCY; adaptive, as many as the upstream carries without slowing its first tokens or answering 529, learned from every answer, between GATE_LIMIT_FLOOR and BATCH_MAX_CONCURRENCY (docs/why.md, capacity-shift).",
-		apply:   func(c *Config, v string) error { return parseWord(&c.GateLimit, v, "static", "adaptive") }},
+		apply:   set(gateLimits, func(c *Config) *GateLimit { return &c.GateLimit })},
 	{Env: "GATE_LIMIT_FLOOR", Flag: "gate-limit-floor", Default: "2", Accepts: "a whole number >= 1",
 		Meaning: "With GATE_LIMIT=adaptive, the fewest slots the gate keeps however the upstream answers (BATCH_MAX_CONCURRENCY wins if lower); the limit starts at BATCH_MAX_CONCURRENCY and learns down.",
 		apply:   func(c *Config, v string) (err error) { c.GateLimitFloor, err = parseInt(v, 1); return }},
@@ -171,15 +165,13 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.AdmitByClientTimeout, err = parseBool(v); return }},
 	{Env: "GATE_ORDER", Flag: "gate-order", Default: "fair", Accepts: "fair or fifo",
 		Meaning: "The order of the gate's line. fair: slots are shared across tenants (see TENANT_FROM) by weighted fair queueing on cost (max_tokens plus the estimated input), each tenant's requests in arrival order, interactive before batch; with one tenant it is FIFO. fifo: one line for everyone, in arrival order.",
-		apply:   func(c *Config, v string) error { return parseWord(&c.GateOrder, v, "fair", "fifo") }},
+		apply:   set(gateOrders, func(c *Config) *GateOrder { return &c.GateOrder })},
 	{Env: "PRIORITY_STARVE_MS", Flag: "priority-starve-ms", Default: "5000", Accepts: "whole milliseconds >= 0",
 		Meaning: "Under GATE_ORDER=fair, the longest the oldest batch request (x-sluice-priority: batch, or an inbound key of class batch) waits while interactive ones are served before the next slot goes to batch. 0: batch waits as long as interactive requests do.",
 		apply:   wholeUnits(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.PriorityStarve })},
 	{Env: "TENANT_FROM", Flag: "tenant-from", Default: "key", Accepts: "key, header, metadata, inbound or session",
 		Meaning: "What names a request's tenant: key, a short hash of the API key it brings (never the key), or with INBOUND_KEYS_FILE its sluice key's tenant; header, its x-sluice-tenant header; metadata, its body's metadata.user_id; inbound, its inbound sluice key's tenant; session, Claude Code's session (its X-Claude-Code-Session-Id header, else the session_id in metadata.user_id), so that each agent of a fleet on one key gets a fair share (with INBOUND_KEYS_FILE the inbound key's tenant still holds). A request without the header, user_id, session or inbound key is its key's tenant. With INBOUND_KEYS_FILE and header or metadata, a key's max_concurrent and max_waiting still bind the key as a whole, whatever tenants its requests name (its requests then share one place in the fair order, in arrival order). The tenant orders and counts; it never decides what a request may do.",
-		apply: func(c *Config, v string) error {
-			return parseWord(&c.TenantFrom, v, "key", "header", "metadata", "inbound", "session")
-		}},
+		apply:   set(tenantFroms, func(c *Config) *TenantFrom { return &c.TenantFrom })},
 	{Env: "TENANT_MAX", Flag: "tenant-max", Default: "100", Accepts: "a whole number >= 1",
 		Meaning: "Distinct tenants tracked at once, in the fair order, the per-tenant limits and the metrics' labels; a new tenant past it takes the place of an idle one, or, when none is idle, shares the tenant other.",
 		apply:   func(c *Config, v string) (err error) { c.TenantMax, err = parseInt(v, 1); return }},
@@ -210,10 +202,10 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.MetricsEnabled, err = parseBool(v); return }},
 	{Env: "LOG_FORMAT", Flag: "log-format", Default: "text", Accepts: "text or json",
 		Meaning: "Log format on stderr: one access line per request, never a key, token or body.",
-		apply:   func(c *Config, v string) error { return parseWord(&c.LogFormat, v, "text", "json") }},
+		apply:   set(logFormats, func(c *Config) *LogFormat { return &c.LogFormat })},
 	{Env: "LOG_LEVEL", Flag: "log-level", Default: "info", Accepts: "debug, info, warn or error",
 		Meaning: "Least severe log level written; warn drops the access lines.",
-		apply:   func(c *Config, v string) error { return parseWord(&c.LogLevel, v, "debug", "info", "warn", "error") }},
+		apply:   func(c *Config, v string) (err error) { c.LogLevel, err = parseLogLevel(v); return }},
 	{Env: "RECORD_FILE", Flag: "record-file", Default: "", Accepts: "a file path, or empty",
 		Meaning: "Record the shape of every Messages request to this file (JSON lines), for `sluice bench --replay` to show what windowing would save on your own traffic: arrival, salted hashes of tenant and key, model, stream, max_tokens, each prompt block's tokens, salted hash and cache_control, the answer's status, rate limits and usage; never text, keys or bodies (docs/replay.md). An existing recording there is continued. Empty: no recording.",
 		apply:   func(c *Config, v string) error { c.RecordFile = v; return nil }},
@@ -254,7 +246,7 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.TracingEnabled, err = parseBool(v); return }},
 	{Env: "GATE_BACKEND", Flag: "gate-backend", Default: "local", Accepts: "local or redis",
 		Meaning: "Where the gate's BATCH_MAX_CONCURRENCY slots live: local, in this process; redis, shared by every replica on REDIS_URL, granted in arrival order across them (in the fair order across tenants under GATE_ORDER=fair), with the rate-limit buckets of RATE_LIMIT_PACING=buckets and the cache groups of CACHE_AWARE shared too (see docs/scaling.md).",
-		apply:   func(c *Config, v string) error { return parseWord(&c.GateBackend, v, "local", "redis") }},
+		apply:   set(gateBackends, func(c *Config) *GateBackend { return &c.GateBackend })},
 	{Env: "REDIS_URL", Flag: "redis-url", Default: "", Accepts: "a redis://, rediss:// or unix:// URL, or empty",
 		Meaning: "The Redis of GATE_BACKEND=redis, redis://[:password@]host:port[/db]. A password in it never reaches a log, a metric or an error.",
 		apply:   parseRedisURL},
@@ -290,7 +282,7 @@ var Settings = []Setting{
 		apply:   func(c *Config, v string) (err error) { c.LiveMaxWatchers, err = parseInt(v, 1); return }},
 	{Env: "UI_BENCH_RUNS", Flag: "ui-bench-runs", Default: "auto", Accepts: "auto, on or off",
 		Meaning: "Whether the page may start bench runs on the server (POST /ui/api/run). auto: only when the page is served on a loopback address (ADMIN_LISTEN_ADDR, else LISTEN_ADDR).",
-		apply:   func(c *Config, v string) error { return parseWord(&c.UIBenchRuns, v, "auto", "on", "off") }},
+		apply:   set(benchRuns, func(c *Config) *BenchRuns { return &c.UIBenchRuns })},
 	{Env: "TRUSTED_PROXIES", Flag: "trusted-proxies", Default: "", Accepts: "comma-separated IP addresses or CIDR prefixes, or empty",
 		Meaning: "Peers whose X-Forwarded-* and Forwarded headers are passed on upstream. From any other peer sluice drops them. Empty: trust none.",
 		apply:   parseTrustedProxies},
@@ -509,16 +501,6 @@ func parseWeights(c *Config, v string) error {
 	return nil
 }
 
-func parseWord(dst *string, v string, words ...string) error {
-	for _, w := range words {
-		if strings.EqualFold(v, w) {
-			*dst = w
-			return nil
-		}
-	}
-	return errors.New("not one of the accepted words")
-}
-
 // Default returns the configuration with every setting at its default.
 func Default() Config {
 	c, err := Load(nil, func(string) (string, bool) { return "", false })
@@ -592,21 +574,10 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 			return Config{}, fmt.Errorf("invalid %s=%s (from %s): %v; accepted: %s", s.Env, shown, src, err, s.Accepts)
 		}
 	}
-	if c.GateBackend == "redis" && c.RedisURL == "" {
-		return Config{}, errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
+	if err := c.Validate(); err != nil {
+		return Config{}, err
 	}
-	return c, checkTogether(c)
-}
-
-// checkTogether checks the settings that are only wrong together.
-func checkTogether(c Config) error {
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for plain HTTP")
-	}
-	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") { // :0 picks two ports
-		return fmt.Errorf("ADMIN_LISTEN_ADDR=%s is LISTEN_ADDR: give the admin listener an address of its own, or leave it empty", c.AdminListenAddr)
-	}
-	return nil
+	return c, nil
 }
 
 // LoadEnv is Load with the process environment.
@@ -708,7 +679,7 @@ func parsePprofAddr(c *Config, v string) error {
 	if err != nil {
 		return errors.New("want host:port")
 	}
-	if ip := net.ParseIP(host); !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+	if !isLoopbackHost(host) {
 		return errors.New("want a loopback address (127.0.0.1, ::1 or localhost): profiles are not for the network")
 	}
 	c.PprofListenAddr = v

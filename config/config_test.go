@@ -157,7 +157,7 @@ func TestRedisURLNeverShown(t *testing.T) {
 		t.Errorf("GATE_BACKEND=redis without REDIS_URL: err = %v; want one naming REDIS_URL", err)
 	}
 	c, err := Load(nil, env(map[string]string{"GATE_BACKEND": "redis", "REDIS_URL": "redis://:" + secret + "@127.0.0.1:6379/2"}))
-	if err != nil || c.GateBackend != "redis" || c.RedisTimeout != 100*time.Millisecond || c.GateLeaseTTL != 5*time.Second {
+	if err != nil || c.GateBackend != GateRedis || c.RedisTimeout != 100*time.Millisecond || c.GateLeaseTTL != 5*time.Second {
 		t.Errorf("a good redis config: %+v, %v", c, err)
 	}
 }

@@ -271,7 +271,7 @@ func TestKubernetesRedisOverlay(t *testing.T) {
 	m := load(t, "kubernetes/overlays/redis")
 	env := checkSluice(t, m, 3)
 	cfg := loadSettings(t, env)
-	if cfg.GateBackend != "redis" {
+	if cfg.GateBackend != config.GateRedis {
 		t.Fatalf("GATE_BACKEND=%s, want redis", cfg.GateBackend)
 	}
 	// REDIS_URL names the overlay's Redis Service and its port.

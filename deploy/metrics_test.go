@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -76,7 +77,11 @@ func scrapeRealProxy(t *testing.T) served {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
 	if err != nil {
 		t.Fatal(err)
 	}

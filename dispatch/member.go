@@ -41,7 +41,7 @@ type Member struct {
 	sig signals
 	// notes are the policies' own records of the member (see Note).
 	notes  [maxNotes]any
-	tenant *tenant // its tenant's counts; nil without Config.Tenants
+	tenant Tenant // its tenant, as Config.Tenants counts it; nil without
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap

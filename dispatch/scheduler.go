@@ -49,7 +49,7 @@ type Config struct {
 	// flight, and sheds a tenant's request past its limit (see
 	// tenants.go). If nil, a ticket's key is the request's tenant as it
 	// came, and no tenant is shed.
-	Tenants *Tenants
+	Tenants Tenants
 }
 
 // ErrClosed is returned after Close.
@@ -78,7 +78,7 @@ type Scheduler struct {
 	hooks       Hooks
 	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
 	idleRelease bool
-	tenants     *Tenants // nil: none counted
+	tenants     Tenants // nil: none counted
 	service     serviceTime
 }
 
@@ -126,7 +126,7 @@ func (s *Scheduler) Full() bool { return s.admission.Admit(nil, s.load(s.queued.
 func (s *Scheduler) Queued() int { return int(s.queued.Load()) }
 
 // Tenants is the scheduler's tenant policy; nil when it has none.
-func (s *Scheduler) Tenants() *Tenants { return s.tenants }
+func (s *Scheduler) Tenants() Tenants { return s.tenants }
 
 // Pending reports how many members are in the open window.
 func (s *Scheduler) Pending() int { return s.win.Pending() }

@@ -28,7 +28,7 @@ func (m *Member) serve() (err error) {
 	<-m.wave.Done()
 	s.queued.Add(-1)
 	if m.tenant != nil {
-		s.tenants.granted(m.tenant, m.req)
+		s.tenants.Granted(m.tenant, m.req)
 	}
 	m.granted = time.Now()
 	defer m.deadline.finish()
@@ -104,7 +104,7 @@ func (s *Scheduler) release(m *Member, err error) {
 	}
 	s.gate.Release(&m.ticket, m.outcome(now, err))
 	if m.tenant != nil {
-		s.tenants.done(m.tenant)
+		s.tenants.Done(m.tenant)
 	}
 	if !m.heldFrom.IsZero() { // zero: it left before its call began
 		s.service.observe(now.Sub(m.heldFrom))

@@ -28,16 +28,10 @@ const (
 const SessionHeader = "X-Claude-Code-Session-Id"
 
 // The headers a client names its tenant (under TENANT_FROM=header) and
-// its priority class with.
+// its priority class (gate.Class's name) with.
 const (
 	TenantHeader   = "X-Sluice-Tenant"
 	PriorityHeader = "X-Sluice-Priority"
-)
-
-// The priority classes, as the header and the inbound keys name them.
-const (
-	ClassInteractive = "interactive"
-	ClassBatch       = "batch"
 )
 
 // OtherTenant is the tenant shared by everyone past TenantConfig.Max.
@@ -67,14 +61,14 @@ type TenantConfig struct {
 	MaxWaiting int
 }
 
-// Tenants is the tenant policy and its accounting: it names each request's
-// tenant and class (Identify), keeps per tenant how many requests wait and
-// how many hold a slot, sheds a tenant's request past its MaxWaiting with a
-// *TenantFullError, and fills each gate ticket's key, cost, class, weight
-// and limit. The scheduler calls it for each member it admits (see
-// Config.Tenants). At most Max tenants are tracked at once, so that memory
-// and the metrics' labels stay bounded whoever the clients say they are.
-type Tenants struct {
+// TenantTable is today's tenant policy (Tenants) and its accounting: it
+// names each request's tenant and class (Identify), keeps per tenant how
+// many requests wait and how many hold a slot, sheds a tenant's request
+// past its MaxWaiting with a *TenantFullError, and fills each gate
+// ticket's key, cost, class, weight and limit. At most Max tenants are
+// tracked at once, so that memory and the metrics' labels stay bounded
+// whoever the clients say they are.
+type TenantTable struct {
 	cfg TenantConfig
 
 	mu    sync.Mutex
@@ -89,7 +83,8 @@ type Tenants struct {
 	idleHead, idleTail *tenant
 }
 
-// tenant is one tracked tenant's counts. Guarded by Tenants.mu.
+// tenant is one tracked tenant's counts, and the Tenant its requests
+// are entered as. Guarded by TenantTable.mu.
 type tenant struct {
 	name              string
 	waiting, inFlight int
@@ -114,23 +109,24 @@ func (e *TenantFullError) Error() string {
 // its Max is below 1.
 const DefaultMaxTenants = 100
 
-// NewTenants returns the tenant policy cfg.
-func NewTenants(cfg TenantConfig) *Tenants {
+// NewTenantTable returns the tenant policy cfg.
+func NewTenantTable(cfg TenantConfig) *TenantTable {
 	if cfg.From == "" {
 		cfg.From = TenantFromKey
 	}
 	if cfg.Max < 1 {
 		cfg.Max = DefaultMaxTenants
 	}
-	return &Tenants{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
+	return &TenantTable{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
 }
 
-// Identify sets d's Tenant and Class from the policy's source, h (the
-// request's headers) and d's inbound key. Under TENANT_FROM=header,
-// metadata or inbound a request without the thing named keeps the
-// credential's tenant. The class is the header's, but never above the
-// inbound key's: a key made batch stays batch.
-func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
+// Identify names the tenant and class of the request d describes, from
+// the policy's source, h (the request's headers) and d's inbound key.
+// Under TENANT_FROM=header, metadata or inbound a request without the
+// thing named keeps the credential's tenant (d.Tenant). The class is the
+// header's, but never above the inbound key's: a key made batch stays
+// batch.
+func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant string, class gate.Class) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
@@ -161,14 +157,16 @@ func (ts *Tenants) Identify(d *request.Descriptor, h http.Header) {
 	}
 	// A leading NUL is kept for an inbound key's gate key (keyGateKey):
 	// no client names a tenant so (a header cannot hold it).
+	tenant = d.Tenant
 	if name = strings.TrimLeft(strings.TrimSpace(name), "\x00"); name != "" {
-		d.Tenant = name
+		tenant = name
 	}
-	d.Class = ClassInteractive
-	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), ClassBatch) ||
-		d.Inbound != nil && d.Inbound.Class == ClassBatch {
-		d.Class = ClassBatch
+	class = gate.ClassInteractive
+	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), gate.ClassBatch.String()) ||
+		d.Inbound != nil && d.Inbound.Class == gate.ClassBatch {
+		class = gate.ClassBatch
 	}
+	return tenant, class
 }
 
 // sessionOf is Claude Code's session id: its X-Claude-Code-Session-Id
@@ -189,9 +187,6 @@ func sessionOf(h http.Header, userID string) string {
 	return request.Cut(strings.ToValidUTF8(id, "\uFFFD"), maxTenantName)
 }
 
-// enter counts r in as waiting for its tenant and returns the tenant, or
-// refuses it with a *TenantFullError.
-
 // Under TENANT_FROM=header or metadata, the client names its tenant, and
 // one inbound key may speak for many: the key's own limits (max_waiting,
 // max_concurrent) then bind the key as a whole, over all its requests
@@ -201,7 +196,7 @@ func sessionOf(h http.Header, userID string) string {
 
 // bindsKey tells whether r's inbound key's limits bind apart from r's
 // tenant.
-func (ts *Tenants) bindsKey(r *request.Descriptor) bool {
+func (ts *TenantTable) bindsKey(r *request.Descriptor) bool {
 	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata)
 }
 
@@ -210,9 +205,9 @@ func (ts *Tenants) bindsKey(r *request.Descriptor) bool {
 // name (Identify).
 func keyGateKey(in *request.Inbound) string { return "\x00inbound key " + in.Name }
 
-// enter counts r in as waiting for its tenant (and its inbound key) and
+// Enter counts r in as waiting for its tenant (and its inbound key) and
 // returns the tenant, or refuses it with a *TenantFullError.
-func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
+func (ts *TenantTable) Enter(r *request.Descriptor) (Tenant, error) {
 	limit, keyLimit := ts.cfg.MaxWaiting, 0
 	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
 		if ts.bindsKey(r) {
@@ -242,7 +237,7 @@ func (ts *Tenants) enter(r *request.Descriptor) (*tenant, error) {
 
 // keyLeft counts one of r's inbound key's waiting requests out. ts.mu is
 // held.
-func (ts *Tenants) keyLeft(r *request.Descriptor) {
+func (ts *TenantTable) keyLeft(r *request.Descriptor) {
 	if !ts.bindsKey(r) {
 		return
 	}
@@ -255,7 +250,7 @@ func (ts *Tenants) keyLeft(r *request.Descriptor) {
 
 // find is the tracked tenant called name: found, made, made in place of
 // the longest idle one, or OtherTenant. ts.mu is held.
-func (ts *Tenants) find(name string) *tenant {
+func (ts *TenantTable) find(name string) *tenant {
 	if t := ts.known[name]; t != nil {
 		return t
 	}
@@ -276,13 +271,13 @@ func (ts *Tenants) find(name string) *tenant {
 }
 
 // busy takes t off the idle list. ts.mu is held.
-func (ts *Tenants) busy(t *tenant) {
+func (ts *TenantTable) busy(t *tenant) {
 	if t.idle {
 		ts.unidle(t)
 	}
 }
 
-func (ts *Tenants) unidle(t *tenant) {
+func (ts *TenantTable) unidle(t *tenant) {
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
@@ -297,7 +292,7 @@ func (ts *Tenants) unidle(t *tenant) {
 }
 
 // settle puts t on the idle list if it has nothing left. ts.mu is held.
-func (ts *Tenants) settle(t *tenant) {
+func (ts *TenantTable) settle(t *tenant) {
 	if t.waiting > 0 || t.inFlight > 0 || t.idle || t == ts.other {
 		return
 	}
@@ -310,8 +305,9 @@ func (ts *Tenants) settle(t *tenant) {
 	ts.idleTail = t
 }
 
-// left is one of t's waiting requests, r, leaving without a slot.
-func (ts *Tenants) left(t *tenant, r *request.Descriptor) {
+// Left is one of t's waiting requests, r, leaving without a slot.
+func (ts *TenantTable) Left(tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
 	t.waiting--
@@ -319,8 +315,9 @@ func (ts *Tenants) left(t *tenant, r *request.Descriptor) {
 	ts.mu.Unlock()
 }
 
-// granted is one of t's waiting requests, r, taking a slot.
-func (ts *Tenants) granted(t *tenant, r *request.Descriptor) {
+// Granted is one of t's waiting requests, r, taking a slot.
+func (ts *TenantTable) Granted(tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
 	t.waiting--
@@ -328,8 +325,9 @@ func (ts *Tenants) granted(t *tenant, r *request.Descriptor) {
 	ts.mu.Unlock()
 }
 
-// done is one of t's requests giving its slot back for good.
-func (ts *Tenants) done(t *tenant) {
+// Done is one of t's requests giving its slot back for good.
+func (ts *TenantTable) Done(tn Tenant) {
+	t := tn.(*tenant)
 	ts.mu.Lock()
 	t.inFlight--
 	t.served++
@@ -337,14 +335,12 @@ func (ts *Tenants) done(t *tenant) {
 	ts.mu.Unlock()
 }
 
-// ticket fills tk for a member of tenant t with request r.
-func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
+// Ticket fills tk for a member of tenant t with request r.
+func (ts *TenantTable) Ticket(tk *gate.Ticket, tn Tenant, r *request.Descriptor) {
+	t := tn.(*tenant)
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
-	tk.Class = gate.ClassInteractive
-	if r.Class == ClassBatch {
-		tk.Class = gate.ClassBatch
-	}
+	tk.Class = r.Class
 	tk.Weight = ts.cfg.Weights[t.name]
 	tk.MaxInFlight = ts.cfg.MaxConcurrent
 	if in := r.Inbound; in != nil {
@@ -364,7 +360,7 @@ func (ts *Tenants) ticket(tk *gate.Ticket, t *tenant, r *request.Descriptor) {
 
 // AddTokens counts n tokens of usage to the tenant called name, if it is
 // tracked (or to OtherTenant).
-func (ts *Tenants) AddTokens(name string, n int64) {
+func (ts *TenantTable) AddTokens(name string, n int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.known[name]
@@ -388,7 +384,7 @@ type TenantStats struct {
 
 // Stats reports every tracked tenant (OtherTenant first), at most Max+1.
 // A tenant that gives its place to another loses its counts.
-func (ts *Tenants) Stats() []TenantStats {
+func (ts *TenantTable) Stats() []TenantStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	out := make([]TenantStats, 0, len(ts.known)+1)
@@ -408,5 +404,8 @@ func (m *Member) Tenant() string {
 	if m.tenant == nil {
 		return m.req.Tenant
 	}
-	return m.tenant.name
+	return m.tenant.Name()
 }
+
+// Name is the tenant's name.
+func (t *tenant) Name() string { return t.name }

@@ -23,33 +23,33 @@ func TestIdentify(t *testing.T) {
 		inbound *request.Inbound
 		userID  string
 		want    string
-		class   string
+		class   gate.Class
 	}{
-		{TenantFromKey, hdr, nil, "u1", keyTenant, ClassBatch},
-		{TenantFromKey, hdr, in, "u1", "ci", ClassBatch}, // with inbound keys, the sluice key it brings
-		{TenantFromHeader, hdr, nil, "u1", "team-a", ClassBatch},
-		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, ClassInteractive},
-		{TenantFromMetadata, nil, nil, "u1", "u1", ClassInteractive},
-		{TenantFromMetadata, nil, nil, "", keyTenant, ClassInteractive},
-		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, nil, `{"session_id":"s-meta"}`, "s-hdr", ClassInteractive},
-		{TenantFromSession, nil, nil, `{"device_id":"d","account_uuid":"","session_id":"s-meta"}`, "s-meta", ClassInteractive},
-		{TenantFromSession, nil, nil, "u1", keyTenant, ClassInteractive},                           // a user_id that is not Claude Code's
-		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, in, "", "ci", ClassInteractive}, // the inbound key binds
-		{TenantFromInbound, nil, in, "", "ci", ClassInteractive},
-		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", ClassInteractive},
-		{TenantFromInbound, nil, nil, "", keyTenant, ClassInteractive}, // no inbound key: the credential's
+		{TenantFromKey, hdr, nil, "u1", keyTenant, gate.ClassBatch},
+		{TenantFromKey, hdr, in, "u1", "ci", gate.ClassBatch}, // with inbound keys, the sluice key it brings
+		{TenantFromHeader, hdr, nil, "u1", "team-a", gate.ClassBatch},
+		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, gate.ClassInteractive},
+		{TenantFromMetadata, nil, nil, "u1", "u1", gate.ClassInteractive},
+		{TenantFromMetadata, nil, nil, "", keyTenant, gate.ClassInteractive},
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, nil, `{"session_id":"s-meta"}`, "s-hdr", gate.ClassInteractive},
+		{TenantFromSession, nil, nil, `{"device_id":"d","account_uuid":"","session_id":"s-meta"}`, "s-meta", gate.ClassInteractive},
+		{TenantFromSession, nil, nil, "u1", keyTenant, gate.ClassInteractive},                           // a user_id that is not Claude Code's
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, in, "", "ci", gate.ClassInteractive}, // the inbound key binds
+		{TenantFromInbound, nil, in, "", "ci", gate.ClassInteractive},
+		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", gate.ClassInteractive},
+		{TenantFromInbound, nil, nil, "", keyTenant, gate.ClassInteractive}, // no inbound key: the credential's
 		// The key's class wins over a header that asks for more.
-		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: ClassBatch}, "", "n", ClassBatch},
+		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: gate.ClassBatch}, "", "n", gate.ClassBatch},
 	} {
 		d := request.Descriptor{Tenant: keyTenant, UserID: tc.userID, Inbound: tc.inbound}
-		NewTenants(TenantConfig{From: tc.from}).Identify(&d, tc.h)
+		d.Tenant, d.Class = NewTenantTable(TenantConfig{From: tc.from}).Identify(d, tc.h)
 		if d.Tenant != tc.want || d.Class != tc.class {
 			t.Errorf("TENANT_FROM=%s, header %v, inbound %+v: tenant %q class %q; want %q %q", tc.from, tc.h, tc.inbound, d.Tenant, d.Class, tc.want, tc.class)
 		}
 	}
 	long := http.Header{TenantHeader: {string(make([]byte, 1000))}}
 	d := request.Descriptor{Tenant: keyTenant}
-	NewTenants(TenantConfig{From: TenantFromHeader}).Identify(&d, long)
+	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromHeader}).Identify(d, long)
 	if len(d.Tenant) > request.MaxUserID {
 		t.Errorf("a header tenant of %d bytes kept", len(d.Tenant))
 	}
@@ -58,28 +58,28 @@ func TestIdentify(t *testing.T) {
 // At most Max tenants are tracked: a new one takes an idle one's place,
 // and shares OtherTenant while every tracked one is busy.
 func TestTenantsBounded(t *testing.T) {
-	ts := NewTenants(TenantConfig{Max: 2})
-	enter := func(name string) *tenant {
+	ts := NewTenantTable(TenantConfig{Max: 2})
+	enter := func(name string) Tenant {
 		t.Helper()
-		tn, err := ts.enter(&request.Descriptor{Tenant: name})
+		tn, err := ts.Enter(&request.Descriptor{Tenant: name})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tn
 	}
 	a, b := enter("a"), enter("b")
-	if c := enter("c"); c.name != OtherTenant {
-		t.Errorf("a third tenant with two busy is %q; want %q", c.name, OtherTenant)
+	if c := enter("c"); c.Name() != OtherTenant {
+		t.Errorf("a third tenant with two busy is %q; want %q", c.Name(), OtherTenant)
 	}
-	ts.granted(a, &request.Descriptor{})
-	ts.done(a) // a is idle now: c may take its place
-	if c := enter("c"); c.name != "c" {
-		t.Errorf("a new tenant with one idle is %q; want its own", c.name)
+	ts.Granted(a, &request.Descriptor{})
+	ts.Done(a) // a is idle now: c may take its place
+	if c := enter("c"); c.Name() != "c" {
+		t.Errorf("a new tenant with one idle is %q; want its own", c.Name())
 	}
-	if got := enter("a"); got.name != OtherTenant {
-		t.Errorf("the replaced tenant, coming back with both busy, is %q; want %q", got.name, OtherTenant)
+	if got := enter("a"); got.Name() != OtherTenant {
+		t.Errorf("the replaced tenant, coming back with both busy, is %q; want %q", got.Name(), OtherTenant)
 	}
-	ts.left(b, &request.Descriptor{})
+	ts.Left(b, &request.Descriptor{})
 	names := map[string]TenantStats{}
 	for _, st := range ts.Stats() {
 		names[st.Tenant] = st
@@ -90,7 +90,7 @@ func TestTenantsBounded(t *testing.T) {
 	// Many tenants, one at a time: the map never grows past Max.
 	for i := range 1000 {
 		tn := enter(strconv.Itoa(i))
-		ts.left(tn, &request.Descriptor{})
+		ts.Left(tn, &request.Descriptor{})
 	}
 	if n := len(ts.known); n > 2 {
 		t.Errorf("%d tenants tracked; want at most 2", n)
@@ -105,7 +105,7 @@ func TestTenantMaxWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tenants := NewTenants(TenantConfig{MaxWaiting: 2})
+		tenants := NewTenantTable(TenantConfig{MaxWaiting: 2})
 		s, err := New(Config{MaxSize: 1, Timeout: time.Minute, Tenants: tenants}, g, Hooks{})
 		if err != nil {
 			t.Fatal(err)
@@ -150,16 +150,16 @@ func TestTenantMaxWaiting(t *testing.T) {
 // A member's ticket carries its tenant, its cost, its class and its
 // weight and limit, from the configuration or its inbound key.
 func TestTenantTicket(t *testing.T) {
-	ts := NewTenants(TenantConfig{Weights: map[string]float64{"a": 3}, MaxConcurrent: 4})
-	r := &request.Descriptor{Tenant: "a", Class: ClassBatch, Cost: request.Cost{InputTokens: 100, MaxTokens: 1000}}
-	tn, _ := ts.enter(r)
+	ts := NewTenantTable(TenantConfig{Weights: map[string]float64{"a": 3}, MaxConcurrent: 4})
+	r := &request.Descriptor{Tenant: "a", Class: gate.ClassBatch, Cost: request.Cost{InputTokens: 100, MaxTokens: 1000}}
+	tn, _ := ts.Enter(r)
 	var tk gate.Ticket
-	ts.ticket(&tk, tn, r)
+	ts.Ticket(&tk, tn, r)
 	if tk.Key != "a" || tk.Cost != 1100 || tk.Class != gate.ClassBatch || tk.Weight != 3 || tk.MaxInFlight != 4 {
 		t.Errorf("ticket %+v; want key a, cost 1100, batch, weight 3, max 4", tk)
 	}
 	r.Inbound = &request.Inbound{Weight: 0.5, MaxConcurrent: 1}
-	ts.ticket(&tk, tn, r)
+	ts.Ticket(&tk, tn, r)
 	if tk.Weight != 0.5 || tk.MaxInFlight != 1 {
 		t.Errorf("with an inbound key: weight %v max %d; want the key's 0.5, 1", tk.Weight, tk.MaxInFlight)
 	}

@@ -21,10 +21,10 @@ func TestHugeMaxTokensDoesNotMakeTheCheapestTicket(t *testing.T) {
 	if d.Cost.MaxTokens <= 0 || d.Cost.MaxTokens >= math.MaxInt64/2 {
 		t.Fatalf("max_tokens read as %d; want a large count that cannot overflow a sum", d.Cost.MaxTokens)
 	}
-	ts := NewTenants(TenantConfig{})
-	tn, _ := ts.enter(&d)
+	ts := NewTenantTable(TenantConfig{})
+	tn, _ := ts.Enter(&d)
 	var tk gate.Ticket
-	ts.ticket(&tk, tn, &d)
+	ts.Ticket(&tk, tn, &d)
 	if tk.Cost < int64(d.Cost.InputTokens) {
 		t.Errorf("ticket cost %d for max_tokens %d: it wrapped below the input's %d tokens", tk.Cost, d.Cost.MaxTokens, d.Cost.InputTokens)
 	}

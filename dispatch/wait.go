@@ -77,7 +77,7 @@ func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ct
 	}
 	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller}
 	if s.tenants != nil {
-		t, err := s.tenants.enter(r)
+		t, err := s.tenants.Enter(r)
 		if err != nil {
 			s.queued.Add(-1)
 			return nil, err
@@ -196,7 +196,7 @@ func (sig *signals) end() {
 // class, weight and limit.
 func (m *Member) fillTicket() {
 	if m.tenant != nil {
-		m.s.tenants.ticket(&m.ticket, m.tenant, m.req)
+		m.s.tenants.Ticket(&m.ticket, m.tenant, m.req)
 		return
 	}
 	m.ticket.Key = m.req.Tenant
@@ -206,6 +206,6 @@ func (m *Member) fillTicket() {
 // leftWaiting counts m, which waited, out of its tenant without a slot.
 func (m *Member) leftWaiting() {
 	if m.tenant != nil {
-		m.s.tenants.left(m.tenant, m.req)
+		m.s.tenants.Left(m.tenant, m.req)
 	}
 }

@@ -37,18 +37,6 @@ type Ticket struct {
 	cprev, cnext *Ticket
 }
 
-// Class is a ticket's priority class: a fair order grants a lower class
-// only when no higher one waits, or once it has waited its starvation
-// bound.
-type Class uint8
-
-// The classes, highest first.
-const (
-	ClassInteractive Class = iota // a person waits on the answer
-	ClassBatch                    // work that can wait
-	numClasses
-)
-
 // TicketState is where a ticket stands with the gate it joined.
 type TicketState uint8
 

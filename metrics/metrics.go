@@ -79,9 +79,10 @@ type Metrics struct {
 	GateLimitChanges *prometheus.CounterVec   // direction: up, down (GATE_LIMIT=adaptive)
 }
 
-// New registers sluice's metrics on a fresh registry, with the gauges read
-// from st on each scrape.
-func New(st State) *Metrics {
+// New registers sluice's counters and histograms on a fresh registry; the
+// gauges follow with Watch. The two steps let the policies that count in
+// the metrics be built before the proxy whose state the gauges read.
+func New() *Metrics {
 	r := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{Registry: r}
@@ -139,9 +140,6 @@ func New(st State) *Metrics {
 		Help:    "Time a held request waited outside the gate for its upstream key's rate-limit buckets to hold its cost (RATE_LIMIT_PACING=buckets).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 13)})
 	f(m.BucketWait)
-	if st.Buckets != nil {
-		f(bucketCollector(st.Buckets))
-	}
 	m.GateLimitChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_gate_limit_changes_total",
 		Help: "Changes of the gate's slots by the adaptive limit (GATE_LIMIT=adaptive), by direction (up, down); the limit itself is sluice_gate_capacity_requests."}, []string{"direction"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
@@ -149,6 +147,16 @@ func New(st State) *Metrics {
 		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.CacheMissBlock, m.CacheMissTokens, m.CacheDistrusted,
 		m.GateLimitChanges} {
 		f(c)
+	}
+	return m
+}
+
+// Watch registers the gauges, read from st on each scrape. Call it once,
+// before the registry is first served.
+func (m *Metrics) Watch(st State) {
+	f := func(c prometheus.Collector) { m.Registry.MustRegister(c) }
+	if st.Buckets != nil {
+		f(bucketCollector(st.Buckets))
 	}
 	gauge := func(name, help string, v func() int) {
 		if v == nil {
@@ -171,7 +179,6 @@ func New(st State) *Metrics {
 	// descriptors, which are what overload costs.
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/sim"
@@ -48,7 +49,7 @@ func TestGateLearnsTimeToFirstToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Gate: g})
+	_, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Parts: assemble.Parts{Gate: g}})
 	for _, body := range []string{streamRequestJSON, requestJSON} {
 		r := post(t, px.URL, "/v1/messages", body)
 		readAll(t, r.Body)
@@ -85,9 +86,9 @@ func TestGateLimitSetting(t *testing.T) {
 		io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 	})
 	for _, tc := range []struct {
-		limit string
+		limit config.GateLimit
 		after int // the gate's capacity after one 529
-	}{{"static", 12}, {"adaptive", 9}} {
+	}{{config.GateLimitStatic, 12}, {config.GateLimitAdaptive, 9}} {
 		p, px := startProxyWith(t, testConfig(t, up.URL, true, func(c *config.Config) {
 			c.MaxConcurrency, c.GateLimit, c.GateLimitFloor = 12, tc.limit, 3
 		}), Options{})

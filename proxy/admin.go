@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
-	"strings"
 
 	"github.com/sluicehq/sluice/apierror"
 )
@@ -53,19 +51,4 @@ func (p *Proxy) AdminHandler(ui http.Handler) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// IsLoopback reports whether addr (host:port) is reachable from this host
-// only: a loopback IP or "localhost". An empty or unspecified host
-// (":8080", "0.0.0.0:8080") listens on every interface, so it is not.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

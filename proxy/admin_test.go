@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,7 +29,7 @@ func TestAdminListenerTakesTheMetricsAndThePageOffTheAPIPort(t *testing.T) {
 	cfg := testConfig(t, up.URL, true)
 	cfg.AdminListenAddr = adminLn.Addr().String()
 	cfg.PublicURL = &url.URL{Scheme: "http", Host: apiLn.Addr().String()}
-	p, err := New(cfg, Options{Logger: quietLog})
+	p, err := newProxy(t, cfg, Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,41 +73,5 @@ func TestAdminListenerTakesTheMetricsAndThePageOffTheAPIPort(t *testing.T) {
 	wantErrorAnswer(t, resp, body, 400, "invalid_request_error", "not a forward proxy")
 	if seen.count() != before {
 		t.Error("the admin listener relayed a request upstream")
-	}
-}
-
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true, "127.1.2.3:1": true, "[::1]:8080": true, "localhost:8080": true, "LOCALHOST:1": true,
-		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "sluice.example:443": false, "bad": false,
-	} {
-		if got := IsLoopback(addr); got != want {
-			t.Errorf("IsLoopback(%q) = %v; want %v", addr, got, want)
-		}
-	}
-}
-
-// Inbound keys with no key would refuse everyone: harmless on loopback
-// (keys can be added and reloaded), a sign of a mistake beyond it.
-func TestInboundKeysWithNoKeyRefuseToStartBeyondLoopback(t *testing.T) {
-	keys := filepath.Join(t.TempDir(), "keys.json")
-	writeKeys(t, keys)
-	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for addr, ok := range map[string]bool{"127.0.0.1:8080": true, "0.0.0.0:8080": false, ":8080": false, "192.0.2.7:8080": false} {
-		cfg := testConfig(t, "http://127.0.0.1:1", false)
-		cfg.ListenAddr = addr
-		p, err := New(cfg, Options{Inbound: in, Logger: quietLog})
-		if ok && err != nil {
-			t.Errorf("LISTEN_ADDR=%s with no inbound key: %v; want it to start", addr, err)
-		}
-		if !ok && (err == nil || !strings.Contains(err.Error(), "INBOUND_KEYS_FILE")) {
-			t.Errorf("LISTEN_ADDR=%s with no inbound key: %v; want a refusal naming INBOUND_KEYS_FILE", addr, err)
-		}
-		if p != nil {
-			p.Close()
-		}
 	}
 }

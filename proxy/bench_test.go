@@ -44,7 +44,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		for _, o := range opts {
 			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder = o.ParkWhenQueued, o.TracerProvider, o.Recorder
 		}
-		p, err := New(cfg, opt)
+		p, err := newProxy(b, cfg, opt)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"strconv"
-
 	"github.com/sluicehq/sluice/cachewhy"
-	"github.com/sluicehq/sluice/dispatch"
 )
 
 // explainWrite counts why ex's answer, of usage u, wrote to the prompt
@@ -28,18 +25,3 @@ func (ex *exchange) explainWrite(u usage) {
 // CacheWrites is why answers wrote to the prompt cache since start, by
 // block, the most unread tokens first (for the page).
 func (p *Proxy) CacheWrites() []cachewhy.Stat { return p.why.Stats() }
-
-// cacheDoubted logs and counts CACHE_AWARE's change of mind about a
-// prefix. The key is a hash of the prompt, not the prompt.
-func (p *Proxy) cacheDoubted(d dispatch.Doubt) {
-	key := strconv.FormatUint(d.Key, 16)
-	if d.Trusted {
-		p.metrics.CacheDistrusted.WithLabelValues("trusted").Inc()
-		p.log.Info("cache-aware: a request read a prefix its followers had not; holding followers on it again",
-			"prefix", key, "tokens", d.Tokens)
-		return
-	}
-	p.metrics.CacheDistrusted.WithLabelValues("distrusted").Inc()
-	p.log.Warn("cache-aware: followers held for a prefix read none of it; not holding on it until a request reads it, or for the cool-off",
-		"prefix", key, "tokens", d.Tokens, "groups", d.Groups, "until", d.Until.UTC().Format("15:04:05"))
-}

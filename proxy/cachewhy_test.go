@@ -104,9 +104,11 @@ func TestCacheDoubtThroughSimulator(t *testing.T) {
 				}
 				s := sim.New(cfg)
 				t.Cleanup(s.Close)
-				rig := newBubbleRig(t, true, s.ServeHTTP, func(c *config.Config) { c.CacheAware, c.MaxConcurrency = true, 4 })
+				// The proxy's log and CACHE_AWARE's, as sluice serve gives
+				// both the one.
 				var log strings.Builder
-				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+				rig := newBubbleRigWith(t, true, s.ServeHTTP, Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))},
+					func(c *config.Config) { c.CacheAware, c.MaxConcurrency = true, 4 })
 				burst := func() {
 					var wg sync.WaitGroup
 					for i := range 4 {

@@ -219,7 +219,7 @@ func TestPendingBoundIsCappedByTheFileLimit(t *testing.T) {
 	}
 	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 	var logged strings.Builder
-	p, err := New(testConfig(t, "http://127.0.0.1:1", false), Options{Logger: quietLog})
+	p, err := newProxy(t, testConfig(t, "http://127.0.0.1:1", false), Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,9 @@ func TestPacingLineTakesTenantsInTurnsUnderOneHeldKey(t *testing.T) {
 			OutputTokensPerMinute: 64 * perMinute, OutputTokensMin: 64, OutputTokensMax: 64})
 		t.Cleanup(s.Close)
 		rig := inboundRig(t, s.ServeHTTP, []string{keyEntry("alice", ""), keyEntry("bob", "")},
-			func(c *config.Config) { c.MaxConcurrency, c.TenantFrom, c.Timeout = 4, "inbound", 10*time.Minute })
+			func(c *config.Config) {
+				c.MaxConcurrency, c.TenantFrom, c.Timeout = 4, config.TenantFromInbound, 10*time.Minute
+			})
 		c := newTenantClient(t, rig)
 		c.send("warm", sluiceKey("alice")) // the buckets are learned from its answer
 		c.answer("warm")
@@ -126,7 +128,7 @@ func TestAbsurdMaxTokensDoesNotStallTheSharedKey(t *testing.T) {
 			s.ServeHTTP(w, r)
 		}
 		rig := inboundRig(t, api, []string{keyEntry("mallory", ""), keyEntry("bob", "")},
-			func(c *config.Config) { c.TenantFrom, c.Timeout = "inbound", 10*time.Minute })
+			func(c *config.Config) { c.TenantFrom, c.Timeout = config.TenantFromInbound, 10*time.Minute })
 		c := newTenantClient(t, rig)
 		big := strings.Replace(streamRequestJSON, `"max_tokens":64`, `"max_tokens":32000`, 1)
 		c.sendBody("warm", sluiceKey("bob"), big) // a 64 s answer; half the bucket in use until it ends

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -120,7 +121,7 @@ func startProxyWith(t *testing.T, cfg config.Config, opt Options) (*Proxy, *test
 	if opt.ParkWhenQueued == 0 {
 		opt.ParkWhenQueued = -1 // every windowed request takes the parked path
 	}
-	p, err := New(cfg, opt)
+	p, err := newProxy(t, cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,3 +179,26 @@ func bothModes(t *testing.T, f func(t *testing.T, windowed bool)) {
 // quietLog keeps access lines out of the test output; the tests of the
 // access log set their own logger.
 var quietLog = slog.New(slog.DiscardHandler)
+
+// newProxy builds a proxy for cfg as sluice serve does: of the parts
+// assemble.Build makes of cfg, but for those opt gives (a test's part of
+// another kind stands in for the one it replaces).
+func newProxy(t testing.TB, cfg config.Config, opt Options) (*Proxy, error) {
+	t.Helper()
+	built, err := assemble.Build(cfg, assemble.Env{Log: opt.Logger})
+	if err != nil {
+		return nil, err
+	}
+	given := opt.Parts
+	opt.Parts = *built
+	if given.Gate != nil {
+		opt.Parts.Gate = given.Gate
+	}
+	if given.Admission != nil {
+		opt.Parts.Admission = given.Admission
+	}
+	if given.Releaser != nil {
+		opt.Parts.Releaser, opt.Parts.Cache = given.Releaser, nil
+	}
+	return New(cfg, opt)
+}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/apierror"
+
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -152,15 +154,17 @@ func (e keysFileEntry) key() (inboundKey, error) {
 		return k, errors.New("no name")
 	case e.Weight < 0 || e.MaxConcurrent < 0 || e.MaxWaiting < 0:
 		return k, errors.New("weight, max_concurrent and max_waiting must not be negative")
-	case e.Class != "" && e.Class != "interactive" && e.Class != "batch":
-		return k, fmt.Errorf("class %q: must be interactive or batch", e.Class)
+	}
+	class, err := gate.ParseClass(e.Class)
+	if err != nil {
+		return k, fmt.Errorf("class %q: %w", e.Class, err)
 	}
 	sum, err := hex.DecodeString(e.SHA256)
 	if err != nil || len(sum) != sha256.Size {
 		return k, errors.New("sha256 must be the 64 hex digits of the key's SHA-256 (sluice inbound-key prints one)")
 	}
 	copy(k.sum[:], sum)
-	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: e.Class,
+	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: class,
 		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models}
 	return k, nil
 }

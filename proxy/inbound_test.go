@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/apierror"
+
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -146,7 +149,7 @@ func startInbound(t *testing.T, windowed bool, entries ...string) *inboundFixtur
 	f.in = in
 	cfg := testConfig(t, simURL(f.sim), windowed)
 	var srv *testServer
-	f.p, srv = startProxyWith(t, cfg, Options{Inbound: in, Admission: f.descs,
+	f.p, srv = startProxyWith(t, cfg, Options{Inbound: in, Parts: assemble.Parts{Admission: f.descs},
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	f.url = srv.URL
 	return f
@@ -214,7 +217,7 @@ func TestInboundKeyReachesTheUpstreamAsTheHeldKeyOnly(t *testing.T) {
 			return
 		}
 		d := f.descs.last()
-		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: "batch", MaxConcurrent: 3, MaxWaiting: 7}
+		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: gate.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7}
 		if d.Inbound == nil || fmt.Sprint(*d.Inbound) != fmt.Sprint(want) {
 			t.Errorf("descriptor's Inbound = %+v; want %+v", d.Inbound, want)
 		}

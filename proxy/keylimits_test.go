@@ -21,8 +21,8 @@ import (
 // limits bind the key, whatever tenants its requests name: 1 in flight at
 // the upstream, 2 waiting, 7 shed (issue 23, item 5).
 func TestInboundKeyLimitsBindWhateverTheTenantHeader(t *testing.T) {
-	for _, from := range []string{"header", "metadata"} {
-		t.Run(from, func(t *testing.T) {
+	for _, from := range []config.TenantFrom{config.TenantFromHeader, config.TenantFromMetadata} {
+		t.Run(from.String(), func(t *testing.T) {
 			var inFlight, peak atomic.Int32
 			hold := make(chan struct{})
 			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -40,12 +40,12 @@ func TestInboundKeyLimitsBindWhateverTheTenantHeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.TenantFrom = from })
+			cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.TenantFrom, c.InboundKeysFile = from, keys })
 			_, srv := startProxyWith(t, cfg, Options{Inbound: in, Logger: slog.New(slog.NewTextHandler(lockedWriter{w: &logs}, nil))})
 			logMu.Lock()
 			started := logs.String()
 			logMu.Unlock()
-			if !strings.Contains(started, "TENANT_FROM="+from) || !strings.Contains(started, "max_concurrent") {
+			if !strings.Contains(started, "TENANT_FROM="+from.String()) || !strings.Contains(started, "max_concurrent") {
 				t.Errorf("no line at start saying inbound keys' limits bind the key under TENANT_FROM=%s; the log: %s", from, started)
 			}
 
@@ -58,11 +58,11 @@ func TestInboundKeyLimitsBindWhateverTheTenantHeader(t *testing.T) {
 			send := func(i int) {
 				wg.Go(func() {
 					body := requestJSON
-					if from == "metadata" {
+					if from == config.TenantFromMetadata {
 						body = strings.Replace(requestJSON, `"max_tokens"`, fmt.Sprintf(`"metadata":{"user_id":"user-%d"},"max_tokens"`, i), 1)
 					}
 					req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(body))
-					if from != "metadata" {
+					if from != config.TenantFromMetadata {
 						req.Header.Set("X-Sluice-Tenant", fmt.Sprint("tenant-", i))
 					}
 					req.Header.Set("X-Api-Key", sluiceKey("alice"))

@@ -26,7 +26,7 @@ func newBubbleRig(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc,
 }
 
 // newBubbleRigWith is newBubbleRig with options of the test's own (its
-// Upstream, Logger and ParkWhenQueued are the rig's).
+// Upstream and ParkWhenQueued are the rig's; its Logger, if nil, too).
 func newBubbleRigWith(t *testing.T, windowed bool, upstreamHandler http.HandlerFunc, opt Options, edit ...func(*config.Config)) *bubbleRig {
 	t.Helper()
 	upLn := memnet.NewListener()
@@ -35,8 +35,11 @@ func newBubbleRigWith(t *testing.T, windowed bool, upstreamHandler http.HandlerF
 
 	cfg := testConfig(t, "http://upstream.test", windowed, edit...)
 	uc := upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial})
-	opt.Upstream, opt.Logger, opt.ParkWhenQueued = uc, quietLog, -1
-	p, err := New(cfg, opt)
+	opt.Upstream, opt.ParkWhenQueued = uc, -1
+	if opt.Logger == nil {
+		opt.Logger = quietLog
+	}
+	p, err := newProxy(t, cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

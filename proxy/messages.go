@@ -109,7 +109,7 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 		apierror.WriteSluice(w, aerr)
 		return nil, false
 	}
-	p.tenants.Identify(&info, r.Header)
+	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
 	rec := recordOf(r)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	p.recordArrival(rec, body.data, &info)

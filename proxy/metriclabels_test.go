@@ -19,13 +19,14 @@ import (
 // was tracked.
 func TestTenantNamesNeverBreakTheMetrics(t *testing.T) {
 	for _, tc := range []struct {
-		from, header, userID string
+		from           config.TenantFrom
+		header, userID string
 	}{
-		{"header", "team-\xff", ""},
-		{"header", strings.Repeat("a", 255) + "é", ""},
-		{"metadata", "", strings.Repeat("u", 255) + "é"},
+		{config.TenantFromHeader, "team-\xff", ""},
+		{config.TenantFromHeader, strings.Repeat("a", 255) + "é", ""},
+		{config.TenantFromMetadata, "", strings.Repeat("u", 255) + "é"},
 	} {
-		t.Run(tc.from, func(t *testing.T) {
+		t.Run(tc.from.String(), func(t *testing.T) {
 			up := startUpstream(t, apiHandler)
 			_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.TenantFrom = tc.from }))
 			body := requestJSON

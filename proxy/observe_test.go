@@ -44,7 +44,7 @@ func TestObserverHearsWavesAndExchanges(t *testing.T) {
 		cfg.Enabled, cfg.MaxSize, cfg.MaxConcurrency = windowed, 3, 1
 		cfg.IdleRelease = false // three together form one wave, closed by size
 		cfg.UpstreamURL = mustURL(t, up.URL)
-		p, err := New(cfg, Options{Observer: obs, Logger: quietLog})
+		p, err := newProxy(t, cfg, Options{Observer: obs, Logger: quietLog})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
@@ -32,7 +33,7 @@ func TestPartsAreInjectedThroughOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel := &countingReleaser{}
-	p, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Gate: g, Releaser: rel})
+	p, px := startProxyWith(t, testConfig(t, up.URL, true), Options{Parts: assemble.Parts{Gate: g, Releaser: rel}})
 	if r := post(t, px.URL, "/v1/messages", requestJSON); r.StatusCode != 200 {
 		t.Fatalf("status %d", r.StatusCode)
 	}
@@ -43,6 +44,6 @@ func TestPartsAreInjectedThroughOptions(t *testing.T) {
 		t.Errorf("the injected releaser released %d waves; want 1", rel.waves.Load())
 	}
 
-	_, px2 := startProxyWith(t, testConfig(t, up.URL, true), Options{Admission: refuseAll{}})
+	_, px2 := startProxyWith(t, testConfig(t, up.URL, true), Options{Parts: assemble.Parts{Admission: refuseAll{}}})
 	wantError(t, post(t, px2.URL, "/v1/messages", requestJSON), 529, "overloaded_error", "BATCH_MAX_QUEUE")
 }

@@ -38,7 +38,7 @@ func TestExhaustedRateLimitHoldsCallsUntilResetInOrder(t *testing.T) {
 				w.Header().Set("Anthropic-Ratelimit-Requests-Reset", reset.UTC().Format(time.RFC3339))
 			}
 			writeMessage(w)
-		}, func(c *config.Config) { c.MaxConcurrency = 2; c.MaxSize = 1; c.RateLimitPacing = "reset" })
+		}, func(c *config.Config) { c.MaxConcurrency = 2; c.MaxSize = 1; c.RateLimitPacing = config.PacingReset })
 		send := func(name string) <-chan int {
 			return statusOf(t, func() (*http.Response, error) {
 				return rig.post(t, context.Background(), `{"model":"m","max_tokens":1,"messages":[],"n":"`+name+`"}`)

@@ -188,7 +188,7 @@ func TestParkingStartsWhenTheCapIsWaiting(t *testing.T) {
 		writeMessage(w)
 	})
 	cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 })
-	p, err := New(cfg, Options{Logger: quietLog}) // the default threshold: 2 waiting
+	p, err := newProxy(t, cfg, Options{Logger: quietLog}) // the default threshold: 2 waiting
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestReadyzTurns503AtTheSignalAndTheDrainWaitsTheDelay(t *testing.T) {
 		go upSrv.Serve(upLn)
 		defer upSrv.Close()
 		cfg := testConfig(t, "http://upstream.test", true)
-		p, err := New(cfg, Options{Upstream: upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial}), Logger: quietLog})
+		p, err := newProxy(t, cfg, Options{Upstream: upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial}), Logger: quietLog})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
@@ -69,7 +70,7 @@ type Proxy struct {
 
 	// tenants names each Messages request's tenant and class, and on the
 	// windowed path counts and limits them (see dispatch/tenants.go).
-	tenants *dispatch.Tenants
+	tenants dispatch.Tenants
 
 	budget  *retry.Budget // shared by all windowed requests
 	metrics *metrics.Metrics
@@ -120,11 +121,8 @@ type Proxy struct {
 	draining atomic.Bool
 }
 
-// retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
-// failures are always retried, however few requests the share allows.
-const retryFloorPerSecond = 10
-
-// Options are the optional parts of a Proxy.
+// Options are what a Proxy is made of besides its configuration: its
+// policies (Parts, required) and the optional parts.
 type Options struct {
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
@@ -157,27 +155,12 @@ type Options struct {
 	// zero, 60 s (5 minutes for a Message Batches create).
 	BodyReadTimeout time.Duration
 
-	// The parts of the windowed path, for a policy of another kind; each
-	// defaults to today's.
-	//
-	// Gate caps the upstream calls in flight. If nil, a gate.Local of
-	// BATCH_MAX_CONCURRENCY fixed slots in FIFO order.
-	Gate gate.Gate
-	// Admission decides who may wait and holds granted calls. If nil, the
-	// chain of the client-timeout admission (when ADMIT_BY_CLIENT_TIMEOUT),
-	// the BATCH_MAX_QUEUE bound and the rate-limit hold fed by every
-	// windowed answer.
-	Admission dispatch.Admission
-	// Releaser puts each closed wave's members in line. If nil, all at once
-	// in arrival order.
-	Releaser dispatch.Releaser
-	// Buckets keeps the model of each upstream key's rate-limit buckets
-	// under RATE_LIMIT_PACING=buckets. If nil, a pace.Buckets in this
-	// process; GATE_BACKEND=redis shares one (redisshare.Buckets).
-	Buckets dispatch.BucketStore
-	// CacheShare, if set, shares CACHE_AWARE's cache groups with other
-	// replicas (redisshare.CacheGroups).
-	CacheShare dispatch.CacheShare
+	// Parts are the policies: the gate, the admission chain, the pacing,
+	// the releaser, the tenant policy, the retry budget and the metrics
+	// they count in, as assemble.Build makes them from the configuration
+	// (a test may put a part of another kind in their place). Required:
+	// the proxy builds no policy itself.
+	Parts assemble.Parts
 	// Collectors are more metrics to serve at /metrics: a shared gate's,
 	// the bulk endpoint's.
 	Collectors []prometheus.Collector
@@ -185,9 +168,6 @@ type Options struct {
 	// keys from its clients (see inbound.go and LoadInbound). If nil, each
 	// client's own key passes through.
 	Inbound *Inbound
-	// RetryBudget caps retries in place. If nil, RETRY_BUDGET_PERCENT of
-	// requests over the last 10 s, never fewer than 10 retries a second.
-	RetryBudget *retry.Budget
 
 	// Bulk, if set, serves /v1/bulk/ (the async bulk endpoint, package
 	// bulk).
@@ -199,16 +179,22 @@ type Options struct {
 	Recorder *recording.Recorder
 }
 
-// New builds a proxy for cfg.
+// New builds a proxy for cfg, of the parts in opt.
 func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if cfg.UpstreamURL == nil && opt.Upstream == nil {
 		return nil, errors.New("proxy: no upstream URL")
 	}
-	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound, recorder: opt.Recorder}
-	if p.budget == nil {
-		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	parts := opt.Parts
+	if parts.Metrics == nil || parts.Tenants == nil || parts.RetryBudget == nil || parts.Pacer == nil ||
+		cfg.Enabled && (parts.Gate == nil || parts.Admission == nil) {
+		return nil, errors.New("proxy: Options.Parts is missing a part: build them from the configuration with assemble.Build")
+	}
+	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
+		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics, buckets: parts.Buckets, cache: parts.Cache,
+		inbound: opt.Inbound, recorder: opt.Recorder}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -222,22 +208,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if opt.BodyReadTimeout > 0 {
 		p.bodyTimeout, p.batchBodyTimeout = opt.BodyReadTimeout, opt.BodyReadTimeout
 	}
-	if p.bodies.limit <= 0 {
-		return nil, errors.New("proxy: body budget must be positive")
-	}
-	if cfg.UpstreamTimeout <= 0 {
-		return nil, errors.New("proxy: upstream timeout must be positive")
-	}
-	if p.inbound != nil && p.inbound.Len() == 0 && !IsLoopback(cfg.ListenAddr) {
-		return nil, fmt.Errorf("proxy: INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", cfg.ListenAddr)
-	}
 	p.publicBase = publicBase(cfg)
-	if p.inbound != nil && (cfg.TenantFrom == dispatch.TenantFromHeader || cfg.TenantFrom == dispatch.TenantFromMetadata) {
-		p.log.Info("TENANT_FROM="+cfg.TenantFrom+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
-			"tenant_from", cfg.TenantFrom)
-	}
-	p.tenants = dispatch.NewTenants(dispatch.TenantConfig{From: cfg.TenantFrom, Max: cfg.TenantMax, Weights: cfg.TenantWeights,
-		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	if p.up == nil {
 		p.up = upstream.New(cfg.UpstreamURL, upstream.Options{IdleConnsPerHost: cfg.MaxConcurrency})
 	}
@@ -245,10 +216,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if p.parkWhen == 0 {
 		p.parkWhen = cfg.MaxConcurrency
 	}
-	if cfg.StreamIdleTimeout <= 0 {
-		return nil, errors.New("proxy: stream idle timeout must be positive")
-	}
-	p.metrics = metrics.New(metrics.State{
+	p.metrics.Watch(metrics.State{
 		Queued:    p.Queued,
 		InFlight:  func() int { return p.GateStats().InFlight },
 		Capacity:  func() int { return p.GateStats().Capacity },
@@ -288,55 +256,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		}
 	}
 	if cfg.Enabled {
-		g := opt.Gate
-		if g == nil {
-			order, err := gateOrder(cfg)
-			if err != nil {
-				return nil, err
-			}
-			limit, err := p.gateLimit(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("proxy: %w", err)
-			}
-			local, err := gate.New(limit, order)
-			if err != nil {
-				return nil, fmt.Errorf("proxy: %w", err)
-			}
-			g = local
-		}
-		admission := opt.Admission
-		if admission == nil {
-			var chain dispatch.Chain
-			if cfg.AdmitByClientTimeout {
-				chain = append(chain, dispatch.ClientTimeout{})
-			}
-			chain = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue})
-			if cfg.RateLimitPacing == "reset" {
-				chain = append(chain, dispatch.RateLimitHold{Pacer: p.pacer})
-			}
-			admission = chain
-		}
-		var pacing dispatch.Pacing
-		if cfg.RateLimitPacing == "buckets" {
-			var store dispatch.BucketStore = &pace.Buckets{}
-			if opt.Buckets != nil {
-				store = opt.Buckets
-			}
-			p.buckets = &dispatch.KeyBuckets{Buckets: store, Held: func(d time.Duration) { p.metrics.BucketWait.Observe(d.Seconds()) }}
+		var pacing dispatch.Pacing // nil, not a nil *KeyBuckets: no pacing
+		if p.buckets != nil {
 			pacing = p.buckets
 		}
-		releaser := opt.Releaser
-		if releaser == nil && cfg.CacheAware {
-			p.cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: p.metrics.CacheGroups.Inc, Share: opt.CacheShare,
-				Doubted: p.cacheDoubted}
-			releaser = p.cache
-		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: admission, Releaser: releaser, Pacing: pacing, Tenants: p.tenants}, g, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants}, parts.Gate, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		p.gate, p.sched = g, s
+		p.gate, p.sched = parts.Gate, s
 	}
 	p.mux = http.NewServeMux()
 	p.mux.HandleFunc("/healthz", p.healthz)
@@ -390,28 +319,6 @@ func (p *Proxy) Close() {
 		p.sched.Close()
 	}
 	p.up.CloseIdleConnections()
-}
-
-// gateLimit is the gate's limit by GATE_LIMIT: BATCH_MAX_CONCURRENCY, or
-// an adaptive limit under it whose changes the metrics count.
-func (p *Proxy) gateLimit(cfg config.Config) (gate.Limit, error) {
-	ceiling := gate.Fixed(cfg.MaxConcurrency)
-	if cfg.GateLimit != "adaptive" {
-		return ceiling, nil
-	}
-	// From the ceiling, as a static cap would start: probing up from the
-	// floor cost a fifth of capacity-shift's first phase (docs/benchmarks.md,
-	// Adaptive limit), and a loaded baseline only makes it cut later.
-	last := cfg.MaxConcurrency
-	return gate.NewAdaptive(gate.AdaptiveConfig{Ceiling: ceiling, Floor: cfg.GateLimitFloor, StartAtCeiling: true,
-		OnChange: func(slots int) { // under the gate's lock, which also orders last
-			if slots > last {
-				p.metrics.GateLimitChanges.WithLabelValues("up").Inc()
-			} else {
-				p.metrics.GateLimitChanges.WithLabelValues("down").Inc()
-			}
-			last = slots
-		}})
 }
 
 // GateStats reports the gate's occupancy; zero when windowing is off.

@@ -30,8 +30,8 @@ func TestRecordingHoldsNoPromptText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := testConfig(t, up.URL, windowed, func(c *config.Config) { c.TenantFrom = "header" })
-		p, err := New(cfg, Options{Logger: quietLog, Recorder: rc, ParkWhenQueued: -1})
+		cfg := testConfig(t, up.URL, windowed, func(c *config.Config) { c.TenantFrom = config.TenantFromHeader })
+		p, err := newProxy(t, cfg, Options{Logger: quietLog, Recorder: rc, ParkWhenQueued: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -108,7 +108,7 @@ func TestStalledJSONReaderReleasesSlot(t *testing.T) {
 // sent, not what it announced.
 func TestAnnouncedBodyIsNotPreallocated(t *testing.T) {
 	up := startUpstream(t, apiHandler)
-	p, err := New(testConfig(t, up.URL, true), Options{Logger: quietLog})
+	p, err := newProxy(t, testConfig(t, up.URL, true), Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

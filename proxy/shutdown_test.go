@@ -74,7 +74,7 @@ func TestShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 		go upSrv.Serve(upLn)
 		defer upSrv.Close()
 		cfg := testConfig(t, "http://upstream.test", true, func(c *config.Config) { c.MaxConcurrency = 2 })
-		p, err := New(cfg, Options{Upstream: upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial}), Logger: quietLog, ParkWhenQueued: -1})
+		p, err := newProxy(t, cfg, Options{Upstream: upstream.New(cfg.UpstreamURL, upstream.Options{DialContext: upLn.Dial}), Logger: quietLog, ParkWhenQueued: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

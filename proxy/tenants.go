@@ -1,27 +1,13 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice/apierror"
-	"github.com/sluicehq/sluice/config"
+
 	"github.com/sluicehq/sluice/dispatch"
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 )
-
-// gateOrder is the order of the gate's line that GATE_ORDER names: fair
-// (across tenants, by cost; see gate.Fair) or one FIFO line (nil).
-func gateOrder(cfg config.Config) (gate.Order, error) {
-	if cfg.GateOrder == "fifo" {
-		if cfg.TenantMaxConcurrent > 0 {
-			return nil, errors.New("proxy: TENANT_MAX_CONCURRENT needs GATE_ORDER=fair: one FIFO line cannot let other tenants past a tenant at its limit")
-		}
-		return nil, nil
-	}
-	return gate.NewFair(cfg.PriorityStarve), nil
-}
 
 // tenantCounts is the tenants' counts for the metrics; none when
 // windowing is off.

@@ -147,8 +147,8 @@ func wantShape(t *testing.T, a *tenantAnswer, status int, errType, hint string) 
 // With GATE_ORDER=fair a tenant that sends one request behind another's
 // burst is served next; with fifo it waits for the whole burst.
 func TestFairOrderThroughHTTP(t *testing.T) {
-	for _, order := range []string{"fair", "fifo"} {
-		t.Run(order, func(t *testing.T) {
+	for _, order := range []config.GateOrder{config.GateOrderFair, config.GateOrderFIFO} {
+		t.Run(order.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := sim.New(sim.Config{TTFT: simTTFT, PerToken: 10 * time.Millisecond})
 				t.Cleanup(s.Close)
@@ -169,7 +169,7 @@ func TestFairOrderThroughHTTP(t *testing.T) {
 						before++
 					}
 				}
-				want := map[string]int{"fair": 1, "fifo": burst}[order]
+				want := map[config.GateOrder]int{config.GateOrderFair: 1, config.GateOrderFIFO: burst}[order]
 				if before != want {
 					t.Errorf("%d of the burst were answered before the steady tenant's request; want %d", before, want)
 				}

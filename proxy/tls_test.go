@@ -70,7 +70,7 @@ func startTLSProxy(t *testing.T, upstream string, certPEM, keyPEM []byte) *tlsFi
 	cfg := testConfig(t, upstream, true)
 	cfg.TLSCertFile, cfg.TLSKeyFile = f.certFile, f.keyFile
 	cfg.PublicURL = &url.URL{Scheme: "https", Host: ln.Addr().String()}
-	f.p, err = New(cfg, Options{Logger: quietLog, ParkWhenQueued: -1})
+	f.p, err = newProxy(t, cfg, Options{Logger: quietLog, ParkWhenQueued: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

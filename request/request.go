@@ -6,7 +6,11 @@
 // body again.
 package request
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/gate"
+)
 
 // Descriptor is what the policies know of one Messages request.
 type Descriptor struct {
@@ -25,9 +29,9 @@ type Descriptor struct {
 	// UserID is the body's metadata.user_id, cut to MaxUserID bytes: a
 	// tenant under TENANT_FROM=metadata.
 	UserID string
-	// Class is the request's priority class, "interactive" (or "") or
-	// "batch", as its tenant policy decided (see dispatch.Tenants).
-	Class string
+	// Class is the request's priority class, as its tenant policy
+	// decided (see dispatch.Tenants).
+	Class gate.Class
 	// Model is the body's model, cut to 128 bytes.
 	Model string
 	// Stream is the body's stream flag.
@@ -50,13 +54,13 @@ type Descriptor struct {
 // the fair order and the per-tenant limits, and what it may call. Zero
 // values mean the defaults.
 type Inbound struct {
-	Name          string   // the key's name in the keys file
-	Tenant        string   // the tenant it belongs to; "" means Name
-	Weight        float64  // its share in the fair order; 0 means 1
-	Class         string   // its priority class; "" means interactive
-	MaxConcurrent int      // upstream calls at once for its tenant; 0: no limit
-	MaxWaiting    int      // requests waiting for its tenant; 0: no limit
-	Models        []string // models it may call; nil means all
+	Name          string     // the key's name in the keys file
+	Tenant        string     // the tenant it belongs to; "" means Name
+	Weight        float64    // its share in the fair order; 0 means 1
+	Class         gate.Class // its priority class; the zero value is interactive
+	MaxConcurrent int        // upstream calls at once for its tenant; 0: no limit
+	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
+	Models        []string   // models it may call; nil means all
 }
 
 // Prefix is one cacheable prefix of a prompt: everything up to and

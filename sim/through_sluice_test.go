@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -28,7 +29,11 @@ func startSluice(t *testing.T, upstream string) *httptest.Server {
 		t.Fatal(err)
 	}
 	cfg.UpstreamURL = u
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), ParkWhenQueued: -1}) // the SDKs get parked answers
+	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), ParkWhenQueued: -1, Parts: *parts}) // the SDKs get parked answers
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
@@ -201,6 +202,11 @@ func buildStack(t *testing.T, slots int, edit func(*config.Config), batchDuratio
 		}
 		st.bulk, popt.Bulk, wopt.Bulk = svc, svc, svc
 	}
+	parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	popt.Parts = *parts
 	p, err := proxy.New(cfg, popt)
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +431,7 @@ func TestPageShowsLiveWaves(t *testing.T) {
 // With GATE_LIMIT=adaptive the live view shows the limit now, which
 // starts at its ceiling, and says it is adaptive, under which ceiling.
 func TestPageShowsAdaptiveLimit(t *testing.T) {
-	st := newStackWith(t, 6, func(c *config.Config) { c.GateLimit, c.GateLimitFloor = "adaptive", 2 })
+	st := newStackWith(t, 6, func(c *config.Config) { c.GateLimit, c.GateLimitFloor = config.GateLimitAdaptive, 2 })
 	ctx, console := browser(t, 1280, 800)
 	openLive(t, ctx, st)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#live-gate[data-slots="6"]`))); err != nil {

@@ -66,7 +66,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 	return func() Gauges {
 		st := p.GateStats()
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
-			Slots: st.Capacity, Adaptive: cfg.GateLimit == "adaptive", MaxSlots: cfg.MaxConcurrency,
+			Slots: st.Capacity, Adaptive: cfg.GateLimit == config.GateLimitAdaptive, MaxSlots: cfg.MaxConcurrency,
 			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
 			CacheWrites: p.CacheWrites()}
 		for i := range g.Buckets {

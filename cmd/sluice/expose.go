@@ -33,6 +33,9 @@ func openExposure(cfg config.Config, log *slog.Logger) (*exposure, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := cfg.ValidateInboundKeys(e.inbound.Len()); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.TLSCertFile != "" {
 		if e.certs, err = proxy.LoadCerts(cfg.TLSCertFile, cfg.TLSKeyFile, log); err != nil {
@@ -52,7 +55,7 @@ func openExposure(cfg config.Config, log *slog.Logger) (*exposure, error) {
 // warnExposed warns of a setup that shows more than it should beyond
 // loopback.
 func warnExposed(cfg config.Config, log *slog.Logger) {
-	if proxy.IsLoopback(cfg.ListenAddr) {
+	if config.IsLoopback(cfg.ListenAddr) {
 		return
 	}
 	if cfg.TLSCertFile == "" {
@@ -127,14 +130,14 @@ func (e *exposure) close() {
 // auto allows them only when the page is served on loopback.
 func benchRuns(cfg config.Config) bool {
 	switch cfg.UIBenchRuns {
-	case "on":
+	case config.BenchRunsOn:
 		return true
-	case "off":
+	case config.BenchRunsOff:
 		return false
 	}
 	addr := cfg.ListenAddr
 	if cfg.AdminListenAddr != "" {
 		addr = cfg.AdminListenAddr
 	}
-	return proxy.IsLoopback(addr)
+	return config.IsLoopback(addr)
 }

@@ -195,15 +195,16 @@ func TestServeBeyondLoopback(t *testing.T) {
 
 func TestBenchRunsFromThePageFollowTheirAddress(t *testing.T) {
 	for _, tc := range []struct {
-		runs, listen, admin string
-		want                bool
+		runs          config.BenchRuns
+		listen, admin string
+		want          bool
 	}{
-		{"auto", "127.0.0.1:8080", "", true},
-		{"auto", "0.0.0.0:8080", "", false},
-		{"auto", "0.0.0.0:8080", "127.0.0.1:9000", true},
-		{"auto", "127.0.0.1:8080", ":9000", false},
-		{"on", "0.0.0.0:8080", "", true},
-		{"off", "127.0.0.1:8080", "", false},
+		{config.BenchRunsAuto, "127.0.0.1:8080", "", true},
+		{config.BenchRunsAuto, "0.0.0.0:8080", "", false},
+		{config.BenchRunsAuto, "0.0.0.0:8080", "127.0.0.1:9000", true},
+		{config.BenchRunsAuto, "127.0.0.1:8080", ":9000", false},
+		{config.BenchRunsOn, "0.0.0.0:8080", "", true},
+		{config.BenchRunsOff, "127.0.0.1:8080", "", false},
 	} {
 		cfg := config.Default()
 		cfg.UIBenchRuns, cfg.ListenAddr, cfg.AdminListenAddr = tc.runs, tc.listen, tc.admin
@@ -271,4 +272,21 @@ func withUpstream(t *testing.T, cfg config.Config, keys string) config.Config {
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
 	cfg.InboundKeysFile, cfg.UIEnabled = keys, false
 	return cfg
+}
+
+// A keys file with no key is refused beyond loopback at start-up (see
+// config.ValidateInboundKeys), before anything listens.
+func TestEmptyInboundKeysRefusedBeyondLoopback(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	os.WriteFile(keys, []byte(`{"keys":[]}`), 0o600)
+	t.Setenv("ANTHROPIC_API_KEY", e2eHeldKey)
+	for addr, ok := range map[string]bool{"127.0.0.1:0": true, "0.0.0.0:0": false} {
+		ex, err := openExposure(config.Config{InboundKeysFile: keys, ListenAddr: addr}, slog.New(slog.DiscardHandler))
+		if ok != (err == nil) || !ok && !strings.Contains(err.Error(), "INBOUND_KEYS_FILE") {
+			t.Errorf("LISTEN_ADDR=%s with no inbound key: %v", addr, err)
+		}
+		if ex != nil {
+			ex.close()
+		}
+	}
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/gate/redisgate"
-	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/redisconn"
 	"github.com/sluicehq/sluice/redisshare"
 )
@@ -23,38 +27,66 @@ const (
 	sharedCacheName   = "sluice:cache"
 )
 
-// withSharedGate puts the Redis gate, and the shared buckets and cache
-// groups when their policies are on, into opt when GATE_BACKEND=redis and
-// windowing is on, and returns the function that takes this replica out
-// of Redis once the server has drained.
-func withSharedGate(cfg config.Config, log *slog.Logger, opt *proxy.Options) (closeGate func(), err error) {
-	if !cfg.Enabled || cfg.GateBackend != "redis" {
-		return func() {}, nil
+// buildParts builds the proxy's policies from cfg (package assemble),
+// with the Redis the replicas share when GATE_BACKEND=redis and windowing
+// is on. It returns the shared store's metrics, to serve too, and the
+// function that takes this replica out of Redis once the server has
+// drained.
+func buildParts(cfg config.Config, log *slog.Logger) (*assemble.Parts, []prometheus.Collector, func(), error) {
+	env := assemble.Env{Log: log}
+	var shared *sharedRedis
+	closeShared := func() {}
+	if cfg.Enabled && cfg.GateBackend == config.GateRedis {
+		c, err := redisconn.Open(redisconn.Options{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout,
+			LeaseTTL: cfg.GateLeaseTTL, Replicas: cfg.GateReplicas, Logger: log})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		shared = &sharedRedis{c: c, log: log.With("redis", redisconn.Redacted(cfg.RedisURL), "replica", c.Replica())}
+		env.Shared = shared
+		closeShared = func() { c.Close() }
 	}
-	c, err := redisconn.Open(redisconn.Options{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout,
-		LeaseTTL: cfg.GateLeaseTTL, Replicas: cfg.GateReplicas, Logger: log})
+	parts, err := assemble.Build(cfg, env)
 	if err != nil {
-		return nil, err
+		closeShared()
+		return nil, nil, nil, err
 	}
+	var collectors []prometheus.Collector
+	if shared != nil {
+		// Asked for after the parts are made: the connection's metrics
+		// include a fallback gauge for each part it serves.
+		collectors = append(shared.c.Collectors(), shared.collectors...)
+	}
+	return parts, collectors, closeShared, nil
+}
+
+// sharedRedis is the Redis the replicas share, as package assemble asks
+// for its parts.
+type sharedRedis struct {
+	c   *redisconn.Client
+	log *slog.Logger // with the redacted URL and this replica
+	// collectors are the gate's metrics, once it is made.
+	collectors []prometheus.Collector
+}
+
+func (s *sharedRedis) Gate(order config.GateOrder, capacity int) (gate.Gate, error) {
 	open := redisgate.New
-	if cfg.GateOrder == "fair" {
+	if order == config.GateOrderFair {
 		open = redisgate.NewFair
 	}
-	g, err := open(c, sharedGateName, cfg.MaxConcurrency)
+	g, err := open(s.c, sharedGateName, capacity)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	opt.Gate = g
-	if cfg.RateLimitPacing == "buckets" {
-		opt.Buckets = redisshare.NewBuckets(c, sharedBucketsName)
-	}
-	if cfg.CacheAware {
-		opt.CacheShare = redisshare.NewCacheGroups(c, sharedCacheName)
-	}
-	opt.Collectors = append(opt.Collectors, c.Collectors()...)
-	opt.Collectors = append(opt.Collectors, g.Collectors()...)
-	log.Info("the gate is shared through Redis", "redis", redisconn.Redacted(cfg.RedisURL), "replica", c.Replica(),
-		"cap", cfg.MaxConcurrency, "shared_now", g.Shared())
-	return func() { c.Close() }, nil
+	s.collectors = append(s.collectors, g.Collectors()...)
+	s.log.Info("the gate is shared through Redis", "cap", capacity, "shared_now", g.Shared())
+	return g, nil
+}
+
+func (s *sharedRedis) Buckets() dispatch.BucketStore {
+	return redisshare.NewBuckets(s.c, sharedBucketsName)
+}
+
+func (s *sharedRedis) CacheGroups() dispatch.CacheShare {
+	return redisshare.NewCacheGroups(s.c, sharedCacheName)
 }

@@ -48,7 +48,11 @@ func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
 	cfg.MaxConcurrency = slots
 	cfg.MaxQueue = queue
 	cfg.MaxWait = 5 * time.Millisecond
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	parts, _, _, err := buildParts(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/sluicebin"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sluicebin"
 )
 
 // TestMemoryPerWaitingRequest is the memory benchmark of issue 6: sluice's

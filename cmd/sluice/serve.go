@@ -119,13 +119,10 @@ func warnMisspelt(log *slog.Logger, environ []string) {
 	}
 }
 
-// newLogger builds the logger that LOG_FORMAT and LOG_LEVEL ask for; the
-// config has already checked both words.
-func newLogger(w io.Writer, format, level string) *slog.Logger {
-	var lv slog.Level
-	lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
-	if format == "json" {
+// newLogger builds the logger that LOG_FORMAT and LOG_LEVEL ask for.
+func newLogger(w io.Writer, format config.LogFormat, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == config.LogJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

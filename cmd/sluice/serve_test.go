@@ -39,7 +39,11 @@ func TestGracefulShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
 	cfg.MaxWait = time.Hour // only the shutdown flush can release the last window
 	cfg.MaxSize = 16
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	parts, _, _, err := buildParts(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
 	if err != nil {
 		t.Fatal(err)
 	}

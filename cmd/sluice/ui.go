@@ -34,13 +34,14 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 		return nil, err
 	}
 	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider, Inbound: inbound}
-	closeGate, err := withSharedGate(cfg, log, &opt)
+	parts, shared, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		flushSpans()
 		return nil, err
 	}
+	opt.Parts, opt.Collectors = *parts, append(opt.Collectors, shared...)
 	flush := flushSpans
-	flushSpans = func() { flush(); closeGate() } // and this replica leaves the shared gate
+	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
 	bk, err := startBulk(ctx, cfg, log)
 	if err != nil {
 		flushSpans()

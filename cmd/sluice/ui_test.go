@@ -69,7 +69,7 @@ func TestUISettingMountsThePage(t *testing.T) {
 // and answers its trace.
 func TestPageRunsAreWired(t *testing.T) {
 	cfg := config.Default()
-	cfg.UIEnabled, cfg.UIBenchRuns = true, "on"
+	cfg.UIEnabled, cfg.UIBenchRuns = true, config.BenchRunsOn
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // not called: the run has its own simulator
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

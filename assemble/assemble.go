@@ -1,0 +1,190 @@
+// Package assemble builds sluice's policies from one validated
+// configuration: the gate (its order and its limit, in this process or
+// shared), the admission chain, the rate-limit pacing, the releaser, the
+// tenant policy and the retry budget. It is the one place that reads the
+// configuration's choices; package proxy takes the parts it built
+// (proxy.Options.Parts) and builds none itself. The store the replicas
+// share under GATE_BACKEND=redis is opened by the caller (cmd/sluice,
+// the one package that knows every other) and handed in as a Shared, so
+// that neither this package nor proxy imports Redis.
+package assemble
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/retry"
+)
+
+// Parts are the policies of one proxy.
+type Parts struct {
+	// Metrics are the collectors the parts count in; the proxy adds its
+	// gauges (metrics.Watch) and serves them.
+	Metrics *metrics.Metrics
+	// Tenants names each Messages request's tenant and class, and on the
+	// windowed path counts and limits them (TENANT_*).
+	Tenants dispatch.Tenants
+	// RetryBudget caps retries in place (RETRY_BUDGET_PERCENT).
+	RetryBudget *retry.Budget
+	// Pacer is the hold of RATE_LIMIT_PACING=reset, fed by every windowed
+	// answer whatever the pacing.
+	Pacer *pace.Pacer
+
+	// The windowed path's parts; all nil with BATCH_ENABLED=0.
+	//
+	// Gate caps the upstream calls in flight (BATCH_MAX_CONCURRENCY,
+	// GATE_LIMIT, GATE_ORDER, GATE_BACKEND).
+	Gate gate.Gate
+	// Admission decides who may wait and holds granted calls: the
+	// client-timeout admission (ADMIT_BY_CLIENT_TIMEOUT), the
+	// BATCH_MAX_QUEUE bound and the reset hold (RATE_LIMIT_PACING=reset).
+	Admission dispatch.Admission
+	// Releaser puts each closed wave's members in line; nil: all at once
+	// in arrival order.
+	Releaser dispatch.Releaser
+	// Buckets paces each upstream key by its rate-limit buckets
+	// (RATE_LIMIT_PACING=buckets); nil otherwise.
+	Buckets *dispatch.KeyBuckets
+	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
+	// nil otherwise.
+	Cache *dispatch.CacheAware
+}
+
+// Shared is the store the replicas of a fleet share (GATE_BACKEND=redis):
+// a gate's slots, the rate-limit buckets and the cache groups. Each is
+// asked for only when the configuration uses it.
+type Shared interface {
+	Gate(order config.GateOrder, capacity int) (gate.Gate, error)
+	Buckets() dispatch.BucketStore
+	CacheGroups() dispatch.CacheShare
+}
+
+// Env is what the parts need beyond the configuration.
+type Env struct {
+	// Log hears the policies' own news (CACHE_AWARE's changes of mind);
+	// nil: slog.Default().
+	Log *slog.Logger
+	// Shared is the fleet's store under GATE_BACKEND=redis with windowing
+	// on; nil otherwise.
+	Shared Shared
+}
+
+// retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
+// failures are always retried, however few requests the share allows.
+const retryFloorPerSecond = 10
+
+// Build validates cfg and builds its parts.
+func Build(cfg config.Config, env Env) (*Parts, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if env.Log == nil {
+		env.Log = slog.Default()
+	}
+	m := metrics.New()
+	ps := &Parts{Metrics: m, Pacer: &pace.Pacer{}, RetryBudget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
+	if cfg.InboundKeysFile != "" && cfg.TenantFrom.ClientNames() {
+		env.Log.Info("TENANT_FROM="+cfg.TenantFrom.String()+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
+			"tenant_from", cfg.TenantFrom.String())
+	}
+	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
+	if !cfg.Enabled {
+		return ps, nil
+	}
+	var err error
+	if ps.Gate, err = buildGate(cfg, env.Shared, m); err != nil {
+		return nil, err
+	}
+	var chain dispatch.Chain
+	if cfg.AdmitByClientTimeout {
+		chain = append(chain, dispatch.ClientTimeout{})
+	}
+	chain = append(chain, dispatch.QueueBound{Max: cfg.MaxQueue})
+	switch cfg.RateLimitPacing {
+	case config.PacingReset:
+		chain = append(chain, dispatch.RateLimitHold{Pacer: ps.Pacer})
+	case config.PacingBuckets:
+		var store dispatch.BucketStore = &pace.Buckets{}
+		if env.Shared != nil {
+			store = env.Shared.Buckets()
+		}
+		ps.Buckets = &dispatch.KeyBuckets{Buckets: store, Held: func(d time.Duration) { m.BucketWait.Observe(d.Seconds()) }}
+	}
+	ps.Admission = chain
+	if cfg.CacheAware {
+		ps.Cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
+		if env.Shared != nil {
+			ps.Cache.Share = env.Shared.CacheGroups()
+		}
+		ps.Releaser = ps.Cache
+	}
+	return ps, nil
+}
+
+// buildGate is the gate: BATCH_MAX_CONCURRENCY slots shared with the
+// fleet (GATE_BACKEND=redis), or here, in the order of GATE_ORDER and
+// with the limit of GATE_LIMIT.
+func buildGate(cfg config.Config, shared Shared, m *metrics.Metrics) (gate.Gate, error) {
+	if cfg.GateBackend == config.GateRedis {
+		if shared == nil {
+			return nil, errors.New("GATE_BACKEND=redis, and no shared store was opened")
+		}
+		return shared.Gate(cfg.GateOrder, cfg.MaxConcurrency)
+	}
+	var order gate.Order // nil: one FIFO line
+	if cfg.GateOrder == config.GateOrderFair {
+		order = gate.NewFair(cfg.PriorityStarve)
+	}
+	limit, err := gateLimit(cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	return gate.New(limit, order)
+}
+
+// gateLimit is the gate's limit by GATE_LIMIT: BATCH_MAX_CONCURRENCY, or
+// an adaptive limit under it whose changes the metrics count.
+func gateLimit(cfg config.Config, m *metrics.Metrics) (gate.Limit, error) {
+	ceiling := gate.Fixed(cfg.MaxConcurrency)
+	if cfg.GateLimit != config.GateLimitAdaptive {
+		return ceiling, nil
+	}
+	// From the ceiling, as a static cap would start: probing up from the
+	// floor cost a fifth of capacity-shift's first phase (docs/benchmarks.md,
+	// Adaptive limit), and a loaded baseline only makes it cut later.
+	last := cfg.MaxConcurrency
+	return gate.NewAdaptive(gate.AdaptiveConfig{Ceiling: ceiling, Floor: cfg.GateLimitFloor, StartAtCeiling: true,
+		OnChange: func(slots int) { // under the gate's lock, which also orders last
+			if slots > last {
+				m.GateLimitChanges.WithLabelValues("up").Inc()
+			} else {
+				m.GateLimitChanges.WithLabelValues("down").Inc()
+			}
+			last = slots
+		}})
+}
+
+// cacheDoubted logs and counts CACHE_AWARE's change of mind about a
+// prefix. The key is a hash of the prompt, not the prompt.
+func cacheDoubted(log *slog.Logger, m *metrics.Metrics) func(dispatch.Doubt) {
+	return func(d dispatch.Doubt) {
+		key := strconv.FormatUint(d.Key, 16)
+		if d.Trusted {
+			m.CacheDistrusted.WithLabelValues("trusted").Inc()
+			log.Info("cache-aware: a request read a prefix its followers had not; holding followers on it again",
+				"prefix", key, "tokens", d.Tokens)
+			return
+		}
+		m.CacheDistrusted.WithLabelValues("distrusted").Inc()
+		log.Warn("cache-aware: followers held for a prefix read none of it; not holding on it until a request reads it, or for the cool-off",
+			"prefix", key, "tokens", d.Tokens, "groups", d.Groups, "until", d.Until.UTC().Format("15:04:05"))
+	}
+}

@@ -1,0 +1,221 @@
+package assemble
+
+import (
+	"bytes"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/pace"
+)
+
+// load is the configuration of env over the defaults, windowed.
+func load(t *testing.T, env map[string]string) config.Config {
+	t.Helper()
+	full := map[string]string{"BATCH_ENABLED": "1"}
+	for k, v := range env {
+		full[k] = v
+	}
+	c, err := config.Load(nil, func(k string) (string, bool) { v, ok := full[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func build(t *testing.T, c config.Config, env Env) *Parts {
+	t.Helper()
+	ps, err := Build(c, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// Without windowing there is no gate, no admission, no pacing and no
+// releaser; the tenant policy, the retry budget and the pacer are there
+// for the plain path too.
+func TestPlainHasNoWindowedParts(t *testing.T) {
+	ps := build(t, load(t, map[string]string{"BATCH_ENABLED": "0"}), Env{})
+	if ps.Gate != nil || ps.Admission != nil || ps.Releaser != nil || ps.Buckets != nil || ps.Cache != nil {
+		t.Errorf("plain parts %+v; want no windowed part", ps)
+	}
+	if ps.Metrics == nil || ps.Tenants == nil || ps.RetryBudget == nil || ps.Pacer == nil {
+		t.Errorf("plain parts %+v; want metrics, tenants, a retry budget and a pacer", ps)
+	}
+}
+
+// RATE_LIMIT_PACING picks the buckets, the reset hold at the end of the
+// admission chain, or neither; ADMIT_BY_CLIENT_TIMEOUT puts the
+// client-timeout admission first; BATCH_MAX_QUEUE bounds in between.
+func TestAdmissionAndPacingByTheSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		chain   string // the admission chain's parts, by kind
+		buckets bool
+	}{
+		{map[string]string{}, "timeout queue", true},
+		{map[string]string{"RATE_LIMIT_PACING": "reset"}, "timeout queue hold", false},
+		{map[string]string{"RATE_LIMIT_PACING": "off", "ADMIT_BY_CLIENT_TIMEOUT": "0"}, "queue", false},
+	} {
+		ps := build(t, load(t, tc.env), Env{})
+		var kinds []string
+		for _, a := range ps.Admission.(dispatch.Chain) {
+			switch a := a.(type) {
+			case dispatch.ClientTimeout:
+				kinds = append(kinds, "timeout")
+			case dispatch.QueueBound:
+				if a.Max != 1024 {
+					t.Errorf("%v: queue bound %d; want BATCH_MAX_QUEUE's 1024", tc.env, a.Max)
+				}
+				kinds = append(kinds, "queue")
+			case dispatch.RateLimitHold:
+				if a.Pacer != ps.Pacer {
+					t.Errorf("%v: the hold reads another pacer than the proxy feeds", tc.env)
+				}
+				kinds = append(kinds, "hold")
+			default:
+				kinds = append(kinds, "?")
+			}
+		}
+		if got := strings.Join(kinds, " "); got != tc.chain {
+			t.Errorf("%v: admission chain %q; want %q", tc.env, got, tc.chain)
+		}
+		if (ps.Buckets != nil) != tc.buckets {
+			t.Errorf("%v: buckets %v; want %v", tc.env, ps.Buckets != nil, tc.buckets)
+		}
+		if ps.Buckets != nil {
+			if _, local := ps.Buckets.Buckets.(*pace.Buckets); !local {
+				t.Errorf("%v: the buckets are kept in %T; want this process's", tc.env, ps.Buckets.Buckets)
+			}
+		}
+	}
+}
+
+// CACHE_AWARE makes the cache-aware releaser the releaser; off, the
+// waves go at once in arrival order.
+func TestCacheAwareIsTheReleaser(t *testing.T) {
+	ps := build(t, load(t, map[string]string{}), Env{})
+	if ps.Cache == nil || ps.Releaser != dispatch.Releaser(ps.Cache) || ps.Cache.LeaderWait != load(t, nil).CacheLeaderWait {
+		t.Errorf("CACHE_AWARE=1: cache %v, releaser %v; want the cache-aware releaser", ps.Cache, ps.Releaser)
+	}
+	if ps := build(t, load(t, map[string]string{"CACHE_AWARE": "0"}), Env{}); ps.Cache != nil || ps.Releaser != nil {
+		t.Errorf("CACHE_AWARE=0: cache %v, releaser %v; want none", ps.Cache, ps.Releaser)
+	}
+}
+
+// GATE_ORDER=fair grants an interactive ticket before a batch one that
+// joined first; fifo in arrival order.
+func TestGateOrderBySetting(t *testing.T) {
+	for order, first := range map[string]gate.Class{"fair": gate.ClassInteractive, "fifo": gate.ClassBatch} {
+		ps := build(t, load(t, map[string]string{"GATE_ORDER": order, "BATCH_MAX_CONCURRENCY": "1"}), Env{})
+		holder := &gate.Ticket{Key: "a"}
+		ps.Gate.Join(holder)
+		batch, interactive := &gate.Ticket{Key: "b", Class: gate.ClassBatch}, &gate.Ticket{Key: "c", Class: gate.ClassInteractive}
+		ps.Gate.Join(batch)
+		ps.Gate.Join(interactive)
+		ps.Gate.Release(holder, gate.Outcome{End: gate.EndOK})
+		got := gate.ClassBatch
+		if interactive.State() == gate.TicketGranted {
+			got = gate.ClassInteractive
+		}
+		if got != first {
+			t.Errorf("GATE_ORDER=%s: %v granted first; want %v", order, got, first)
+		}
+	}
+}
+
+// GATE_LIMIT=adaptive gives up a slot after an overloaded answer, and the
+// metrics count the change; static keeps BATCH_MAX_CONCURRENCY.
+func TestGateLimitBySetting(t *testing.T) {
+	for limit, after := range map[string]int{"static": 12, "adaptive": 9} {
+		ps := build(t, load(t, map[string]string{"GATE_LIMIT": limit, "GATE_LIMIT_FLOOR": "3", "BATCH_MAX_CONCURRENCY": "12"}), Env{})
+		tk := &gate.Ticket{}
+		ps.Gate.Join(tk)
+		ps.Gate.Release(tk, gate.Outcome{End: gate.EndOverloaded, InFlight: 1})
+		if got := ps.Gate.Stats().Capacity; got != after {
+			t.Errorf("GATE_LIMIT=%s: capacity %d after a 529; want %d", limit, got, after)
+		}
+		var m dto.Metric
+		if err := ps.Metrics.GateLimitChanges.WithLabelValues("down").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		downs := m.GetCounter().GetValue()
+		if (downs > 0) != (limit == "adaptive") {
+			t.Errorf("GATE_LIMIT=%s: %v changes down counted", limit, downs)
+		}
+	}
+}
+
+// fakeShared is a shared store that says what it was asked for.
+type fakeShared struct {
+	order   config.GateOrder
+	asked   []string
+	buckets *pace.Buckets
+}
+
+func (f *fakeShared) Gate(order config.GateOrder, capacity int) (gate.Gate, error) {
+	f.order = order
+	f.asked = append(f.asked, "gate")
+	return gate.New(gate.Fixed(capacity), nil)
+}
+
+func (f *fakeShared) Buckets() dispatch.BucketStore {
+	f.asked = append(f.asked, "buckets")
+	return f.buckets
+}
+
+func (f *fakeShared) CacheGroups() dispatch.CacheShare {
+	f.asked = append(f.asked, "cache")
+	return nil
+}
+
+// Under GATE_BACKEND=redis the gate, the buckets and the cache groups
+// come from the shared store, each only when its setting uses it.
+func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
+	env := map[string]string{"GATE_BACKEND": "redis", "REDIS_URL": "redis://127.0.0.1:1"}
+	if _, err := Build(load(t, env), Env{}); err == nil {
+		t.Error("GATE_BACKEND=redis built without a shared store")
+	}
+	f := &fakeShared{buckets: &pace.Buckets{}}
+	ps := build(t, load(t, env), Env{Shared: f})
+	if strings.Join(f.asked, " ") != "gate buckets cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != dispatch.BucketStore(f.buckets) {
+		t.Errorf("asked the shared store for %v (order %v); want the fair gate, the buckets and the cache groups", f.asked, f.order)
+	}
+	env["RATE_LIMIT_PACING"], env["CACHE_AWARE"], env["GATE_ORDER"] = "reset", "0", "fifo"
+	f = &fakeShared{}
+	build(t, load(t, env), Env{Shared: f})
+	if strings.Join(f.asked, " ") != "gate" || f.order != config.GateOrderFIFO {
+		t.Errorf("asked the shared store for %v (order %v); want the FIFO gate alone", f.asked, f.order)
+	}
+}
+
+// The tenant policy takes TENANT_FROM; with inbound keys and a tenant the
+// client names, the start-up log says whose limits bind.
+func TestTenantsBySetting(t *testing.T) {
+	var logs bytes.Buffer
+	c := load(t, map[string]string{"TENANT_FROM": "header", "INBOUND_KEYS_FILE": "keys.json"})
+	ps := build(t, c, Env{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !strings.Contains(logs.String(), "TENANT_FROM=header with inbound keys") {
+		t.Errorf("no start-up line about inbound keys' limits; the log: %s", logs.String())
+	}
+	if _, ok := ps.Tenants.(*dispatch.TenantTable); !ok {
+		t.Errorf("tenants %T; want today's TenantTable", ps.Tenants)
+	}
+}
+
+// Build refuses a configuration that does not validate.
+func TestBuildValidates(t *testing.T) {
+	c := load(t, nil)
+	c.UpstreamURL, _ = url.Parse("http://127.0.0.1:1")
+	c.BodyBudget = 0
+	if _, err := Build(c, Env{}); err == nil || !strings.Contains(err.Error(), "BODY_BUDGET_MB") {
+		t.Errorf("a zero body budget: %v; want a refusal naming BODY_BUDGET_MB", err)
+	}
+}

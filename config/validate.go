@@ -1,0 +1,73 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Validate checks what no single setting's parse can: the settings that
+// are only wrong together, and, for a Config built in code rather than
+// loaded, the bounds the table's parses hold. Load validates what it
+// returns; whatever builds sluice's parts from a Config validates it
+// first.
+func (c Config) Validate() error {
+	switch {
+	case c.BodyBudget <= 0:
+		return errors.New("BODY_BUDGET_MB must be positive")
+	case c.UpstreamTimeout <= 0:
+		return errors.New("UPSTREAM_TIMEOUT_S must be positive")
+	case c.StreamIdleTimeout <= 0:
+		return errors.New("STREAM_IDLE_TIMEOUT_S must be positive")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither for plain HTTP")
+	}
+	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") { // :0 picks two ports
+		return fmt.Errorf("ADMIN_LISTEN_ADDR=%s is LISTEN_ADDR: give the admin listener an address of its own, or leave it empty", c.AdminListenAddr)
+	}
+	if c.GateBackend == GateRedis && c.RedisURL == "" {
+		return errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
+	}
+	// A shared gate's own order takes the limit or not; the local one
+	// is built only when windowing is on.
+	if c.Enabled && c.GateBackend == GateLocal && c.GateOrder == GateOrderFIFO && c.TenantMaxConcurrent > 0 {
+		return errors.New("TENANT_MAX_CONCURRENT needs GATE_ORDER=fair: one FIFO line cannot let other tenants past a tenant at its limit")
+	}
+	if c.BulkEnabled && len(c.BulkKeyWebhooks) > 0 && c.BulkWebhookSecret == "" {
+		return errors.New("BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET to sign the deliveries with; set one")
+	}
+	return nil
+}
+
+// ValidateInboundKeys checks the inbound keys loaded from
+// INBOUND_KEYS_FILE, keys of them, against the listen address: a file
+// with no key refuses everyone, harmless on loopback (keys can be added
+// and reloaded), a sign of a mistake beyond it.
+func (c Config) ValidateInboundKeys(keys int) error {
+	if keys == 0 && !IsLoopback(c.ListenAddr) {
+		return fmt.Errorf("INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", c.ListenAddr)
+	}
+	return nil
+}
+
+// IsLoopback reports whether addr (host:port) is reachable from this host
+// only: a loopback IP or "localhost". An empty or unspecified host
+// (":8080", "0.0.0.0:8080") listens on every interface, so it is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return isLoopbackHost(host)
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
