@@ -231,7 +231,10 @@ func (c *movingCeiling) set(n int) {
 // [20, 47] from 10 s on, below the upstream's 529 threshold of 48
 // (typically [28, 44]: about 1.1 × the capacity, the gradient's tolerance
 // for jitter, and a swing either way); within 3 s of the step down it is
-// at most the 529 threshold of that phase (12) and stays within [6, 12];
+// at most one slot above the 529 threshold of that phase (12) and stays
+// within [6, 13] (one slot over, which the overload rule cuts at once, in
+// 2 of 60 runs, as goroutines happen to be scheduled: the gradient's
+// allowance can carry it there before the next 529 comes back);
 // within 7 s of the step up it is back within [20, 47]; it never leaves
 // [floor, ceiling].
 func TestAdaptiveConvergesOnCapacityShift(t *testing.T) {
@@ -293,7 +296,7 @@ func TestAdaptiveConvergesOnCapacityShift(t *testing.T) {
 			lo, hi   int
 		}{
 			{"capacity 32, from 10 s (its start included a probe up from the floor)", 10 * time.Second, phase, 20, 47},
-			{"capacity 8, from 3 s after the step down", phase + 3*time.Second, 2 * phase, 6, 12},
+			{"capacity 8, from 3 s after the step down", phase + 3*time.Second, 2 * phase, 6, 13},
 			{"capacity 32 again, from 7 s after the step up", 2*phase + 7*time.Second, 3 * phase, 20, 47},
 		} {
 			lo, hi := span(c.from, c.to)
