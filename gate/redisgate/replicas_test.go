@@ -393,13 +393,15 @@ func TestRedisStallUnderLoad(t *testing.T) {
 	// after the one granted in a reply: allow the inversion of
 	// neighbours (100 ms apart), as TestThreeReplicasOneCap allows a
 	// loaded machine's scheduling. One replica's whole line first inverts
-	// by 0.8 s or more.
+	// by 0.8 s or more. Seen under a loaded machine (the whole suite and
+	// other builds beside it): 403 ms, one request granted four places
+	// late; the bound is 500 ms, short of a whole line's 0.8 s.
 	var latest, worst time.Duration
 	for _, seq := range order {
 		latest = max(latest, sent[seq])
 		worst = max(worst, latest-sent[seq])
 	}
-	if worst > 250*time.Millisecond {
-		t.Errorf("after the stall the calls began in the order %v, one %v after one sent later than it; want their order of arrival (within 250 ms)", order, worst)
+	if worst > 500*time.Millisecond {
+		t.Errorf("after the stall the calls began in the order %v, one %v after one sent later than it; want their order of arrival (within 500 ms)", order, worst)
 	}
 }
