@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/park"
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -77,7 +78,8 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	pacer             *pace.Pacer // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
+	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
+	pacer             *pace.Pacer   // rate-limit holds (dispatch.RateLimitHold), fed by every windowed answer
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
 	buckets *dispatch.KeyBuckets
@@ -121,6 +123,8 @@ const retryFloorPerSecond = 10
 
 // Options are the optional parts of a Proxy.
 type Options struct {
+	// Spend is the ledger spend is counted in; if nil, NewSpend(cfg).
+	Spend *spend.Ledger
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
@@ -200,7 +204,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: no upstream URL")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound, recorder: opt.Recorder}
+		budget: opt.RetryBudget, pacer: &pace.Pacer{}, inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend}
+	if p.spend == nil {
+		p.spend = NewSpend(cfg)
+	}
 	if p.budget == nil {
 		p.budget = retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)
 	}
@@ -273,6 +280,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		},
 		BodyBudget: func() int { return int(p.bodies.limit) },
 		Tenants:    p.tenantCounts,
+		Spend:      p.spend.Rows,
 	})
 	if opt.Recorder != nil {
 		opt.Collectors = append(slices.Clip(opt.Collectors), opt.Recorder.Collectors()...)
