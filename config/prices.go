@@ -47,10 +47,14 @@ func decodePrices(name string, data []byte) (*price.Table, error) {
 		}
 	}
 	for model := range f.Prices {
+		var missing []string
 		for _, r := range rateNames {
 			if !md.IsDefined(pricesKey, model, r) {
-				bad = append(bad, fmt.Sprintf("%s.%q has no %s (give all five rates, in USD per million tokens)", pricesKey, model, r))
+				missing = append(missing, r)
 			}
+		}
+		if len(missing) > 0 {
+			bad = append(bad, fmt.Sprintf("%s.%q has no %s (give all five rates, in USD per million tokens)", pricesKey, model, strings.Join(missing, ", ")))
 		}
 	}
 	if len(bad) > 0 {

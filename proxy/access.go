@@ -54,11 +54,12 @@ type record struct {
 	// does not record (see record.go).
 	shape *recording.Exchange
 	// costUSD is what the answer's usage cost, cost how that was found
-	// (listed, family, unknown, estimated; "" without a usage); cutOutput
-	// the output tokens estimated for a stream cut before its final usage
-	// (see spend.go).
+	// (listed, family, unknown, estimated; "" without a usage); cut says
+	// a stream ended before its final usage, cutOutput its output tokens
+	// estimated (see spend.go).
 	costUSD   float64
 	cost      string
+	cut       bool
 	cutOutput int64
 }
 

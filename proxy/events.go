@@ -71,7 +71,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	var tally streamUsage
 	defer func() {
 		if tally.seen {
-			ex.rec.cutOutput = tally.estimate()
+			ex.rec.cutOutput, ex.rec.cut = tally.estimate()
 			ex.countTokens(tally.model, tally.u)
 		}
 	}()

@@ -34,9 +34,9 @@ func (p *Proxy) SpendByTenantModel(n int) []spend.TenantModel { return p.spend.B
 // final usage, with its output estimated (see streamUsage.estimate). It
 // sets the access line's cost.
 func (ex *exchange) charge(model string, u usage) {
-	estimated := ex.rec.cutOutput > u.Output
+	estimated := ex.rec.cut
 	if estimated {
-		u.Output = ex.rec.cutOutput
+		u.Output = max(u.Output, ex.rec.cutOutput)
 	}
 	c := ex.p.spend.Add(spend.Key{Tenant: ex.rec.tenant, Inbound: inboundLabel(ex), Model: model}, u.priced(), false, estimated)
 	ex.rec.costUSD, ex.rec.cost = c.Total(), costNote(c.Basis, estimated)
@@ -79,10 +79,8 @@ const bytesPerToken = 4
 
 // estimate is the output tokens of a stream cut before its final
 // message_delta, from the deltas relayed: their text's bytes over
-// bytesPerToken. 0 when the stream's final usage came.
-func (s *streamUsage) estimate() int64 {
-	if s.final {
-		return 0
-	}
-	return max(s.deltaBytes-s.deltas*deltaEnvelope, 0) / bytesPerToken
+// bytesPerToken; cut says the final usage never came, and the estimate
+// is wanted.
+func (s *streamUsage) estimate() (output int64, cut bool) {
+	return max(s.deltaBytes-s.deltas*deltaEnvelope, 0) / bytesPerToken, !s.final
 }
