@@ -54,6 +54,8 @@ var list = []Entry{
 	// as the pricing page's row was quoted by the tools that track it
 	// (rightsize v0.10.2's price check, 2026-11).
 	{Model: "claude-fable-5-2", Rates: Rates{8, 40, 10, 16, 0.20}},
+	// Mythos shares Fable's specifications and prices, release by release.
+	{Model: "claude-mythos-5-2", Rates: Rates{8, 40, 10, 16, 0.20}},
 	// Fable and Mythos 5.1 read the cache at a quarter of Fable 5's price.
 	{Model: "claude-fable-5-1", Rates: Rates{10, 50, 12.50, 20, 0.25}},
 	{Model: "claude-mythos-5-1", Rates: Rates{10, 50, 12.50, 20, 0.25}},
@@ -95,7 +97,7 @@ var list = []Entry{
 // often priced as the family's latest was.
 var families = []struct{ word, model string }{
 	{"fable", "claude-fable-5-2"},
-	{"mythos", "claude-mythos-5-1"},
+	{"mythos", "claude-mythos-5-2"},
 	{"opus", "claude-opus-5-5"},
 	{"sonnet", "claude-sonnet-5-5"},
 	{"haiku", "claude-haiku-5-5"},
