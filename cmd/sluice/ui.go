@@ -40,7 +40,8 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	}
 	flush := flushSpans
 	flushSpans = func() { flush(); closeGate() } // and this replica leaves the shared gate
-	opt.Spend = proxy.NewSpend(cfg)              // one ledger: the proxy's answers and the bulk results
+	// One spend ledger: the proxy's answers and the bulk results.
+	opt.Spend = proxy.NewSpend(cfg)
 	bk, err := startBulk(ctx, cfg, log, opt.Spend)
 	if err != nil {
 		flushSpans()
