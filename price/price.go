@@ -254,20 +254,26 @@ func (u Usage) Tokens(k Kind) int64 {
 // Prompt is u's whole prompt: input, cache writes and cache reads.
 func (u Usage) Prompt() int64 { return u.Input + u.CacheWrite5m + u.CacheWrite1h + u.CacheRead }
 
-// Cost is what one usage cost.
-type Cost struct {
-	USD   [Kinds]float64 // by kind; all 0 when Basis is Unknown
-	Basis Basis
-}
+// USD is an amount by kind of token.
+type USD [Kinds]float64
 
-// Total is the cost in all.
-func (c Cost) Total() float64 {
+// Total is the amount of every kind together.
+func (a USD) Total() float64 {
 	var s float64
-	for _, v := range c.USD {
+	for _, v := range a {
 		s += v
 	}
 	return s
 }
+
+// Cost is what one usage cost.
+type Cost struct {
+	USD   USD // by kind; all 0 when Basis is Unknown
+	Basis Basis
+}
+
+// Total is the cost in all.
+func (c Cost) Total() float64 { return c.USD.Total() }
 
 // Cost prices u, an answer of model; batch says it was a Message Batches
 // request (BatchFactor of the price).
@@ -284,7 +290,7 @@ func (t *Table) Cost(model string, u Usage, batch bool) Cost {
 	if batch {
 		f *= BatchFactor
 	}
-	return Cost{Basis: basis, USD: [Kinds]float64{
+	return Cost{Basis: basis, USD: USD{
 		float64(u.Input) * r.Input * f,
 		float64(u.Output) * r.Output * f,
 		float64(u.CacheWrite5m) * r.CacheWrite5m * f,

@@ -114,20 +114,14 @@ func (l *Ledger) row(k Key) *row {
 // Row is one row's counts since sluice started.
 type Row struct {
 	Key
-	USD            [price.Kinds]float64
+	USD            price.USD
 	Tokens         [price.Kinds]int64
 	EstimatedUSD   float64
 	UnpricedTokens int64
 }
 
 // TotalUSD is the row's spend in all.
-func (r Row) TotalUSD() float64 {
-	var s float64
-	for _, v := range r.USD {
-		s += v
-	}
-	return s
-}
+func (r Row) TotalUSD() float64 { return r.USD.Total() }
 
 // Rows is every row's counts, in no order.
 func (l *Ledger) Rows() []Row {
