@@ -255,7 +255,7 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // countTokens adds the usage u of ex's answer to the token counters and,
 // for a follower under CACHE_AWARE, what its cache read saved: without its
 // hold it would have written the prefix it read, at the write price of its
-// prefix's TTL, instead of reading it at a tenth of the input price.
+// prefix's TTL, instead of reading it at the cache read price.
 func (ex *exchange) countTokens(model string, u usage) {
 	ex.p.countTokens(model, u)
 	ex.charge(model, u)
