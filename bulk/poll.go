@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/spend"
 )
 
 // poller watches the batches this replica holds the lease of: it polls
@@ -152,7 +154,7 @@ func (s *Service) poll(ctx context.Context, b batchRow) error {
 		return nil
 	}
 	err = s.api.results(ctx, cred, b.upstreamID, func(l resultLine) error {
-		s.countResult(l.Result)
+		s.countResult(b.keyHash, l.Result)
 		rows = append(rows, resultRow{id: l.CustomID, result: l.Result})
 		if len(rows) >= 1000 {
 			return flush()
@@ -175,20 +177,14 @@ func (s *Service) poll(ctx context.Context, b batchRow) error {
 	return nil
 }
 
-// countResult counts a result by type, and what a succeeded one saved
-// against realtime list prices (the batch price is half).
-func (s *Service) countResult(raw json.RawMessage) {
+// countResult counts a result of keyHash's batch by type, and a succeeded
+// one's spend at the batch price (under the tenant bulk, its key by the
+// first 16 hex digits of keyHash) and what it saved against realtime
+// prices: as much again, the batch price being half.
+func (s *Service) countResult(keyHash string, raw json.RawMessage) {
 	var r struct {
-		Type    string `json:"type"`
-		Message struct {
-			Model string `json:"model"`
-			Usage struct {
-				Input      float64 `json:"input_tokens"`
-				Output     float64 `json:"output_tokens"`
-				CacheWrite float64 `json:"cache_creation_input_tokens"`
-				CacheRead  float64 `json:"cache_read_input_tokens"`
-			} `json:"usage"`
-		} `json:"message"`
+		Type    string          `json:"type"`
+		Message json.RawMessage `json:"message"`
 	}
 	if json.Unmarshal(raw, &r) != nil {
 		return
@@ -197,9 +193,15 @@ func (s *Service) countResult(raw json.RawMessage) {
 	if r.Type != "succeeded" {
 		return
 	}
-	p := request.ListPriceOf(r.Message.Model)
-	u := r.Message.Usage
-	in := u.Input + request.CacheWrite5mFactor*u.CacheWrite + request.CacheReadFactor*u.CacheRead
-	realtime := (in*p.Input + u.Output*p.Output) / 1e6
-	s.m.savings.Add(realtime / 2)
+	model, u, ok := request.ParseAnswer(r.Message)
+	if !ok {
+		return
+	}
+	c := s.cfg.Spend.Add(spend.Key{Tenant: SpendTenant, Inbound: keyHash[:min(len(keyHash), 16)], Model: model},
+		price.UsageOf(u.Input, u.Output, u.CacheWrite, u.CacheWrite1h, u.CacheRead), true, false)
+	s.m.savings.Add(c.Total() * (1/price.BatchFactor - 1))
 }
+
+// SpendTenant is the tenant the spend of bulk results is counted under:
+// a bulk request has a key but no tenant.
+const SpendTenant = "bulk"

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	MaxPendingBytes int64
 	// Logger, if nil, slog.Default().
 	Logger *slog.Logger
+	// Spend counts the spend of succeeded results, at the batch price;
+	// if nil, they are priced by the list and counted nowhere.
+	Spend *spend.Ledger
 }
 
 // Service is the bulk endpoint: its HTTP handler, its store and the

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/price"
 )
 
 // Config is the proxy's whole configuration.
@@ -96,6 +98,10 @@ type Config struct {
 	// completion webhook, by the key's short hash (the URLs may hold a
 	// token: never logged).
 	BulkKeyWebhooks map[string]string
+
+	// Prices is the price table spend is counted by: the list with the
+	// config file's [prices] (config/prices.go); nil, the list.
+	Prices *price.Table
 }
 
 // Setting is one row of the configuration table.
@@ -539,14 +545,15 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	}
 	var file map[string]fileValue
+	var prices *price.Table
 	path, fromFile := given[ConfigFlag]
 	if fromFile {
 		var err error
-		if file, err = readFile(path); err != nil {
+		if file, prices, err = readFile(path); err != nil {
 			return Config{}, err
 		}
 	}
-	var c Config
+	c := Config{Prices: prices}
 	for _, s := range Settings {
 		v, src := s.Default, "default"
 		if d, ok := defaults[s.Env]; ok {

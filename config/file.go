@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sluicehq/sluice/price"
 )
 
 // ConfigFlag is the flag that names a config file: TOML whose keys are
@@ -26,13 +28,25 @@ type fileValue struct {
 	bad  error // a TOML array, table or date: not a setting's value
 }
 
-// readFile reads the config file at path.
-func readFile(path string) (map[string]fileValue, error) {
+// readFile reads the config file at path: its settings, and its price
+// table (nil without a [prices] section; see prices.go).
+func readFile(path string) (map[string]fileValue, *price.Table, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
+		return nil, nil, fmt.Errorf("config file: %w", err)
 	}
-	return parseFile(path, data)
+	vals, err := parseFile(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	var prices *price.Table
+	if _, ok := vals[pricesKey]; ok {
+		delete(vals, pricesKey)
+		if prices, err = decodePrices(path, data); err != nil {
+			return nil, nil, err
+		}
+	}
+	return vals, prices, nil
 }
 
 // parseFile decodes a config file's data; name is for the errors. A key
@@ -49,6 +63,13 @@ func parseFile(name string, data []byte) (map[string]fileValue, error) {
 	var unknown []string
 	vals := make(map[string]fileValue, len(raw))
 	for key, v := range raw {
+		if key == pricesKey {
+			if _, ok := v.(map[string]any); !ok {
+				return nil, fmt.Errorf("config file %s: %w", name, errPricesNotTable)
+			}
+			vals[key] = fileValue{} // read apart, by readFile
+			continue
+		}
 		if _, ok := settingByEnv(key); !ok {
 			unknown = append(unknown, unknownKey(key))
 			continue

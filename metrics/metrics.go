@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/spend"
 )
 
 // State reports the live gauges on each scrape.
@@ -38,6 +40,8 @@ type State struct {
 	CacheHeld func() int
 	// CacheDistrusted is the prefixes CACHE_AWARE does not hold on now.
 	CacheDistrusted func() int
+	// Spend is the spend ledger's rows (see spend.go); nil: no spend series.
+	Spend func() []spend.Row
 }
 
 // Bucket is one upstream key's estimated rate-limit bucket.
@@ -175,6 +179,9 @@ func (m *Metrics) Watch(st State) {
 	gauge("sluice_cache_distrusted_prefixes", "Prompt prefixes CACHE_AWARE does not hold followers on now, their followers having read none of them.", st.CacheDistrusted)
 	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
 	f(newTenantCollector(st.Tenants))
+	if st.Spend != nil {
+		f(spendCollector(st.Spend))
+	}
 	// The runtime's and the process's own: memory, goroutines, file
 	// descriptors, which are what overload costs.
 	f(collectors.NewGoCollector())

@@ -52,6 +52,14 @@ type record struct {
 	// shape is the request's shape for RECORD_FILE; nil when the proxy
 	// does not record (see record.go).
 	shape *recording.Exchange
+	// costUSD is what the answer's usage cost, cost how that was found
+	// (listed, family, unknown, estimated; "" without a usage); cut says
+	// a stream ended before its final usage, cutOutput its output tokens
+	// estimated (see spend.go).
+	costUSD   float64
+	cost      string
+	cut       bool
+	cutOutput int64
 }
 
 type recordKey struct{}
@@ -178,6 +186,7 @@ func (p *Proxy) logAccess(r *http.Request, rec *record, f accessFields) {
 		slog.String("cache", rec.cache.Role.String()), slog.Float64("cache_hold_ms", millis(rec.cache.Held)),
 		slog.String("cache_miss_block", rec.missBlock), slog.Int("cache_miss_tokens", rec.missTokens),
 		slog.Float64("bucket_wait_ms", millis(rec.bucketWait)),
+		slog.Float64("cost_usd", rec.costUSD), slog.String("cost", rec.cost),
 		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
 

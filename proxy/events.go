@@ -72,6 +72,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	var tally streamUsage
 	defer func() {
 		if tally.seen {
+			ex.rec.cutOutput, ex.rec.cut = tally.estimate()
 			ex.used(tally.model, tally.u)
 		}
 	}()

@@ -35,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/park"
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -79,6 +80,7 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
+	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -124,6 +126,8 @@ type Proxy struct {
 // Options are what a Proxy is made of besides its configuration: its
 // policies (Parts, required) and the optional parts.
 type Options struct {
+	// Spend is the ledger spend is counted in; if nil, NewSpend(cfg).
+	Spend *spend.Ledger
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
@@ -194,7 +198,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics, buckets: parts.Buckets, cache: parts.Cache,
-		inbound: opt.Inbound, recorder: opt.Recorder}
+		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend}
+	if p.spend == nil {
+		p.spend = NewSpend(cfg)
+	}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -246,6 +253,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		},
 		BodyBudget: func() int { return int(p.bodies.limit) },
 		Tenants:    p.tenantCounts,
+		Spend:      p.spend.Rows,
 	})
 	if opt.Recorder != nil {
 		opt.Collectors = append(slices.Clip(opt.Collectors), opt.Recorder.Collectors()...)

@@ -20,6 +20,8 @@ type usage struct {
 	Output     int64 `json:"output_tokens"`
 	CacheWrite int64 `json:"cache_creation_input_tokens"`
 	CacheRead  int64 `json:"cache_read_input_tokens"`
+	// CacheWrite1h is the part of CacheWrite of the 1-hour TTL.
+	CacheWrite1h int64 `json:"-"`
 }
 
 // countTokens adds u to the token counters for model.
@@ -44,7 +46,7 @@ func (p *Proxy) countTokens(model string, u usage) {
 // twentieth of the plain path's CPU).
 func (ex *exchange) countMessageTokens(data []byte) {
 	if model, u, ok := request.ParseAnswer(data); ok {
-		ex.used(model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead})
+		ex.used(model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead, CacheWrite1h: u.CacheWrite1h})
 	}
 }
 
@@ -55,9 +57,10 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // of a cache write get their figures. For a follower under CACHE_AWARE it
 // also counts what its cache read saved: without its hold it would have
 // written the prefix it read, at the write price of its prefix's TTL,
-// instead of reading it at a tenth of the input price.
+// instead of reading it at the cache read price.
 func (ex *exchange) used(model string, u usage) {
 	ex.p.countTokens(model, u)
+	ex.charge(model, u)
 	ex.rec.recordUsage(u)
 	if ex.member != nil {
 		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
@@ -72,11 +75,12 @@ func (ex *exchange) used(model string, u usage) {
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return
 	}
-	write := request.CacheWrite5mFactor
+	e, _ := ex.p.spend.Prices().Lookup(model)
+	write := e.CacheWrite5m
 	if ps := ex.desc.Prefixes; len(ps) > 0 && ps[len(ps)-1].TTL >= time.Hour {
-		write = request.CacheWrite1hFactor
+		write = e.CacheWrite1h
 	}
-	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - request.CacheReadFactor) * request.ListPriceOf(model).Input / 1e6)
+	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - e.CacheRead) / 1e6)
 }
 
 // streamUsage tallies usage over a stream's events: message_start carries
@@ -86,11 +90,18 @@ type streamUsage struct {
 	model string
 	u     usage
 	seen  bool
+	// final says a message_delta came; deltas and deltaBytes count the
+	// content_block_delta events, for estimate.
+	final              bool
+	deltas, deltaBytes int64
 }
 
 func (s *streamUsage) observe(ev []byte) {
 	start := bytes.HasPrefix(ev, evMessageStart)
 	if !start && !bytes.HasPrefix(ev, evMessageDelta) {
+		if bytes.HasPrefix(ev, evContentBlockDelta) {
+			s.deltas, s.deltaBytes = s.deltas+1, s.deltaBytes+int64(len(ev))
+		}
 		return
 	}
 	i := bytes.Index(ev, dataPrefix)
@@ -116,14 +127,14 @@ func (s *streamUsage) observe(ev []byte) {
 			}
 		}
 		s.seen = true
-		s.model, s.u = model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead}
+		s.model, s.u = model, usage{Input: u.Input, Output: u.Output, CacheWrite: u.CacheWrite, CacheRead: u.CacheRead, CacheWrite1h: u.CacheWrite1h}
 		return
 	}
 	_, u, ok := request.ParseAnswer(data)
 	if !ok {
 		return
 	}
-	s.seen = true
+	s.seen, s.final = true, true
 	// message_delta's usage is cumulative; input fields appear there only
 	// on newer API versions.
 	s.u.Output = u.Output
@@ -135,5 +146,8 @@ func (s *streamUsage) observe(ev []byte) {
 	}
 	if u.CacheRead > 0 {
 		s.u.CacheRead = u.CacheRead
+	}
+	if u.CacheWrite1h > 0 {
+		s.u.CacheWrite1h = u.CacheWrite1h
 	}
 }

@@ -8,6 +8,10 @@ type Usage struct {
 	Output     int64 // output_tokens
 	CacheWrite int64 // cache_creation_input_tokens
 	CacheRead  int64 // cache_read_input_tokens
+	// CacheWrite1h is the part of CacheWrite of the 1-hour TTL
+	// (cache_creation.ephemeral_1h_input_tokens), which is priced apart;
+	// 0 when the answer does not split its writes.
+	CacheWrite1h int64
 }
 
 // ParseAnswer reads the model and the usage of a whole JSON Messages
@@ -69,6 +73,21 @@ func usageOf(val []byte, u *Usage) bool {
 			dst = &u.CacheWrite
 		case `"cache_read_input_tokens"`:
 			dst = &u.CacheRead
+		case `"cache_creation"`:
+			// The split by TTL; what is not an object is left alone, as
+			// a reader of the four counts alone would.
+			if end > 0 && val[v] == '{' {
+				object(val, v, 2, func(k, kEnd, v int) int {
+					end := skipValue(val, v, 3)
+					if end > 0 && string(val[k:kEnd]) == `"ephemeral_1h_input_tokens"` {
+						if x, whole := wholeOf(val[v:end]); whole {
+							u.CacheWrite1h = x
+						}
+					}
+					return end
+				})
+			}
+			return end
 		default:
 			return end
 		}

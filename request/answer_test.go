@@ -45,9 +45,31 @@ func TestParseAnswer(t *testing.T) {
 			t.Errorf("%s: ok %v, encoding/json's error %v", b, ok, err)
 			continue
 		}
-		wu := Usage{want.Usage.Input, want.Usage.Output, want.Usage.CacheWrite, want.Usage.CacheRead}
+		wu := Usage{Input: want.Usage.Input, Output: want.Usage.Output, CacheWrite: want.Usage.CacheWrite, CacheRead: want.Usage.CacheRead}
+		u.CacheWrite1h = 0 // the split, read apart (TestParseAnswerCacheSplit)
 		if ok && (model != want.Model || u != wu) {
 			t.Errorf("%s: %q %+v, encoding/json %q %+v", b, model, u, want.Model, wu)
+		}
+	}
+}
+
+// TestParseAnswerCacheSplit: the 1-hour part of the cache writes is read
+// from usage.cache_creation, which prices it apart; a cache_creation that
+// is not an object is left alone.
+func TestParseAnswerCacheSplit(t *testing.T) {
+	for _, c := range []struct {
+		b    string
+		want Usage
+	}{
+		{`{"usage":{"input_tokens":3,"cache_creation_input_tokens":500,"cache_creation":{"ephemeral_5m_input_tokens":200,"ephemeral_1h_input_tokens":300},"output_tokens":9}}`,
+			Usage{Input: 3, Output: 9, CacheWrite: 500, CacheWrite1h: 300}},
+		{`{"usage":{"cache_creation":{"ephemeral_1h_input_tokens":null},"cache_creation_input_tokens":7}}`, Usage{CacheWrite: 7}},
+		{`{"usage":{"cache_creation":"x","cache_creation_input_tokens":7}}`, Usage{CacheWrite: 7}},
+		{`{"usage":{"cache_creation":{"x":{"ephemeral_1h_input_tokens":5}},"cache_creation_input_tokens":7}}`, Usage{CacheWrite: 7}},
+	} {
+		_, u, ok := ParseAnswer([]byte(c.b))
+		if !ok || u != c.want {
+			t.Errorf("%s: %+v %v, want %+v", c.b, u, ok, c.want)
 		}
 	}
 }

@@ -47,31 +47,12 @@ func CacheMinimum(model string) int {
 	return tokens
 }
 
-// ListPrice is a model's list price in USD per million tokens.
-type ListPrice struct{ Input, Output float64 }
-
-// Prices of prompt caching, relative to the input price.
-const (
-	CacheWrite5mFactor = 1.25
-	CacheWrite1hFactor = 2
-	CacheReadFactor    = 0.1
-)
-
-// ListPriceOf is a model's list price by family; an unknown model prices
-// as Sonnet. It is for estimates (the simulator's cost, sluice's savings
-// metric), not billing.
-func ListPriceOf(model string) ListPrice {
-	switch {
-	case strings.Contains(model, "opus-4-5"), strings.Contains(model, "opus-4-6"):
-		return ListPrice{5, 25}
-	case strings.Contains(model, "opus"):
-		return ListPrice{15, 75}
-	case strings.Contains(model, "haiku-4"):
-		return ListPrice{1, 5}
-	case strings.Contains(model, "3-5-haiku"):
-		return ListPrice{0.8, 4}
-	case strings.Contains(model, "haiku"):
-		return ListPrice{0.25, 1.25}
+// CacheModels is the model ids (and id prefixes) CacheMinimum knows by
+// name; any other gets the default minimum.
+func CacheModels() []string {
+	out := make([]string, len(cacheMinimums))
+	for i, m := range cacheMinimums {
+		out[i] = m.prefix
 	}
-	return ListPrice{3, 15}
+	return out
 }

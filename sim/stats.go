@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -79,10 +80,7 @@ func (r *statsRecorder) credential(h http.Header) {
 }
 
 func (r *statsRecorder) record(model string, u usage, batch bool) {
-	c, in := costOf(model, u)
-	if batch {
-		c, in = c/2, in/2
-	}
+	c, in := costOf(model, u, batch)
 	r.mu.Lock()
 	r.tokens.Input += int64(u.InputTokens)
 	r.tokens.Output += int64(u.OutputTokens)
@@ -93,16 +91,15 @@ func (r *statsRecorder) record(model string, u usage, batch bool) {
 	r.mu.Unlock()
 }
 
-// costOf prices a reply, in all and its input alone: cache writes at
-// 1.25x (5m) or 2x (1h) the input price, cache reads at 0.1x.
-func costOf(model string, u usage) (all, input float64) {
-	p := request.ListPriceOf(model)
-	in := float64(u.InputTokens) +
-		request.CacheWrite5mFactor*float64(u.CacheCreation.Ephemeral5m) +
-		request.CacheWrite1hFactor*float64(u.CacheCreation.Ephemeral1h) +
-		request.CacheReadFactor*float64(u.CacheReadInputTokens)
-	input = in * p.Input / 1e6
-	return input + float64(u.OutputTokens)*p.Output/1e6, input
+// costOf prices a reply by the price table sluice prices its spend by
+// (package price), in all and its input alone (uncached input, cache
+// writes and cache reads); batch at the Message Batches price.
+func costOf(model string, u usage, batch bool) (all, input float64) {
+	c := price.Default().Cost(model, price.Usage{Input: int64(u.InputTokens), Output: int64(u.OutputTokens),
+		CacheWrite5m: int64(u.CacheCreation.Ephemeral5m), CacheWrite1h: int64(u.CacheCreation.Ephemeral1h),
+		CacheRead: int64(u.CacheReadInputTokens)}, batch)
+	all = c.Total()
+	return all, all - c.USD[price.Output]
 }
 
 // Stats returns a snapshot of the counters.

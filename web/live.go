@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/spend"
 )
 
 // Live is a proxy.Observer that keeps the latest waves and requests for the
@@ -59,6 +60,9 @@ type Gauges struct {
 	// started, by the first block that differs (see package cachewhy),
 	// the most tokens that could have been read first.
 	CacheWrites []cachewhy.Stat `json:"cache_writes,omitempty"`
+	// Spend is what each tenant spent on each model since sluice started,
+	// the liveSpend costliest pairs (see package spend).
+	Spend []spend.TenantModel `json:"spend,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
@@ -68,7 +72,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
 			Slots: st.Capacity, Adaptive: cfg.GateLimit == config.GateLimitAdaptive, MaxSlots: cfg.MaxConcurrency,
 			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
-			CacheWrites: p.CacheWrites()}
+			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend)}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -82,7 +86,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
 		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
-		slices.Equal(g.CacheWrites, o.CacheWrites)
+		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend)
 }
 
 // LiveWave is one flushed window.
@@ -113,6 +117,7 @@ const (
 	liveRequests = 40
 	liveRate     = 10 // updates per second, at most, per watcher
 	liveTenants  = 10
+	liveSpend    = 10
 )
 
 // NewLive returns a live view fed by the proxy it is given to as

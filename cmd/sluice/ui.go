@@ -42,7 +42,9 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	opt.Parts, opt.Collectors = *parts, append(opt.Collectors, shared...)
 	flush := flushSpans
 	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
-	bk, err := startBulk(ctx, cfg, log)
+	// One spend ledger: the proxy's answers and the bulk results.
+	opt.Spend = proxy.NewSpend(cfg)
+	bk, err := startBulk(ctx, cfg, log, opt.Spend)
 	if err != nil {
 		flushSpans()
 		return nil, err

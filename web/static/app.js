@@ -726,6 +726,19 @@ function live() {
       return tr;
     }));
     if (!tenants.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 6; td.textContent = "no tenants yet"; tr.append(td); tt.append(tr); }
+    // Spend by tenant and model, the costliest first (the server sends
+    // at most ten pairs).
+    const sp = $("live-spend"), spent = gz.spend || [];
+    sp.replaceChildren(...spent.map((s) => {
+      const tr = document.createElement("tr");
+      tr.dataset.tenant = s.tenant; tr.dataset.model = s.model; tr.dataset.usd = s.usd; tr.dataset.tokens = s.tokens;
+      let usd = "$" + (s.usd < 1 ? s.usd.toFixed(4) : s.usd.toFixed(2));
+      if (s.unpriced_tokens) usd = s.usd ? usd + " (no price for some)" : "no price";
+      else if (s.estimated_usd) usd += " (estimated in part)";
+      [s.tenant || "–", s.model, usd, s.tokens.toLocaleString("en")].forEach((c) => { const td = document.createElement("td"); td.textContent = c; tr.append(td); });
+      return tr;
+    }));
+    if (!spent.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 4; td.textContent = "no spend yet"; tr.append(td); sp.append(tr); }
     // Why cache writes happened, the costliest first (the server sends
     // at most one row per block label).
     const cw = $("live-cache-writes"), writes = gz.cache_writes || [];
