@@ -119,12 +119,23 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		ps.Buckets = &dispatch.KeyBuckets{Buckets: store, Held: func(d time.Duration) { m.BucketWait.Observe(d.Seconds()) }}
 	}
 	ps.Admission = chain
+	// The wave release: each releaser hands the members it lets go to the
+	// next (dispatch.Releasers); none, and a wave goes in line at once, in
+	// arrival order.
+	var release dispatch.Releasers
 	if cfg.CacheAware {
 		ps.Cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
 		if env.Shared != nil {
 			ps.Cache.Share = env.Shared.CacheGroups()
 		}
-		ps.Releaser = ps.Cache
+		release = append(release, ps.Cache)
+	}
+	switch len(release) {
+	case 0:
+	case 1:
+		ps.Releaser = release[0]
+	default:
+		ps.Releaser = release
 	}
 	return ps, nil
 }
