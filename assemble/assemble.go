@@ -130,6 +130,9 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		}
 		release = append(release, ps.Cache)
 	}
+	if cfg.ReleaseShortestFirst {
+		release = append(release, dispatch.ShortestFirst{})
+	}
 	switch len(release) {
 	case 0:
 	case 1:

@@ -112,6 +112,20 @@ func TestCacheAwareIsTheReleaser(t *testing.T) {
 
 // GATE_ORDER=fair grants an interactive ticket before a batch one that
 // joined first; fifo in arrival order.
+// RELEASE_SHORTEST_FIRST puts the shortest-first release in the chain,
+// after the cache-aware one.
+func TestShortestFirstBySetting(t *testing.T) {
+	ps := build(t, load(t, map[string]string{"RELEASE_SHORTEST_FIRST": "1"}), Env{})
+	chain, ok := ps.Releaser.(dispatch.Releasers)
+	if !ok || len(chain) != 2 || chain[0] != dispatch.Releaser(ps.Cache) || chain[1] != dispatch.Releaser(dispatch.ShortestFirst{}) {
+		t.Errorf("RELEASE_SHORTEST_FIRST=1: releaser %#v; want the cache-aware release, then shortest first", ps.Releaser)
+	}
+	ps = build(t, load(t, map[string]string{"RELEASE_SHORTEST_FIRST": "1", "CACHE_AWARE": "0"}), Env{})
+	if ps.Releaser != dispatch.Releaser(dispatch.ShortestFirst{}) {
+		t.Errorf("RELEASE_SHORTEST_FIRST=1, CACHE_AWARE=0: releaser %#v; want shortest first alone", ps.Releaser)
+	}
+}
+
 func TestGateOrderBySetting(t *testing.T) {
 	for order, first := range map[string]gate.Class{"fair": gate.ClassInteractive, "fifo": gate.ClassBatch} {
 		ps := build(t, load(t, map[string]string{"GATE_ORDER": order, "BATCH_MAX_CONCURRENCY": "1"}), Env{})

@@ -55,6 +55,7 @@ type Config struct {
 	ShutdownDelay        time.Duration // SHUTDOWN_DELAY_S
 	CacheAware           bool          // CACHE_AWARE
 	CacheLeaderWait      time.Duration // CACHE_LEADER_WAIT_MS
+	ReleaseShortestFirst bool          // RELEASE_SHORTEST_FIRST
 	TracingEnabled       bool          // TRACING_ENABLED
 	GateBackend          GateBackend   // GATE_BACKEND
 	RedisURL             string        // REDIS_URL; holds a password, never logged
@@ -247,6 +248,9 @@ var Settings = []Setting{
 	{Env: "CACHE_LEADER_WAIT_MS", Flag: "cache-leader-wait-ms", Default: "5000", Accepts: "whole milliseconds >= 1",
 		Meaning: "With CACHE_AWARE, the longest a request waits for the response of the request writing its prefix to begin (about the time to first token of a large uncached prompt); past it, or when less than this is left of its BATCH_TIMEOUT_S or its client's x-stainless-timeout, it goes uncached.",
 		apply:   wholeUnits(time.Millisecond, 1, func(c *Config) *time.Duration { return &c.CacheLeaderWait })},
+	{Env: "RELEASE_SHORTEST_FIRST", Flag: "release-shortest-first", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "On the windowed path, each wave's members go in line cheapest first (estimated input tokens plus max_tokens; ties in arrival order), so that a wave's short requests do not wait for a slot behind its long ones; a long one waits behind its own wave's shorter ones at most. With CACHE_AWARE it orders the members the cache-aware release lets go together. Off: arrival order.",
+		apply:   func(c *Config, v string) (err error) { c.ReleaseShortestFirst, err = parseBool(v); return }},
 	{Env: "TRACING_ENABLED", Flag: "tracing-enabled", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Send OpenTelemetry traces (a span per request; the window wait, slot wait and each upstream attempt beneath it) over OTLP/HTTP, configured by the standard OTEL_* variables (see docs/tracing.md). Off: no tracing work on the request path.",
 		apply:   func(c *Config, v string) (err error) { c.TracingEnabled, err = parseBool(v); return }},
