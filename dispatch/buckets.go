@@ -299,6 +299,9 @@ func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
 	return held || k.Buckets.FitsAt(r.Key, k.cost(r, 0), now).After(now)
 }
 
+// Levels is what each key's buckets hold now, for the metrics.
+func (k *KeyBuckets) Levels(now time.Time) []pace.Level { return k.Buckets.Levels(now) }
+
 // HeldUntil is when a request like r would fit in its key's buckets, as
 // far as is known now.
 func (k *KeyBuckets) HeldUntil(r *request.Descriptor) time.Time {

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/park"
 	recording "github.com/sluicehq/sluice/record"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/upstream"
@@ -88,9 +89,10 @@ type Proxy struct {
 	pacer *pace.Pacer
 	// buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
-	buckets *dispatch.KeyBuckets
-	// cache is the cache-aware releaser (CACHE_AWARE); nil otherwise.
-	cache *dispatch.CacheAware
+	buckets keyPacing
+	// cache is the cache-aware release (CACHE_AWARE), for its gauges; nil
+	// otherwise.
+	cache cacheCounts
 	// recorder records the shape of each Messages request (RECORD_FILE);
 	// nil otherwise.
 	recorder *recording.Recorder
@@ -121,6 +123,24 @@ type Proxy struct {
 	// the drain: from then on /readyz answers 503, so that a load balancer
 	// sends new requests elsewhere before sluice stops accepting them.
 	draining atomic.Bool
+}
+
+// keyPacing is what the request path asks of the pacing by upstream key
+// (dispatch.KeyBuckets): to pace, and, for a request whose wait ran out,
+// whether its key's line held it and until when (see rateLimited); and
+// the buckets' levels for the metrics.
+type keyPacing interface {
+	dispatch.Pacing
+	Holds(r *request.Descriptor) bool
+	HeldUntil(r *request.Descriptor) time.Time
+	Levels(now time.Time) []pace.Level
+}
+
+// cacheCounts is what the metrics read of the cache-aware release
+// (dispatch.CacheAware).
+type cacheCounts interface {
+	Held() int
+	Distrusted() int
 }
 
 // Options are what a Proxy is made of besides its configuration: its
@@ -197,10 +217,16 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		return nil, errors.New("proxy: Options.Parts is missing a part: build them from the configuration with assemble.Build")
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
-		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics, buckets: parts.Buckets, cache: parts.Cache,
+		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics,
 		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend}
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
+	}
+	if parts.Buckets != nil { // not a nil *KeyBuckets in the interface
+		p.buckets = parts.Buckets
+	}
+	if parts.Cache != nil {
+		p.cache = parts.Cache
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -264,7 +290,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		}
 	}
 	if cfg.Enabled {
-		var pacing dispatch.Pacing // nil, not a nil *KeyBuckets: no pacing
+		var pacing dispatch.Pacing // nil, not a nil keyPacing: no pacing
 		if p.buckets != nil {
 			pacing = p.buckets
 		}
@@ -441,7 +467,7 @@ func (p *Proxy) RateLimitBuckets() []metrics.Bucket {
 	if p.buckets == nil {
 		return nil
 	}
-	levels := p.buckets.Buckets.Levels(time.Now())
+	levels := p.buckets.Levels(time.Now())
 	out := make([]metrics.Bucket, len(levels))
 	for i, l := range levels {
 		out[i] = metrics.Bucket{Key: l.Key, Limit: l.Kind.String(), Size: l.Limit, Level: l.Level}
