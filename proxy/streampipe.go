@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The pipe between the goroutine that reads a stream from the upstream and
+// the one that writes it to the client.
+
+// errClientWrite marks a failure to write to the client.
+var errClientWrite = errors.New("write to client")
+
+// errClientStalled marks a client cut for taking no bytes while the
+// upstream waited on it.
+var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it", errClientWrite)
+
+// streamPipe carries a stream's events from the goroutine that reads the
+// upstream (put) to the one that writes the client (writeTo), holding at
+// most max bytes between them.
+type streamPipe struct {
+	max    int
+	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
+	wake   chan struct{} // the writer has something new to do; capacity 1
+	room   chan struct{} // the writer took bytes, or failed; capacity 1
+	done   chan struct{} // closed when the writer has finished
+
+	// stall, if not zero, is how long the client may take no bytes while
+	// put waits for room (STREAM_CLIENT_STALL_S) before cut ends the
+	// writes to it. acked, if not nil, reports the bytes the client's TCP
+	// has acknowledged: without it, taking bytes is seen only when a write
+	// completes.
+	stall time.Duration
+	acked func() uint64
+	cut   func()
+
+	mu        sync.Mutex
+	buf       []byte    // events put and not yet taken by the writer
+	closed    bool      // nothing more will be put
+	err       error     // the writer failed: the client is gone or stopped reading
+	tookAt    time.Time // when the client was last seen taking bytes
+	lastAcked uint64    // acked's value then
+
+	// deadlines orders the writer's renewals of its write deadline and
+	// cut, so that a renewal cannot undo a cut.
+	deadlines sync.Mutex
+	isCut     bool
+}
+
+func newStreamPipe(max int, shared *byteBudget) *streamPipe {
+	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}),
+		tookAt: time.Now()}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// put adds one whole event, waiting while the pipe is full or the shared
+// budget spent. An event always fits in an empty pipe, so every stream
+// makes progress. It fails once the writer has failed, or when ctx ends
+// while it waits.
+//
+// While it waits the upstream waits on the client, and the request holds
+// its slot: a client that has then taken no bytes for stall is cut, every
+// byte in the pipe and the socket's buffers unread. The check runs every
+// stall/4, so the slot is given back within 1.25 × stall of the later of
+// the client's last byte taken and the wait's start. A client that reads
+// at any pace, however slow, is never cut so: each byte it takes moves
+// its acknowledged count.
+func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
+	var tick <-chan time.Time
+	sp.mu.Lock()
+	for sp.err == nil {
+		if len(sp.buf) == 0 {
+			sp.shared.held.Add(int64(len(ev)))
+			break
+		}
+		if len(sp.buf)+len(ev) <= sp.max && sp.shared.reserve(int64(len(ev))) {
+			break
+		}
+		sp.mu.Unlock()
+		if tick == nil && sp.stall > 0 {
+			t := time.NewTicker(sp.stall / 4)
+			defer t.Stop()
+			tick = t.C
+		}
+		select {
+		case <-sp.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			if sp.stalled() {
+				sp.fail(errClientStalled)
+				return errClientStalled
+			}
+		}
+		sp.mu.Lock()
+	}
+	err := sp.err
+	if err == nil {
+		sp.buf = append(sp.buf, ev...)
+	}
+	sp.mu.Unlock()
+	signal(sp.wake)
+	return err
+}
+
+// stalled reports whether the client has taken no bytes for stall.
+func (sp *streamPipe) stalled() bool {
+	var acked uint64
+	if sp.acked != nil {
+		acked = sp.acked()
+	}
+	now := time.Now()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.acked != nil && acked != sp.lastAcked {
+		sp.lastAcked, sp.tookAt = acked, now
+	}
+	return now.Sub(sp.tookAt) >= sp.stall
+}
+
+// fail ends the stream for err: the writer stops, and cut ends a write
+// blocked on the client.
+func (sp *streamPipe) fail(err error) {
+	sp.mu.Lock()
+	if sp.err == nil {
+		sp.err = err
+	}
+	sp.mu.Unlock()
+	signal(sp.wake)
+	sp.deadlines.Lock()
+	sp.isCut = true
+	if sp.cut != nil {
+		sp.cut()
+	}
+	sp.deadlines.Unlock()
+}
+
+// renew sets the next write's deadline, unless the writes were cut.
+func (sp *streamPipe) renew(rc *http.ResponseController, idle time.Duration) bool {
+	sp.deadlines.Lock()
+	defer sp.deadlines.Unlock()
+	if sp.isCut {
+		return false
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(idle))
+	return true
+}
+
+// putLast adds sluice's own last event, past the bounds: it is small, and
+// it must reach the client.
+func (sp *streamPipe) putLast(ev []byte) {
+	sp.mu.Lock()
+	if sp.err == nil {
+		sp.shared.held.Add(int64(len(ev)))
+		sp.buf = append(sp.buf, ev...)
+	}
+	sp.mu.Unlock()
+	signal(sp.wake)
+}
+
+// close says nothing more will be put; the writer finishes what is left.
+func (sp *streamPipe) close() {
+	sp.mu.Lock()
+	sp.closed = true
+	sp.mu.Unlock()
+	signal(sp.wake)
+}
+
+// writeTo sends the status and then every event put to w, each write under
+// a deadline of idle, until the pipe is closed and empty or a write fails.
+func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Duration) {
+	defer close(sp.done)
+	rc := http.NewResponseController(w)
+	w.WriteHeader(status)
+	err := flushTo(rc)
+	var spare []byte
+	for err == nil {
+		sp.mu.Lock()
+		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+			sp.mu.Unlock()
+			<-sp.wake
+			sp.mu.Lock()
+		}
+		if sp.err != nil { // cut
+			err = sp.err
+			sp.mu.Unlock()
+			break
+		}
+		take, last := sp.buf, sp.closed && len(sp.buf) == 0
+		sp.buf = spare[:0]
+		sp.mu.Unlock()
+		signal(sp.room)
+		if last {
+			return
+		}
+		if werr := writeRenewingWhile(w, rc, take, idle, sp.renew); werr != nil {
+			err = fmt.Errorf("%w: %v", errClientWrite, werr)
+		} else {
+			err = flushTo(rc)
+		}
+		sp.shared.release(int64(len(take)))
+		spare = take
+		sp.mu.Lock()
+		sp.tookAt = time.Now()
+		if sp.err != nil { // cut
+			err = sp.err
+		}
+		sp.mu.Unlock()
+	}
+	sp.mu.Lock()
+	if sp.err == nil {
+		sp.err = err
+	}
+	sp.shared.release(int64(len(sp.buf)))
+	sp.buf = nil
+	sp.mu.Unlock()
+	signal(sp.room)
+}
+
+// writeChunk is how much of an answer is written under one write deadline.
+const writeChunk = 32 << 10
+
+// writeRenewing writes data to w in chunks of writeChunk, each under a
+// write deadline of idle from its start: a client is cut only when it
+// takes nothing for idle, not when a large write takes longer than idle
+// at the pace it reads. Not every ResponseWriter supports deadlines (a
+// recorder in tests); where it does not, the writes simply have none.
+func writeRenewing(w io.Writer, rc *http.ResponseController, data []byte, idle time.Duration) error {
+	return writeRenewingWhile(w, rc, data, idle, func(rc *http.ResponseController, idle time.Duration) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(idle))
+		return true
+	})
+}
+
+// writeRenewingWhile is writeRenewing with renew setting each deadline;
+// it stops with errClientStalled once renew reports false.
+func writeRenewingWhile(w io.Writer, rc *http.ResponseController, data []byte, idle time.Duration, renew func(*http.ResponseController, time.Duration) bool) error {
+	for len(data) > 0 {
+		n := min(len(data), writeChunk)
+		if !renew(rc, idle) {
+			return errClientStalled
+		}
+		if _, err := w.Write(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// wait blocks until the writer has finished: the client has every event,
+// or it failed.
+func (sp *streamPipe) wait() { <-sp.done }
+
+func flushTo(rc *http.ResponseController) error {
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("%w: %v", errClientWrite, err)
+	}
+	return nil
+}
