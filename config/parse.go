@@ -110,15 +110,9 @@ func parsePublicURL(c *Config, v string) error {
 		c.PublicURL = nil
 		return nil
 	}
-	u, err := url.Parse(v)
+	u, err := parseHTTPURL(v)
 	if err != nil {
-		return errors.New("not a URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("scheme must be http or https")
-	}
-	if u.Host == "" {
-		return errors.New("no host")
+		return err
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("must not carry a user, query or fragment")
@@ -224,15 +218,9 @@ func redactURL(v string) string {
 }
 
 func parseUpstream(c *Config, v string) error {
-	u, err := url.Parse(v)
+	u, err := parseHTTPURL(v)
 	if err != nil {
-		return errors.New("not a URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("scheme must be http or https")
-	}
-	if u.Host == "" {
-		return errors.New("no host")
+		return err
 	}
 	if u.User != nil {
 		// The transport sends no Basic auth from a URL: a user or password
@@ -245,4 +233,19 @@ func parseUpstream(c *Config, v string) error {
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c.UpstreamURL = u
 	return nil
+}
+
+// parseHTTPURL reads an http or https URL with a host.
+func parseHTTPURL(v string) (*url.URL, error) {
+	u, err := url.Parse(v)
+	if err != nil {
+		return nil, errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return nil, errors.New("no host")
+	}
+	return u, nil
 }
