@@ -178,7 +178,13 @@ var errEventTooLarge = errors.New("upstream event too large")
 // at EOF, send's error, errEventTooLarge for an event past maxEventSize,
 // or src's read error.
 func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event []byte)) error {
-	br := bufio.NewReaderSize(src, 16<<10)
+	// 4 KB, the size of the transport's own buffer beneath src: a larger
+	// one saves a read from the socket only when more than 4 KB of events
+	// wait at once, and an agent's stream holds it for as long as the
+	// stream is open, most of it silent (16 KB cost 12 KB more per open
+	// stream; docs/benchmarks.md, issue 30). An event larger than it is
+	// read in pieces (ErrBufferFull below).
+	br := bufio.NewReaderSize(src, 4<<10)
 	var event []byte
 	lineStart := 0 // where the line being read began in event
 	for {
