@@ -1,7 +1,10 @@
 // Package proxy is sluice's HTTP face: it routes requests, enforces body
-// limits, sends POST /v1/messages through the windowed scheduler (or straight
-// upstream when windowing is off), relays JSON and SSE responses, and turns
-// every failure of its own into an Anthropic-shaped error.
+// limits, sends POST /v1/messages along its spine (messages.go: through
+// the windowed scheduler, or straight upstream when windowing is off),
+// relays JSON and SSE responses, and turns every failure of its own into
+// an Anthropic-shaped error (answers.go, package apierror). It builds no
+// policy: it is handed them, built from the configuration by package
+// assemble (Options.Parts).
 package proxy
 
 import (
@@ -268,8 +271,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			}
 			return p.cache.Distrusted()
 		},
-		// The setting, not the admission chain: an injected Admission may
-		// bound the queue differently, but today's default is QueueBound.
+		// The setting, not the admission chain: a test's Admission may
+		// bound the queue differently, but assemble builds QueueBound.
 		QueueCapacity: func() int {
 			if !cfg.Enabled {
 				return 0
