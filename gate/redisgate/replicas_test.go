@@ -162,11 +162,12 @@ func TestThreeReplicasOneCap(t *testing.T) {
 	// 19.9 ms on a quiet machine); the bound allows the scheduling of
 	// three processes, Redis and the simulator on two cores under go
 	// test -race ./..., where 40-45 ms was seen, and 104 and 150 ms once
-	// cmd/sluice-image's two cold builds ran beside it. A broken order
-	// inverts by a replica's queue (300 requests offered at 500/s to 90
-	// calls/s: seconds), far past it.
-	if worst > 250*time.Millisecond {
-		t.Errorf("a call began %v after one sent later than it; want within one window (20 ms, plus scheduling on a loaded machine: at most 250 ms)", worst)
+	// cmd/sluice-image's two cold builds ran beside it, and 320 ms with
+	// the whole suite and two other sessions' builds on the machine (load
+	// average 8). A broken order inverts by a replica's queue (300
+	// requests offered at 500/s to 90 calls/s: seconds), far past it.
+	if worst > 500*time.Millisecond {
+		t.Errorf("a call began %v after one sent later than it; want within one window (20 ms, plus scheduling on a loaded machine: at most 500 ms)", worst)
 	}
 }
 
