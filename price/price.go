@@ -223,10 +223,13 @@ type Usage struct {
 
 // UsageOf is a usage as the API reports it: cacheWrite the cache writes
 // in all, write1h the part of them of the 1-hour TTL (usage.cache_creation);
-// the rest are of the 5-minute TTL, the API's default.
+// the rest are of the 5-minute TTL, the API's default. A negative count
+// (the API reports none; a broken upstream might) is none: a cost and the
+// spend counters only ever grow.
 func UsageOf(input, output, cacheWrite, write1h, cacheRead int64) Usage {
+	cacheWrite = max(cacheWrite, 0)
 	write1h = min(max(write1h, 0), cacheWrite)
-	return Usage{Input: input, Output: output, CacheWrite5m: cacheWrite - write1h, CacheWrite1h: write1h, CacheRead: cacheRead}
+	return Usage{Input: max(input, 0), Output: max(output, 0), CacheWrite5m: cacheWrite - write1h, CacheWrite1h: write1h, CacheRead: max(cacheRead, 0)}
 }
 
 // Kind is a kind of token, as the spend metrics label them.
