@@ -2,15 +2,19 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/dispatch"
 )
 
 // wantError checks that resp is an Anthropic-shaped error of status and type
@@ -167,4 +171,34 @@ func TestPanicInOneMemberLeavesOthersIntact(t *testing.T) {
 	if ok != 5 || bad != 1 {
 		t.Fatalf("%d ok, %d 502; want 5 and 1", ok, bad)
 	}
+}
+
+// panickyTenants is a tenant policy whose AddTokens panics: a bug in
+// what an answer's usage feeds, once the answer is on its way.
+type panickyTenants struct{ dispatch.Tenants }
+
+func (panickyTenants) AddTokens(string, int64) { panic("boom in AddTokens") }
+
+// A panic in forward after a stream's status was sent (here in what the
+// stream's usage feeds) cannot change the client's answer, but it is a
+// bug the operator must hear of: the scheduler contains it as a
+// *dispatch.PanicError, and answer, which waits for the stream, dropped
+// it unlogged.
+func TestPanicAfterStreamBeganIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeStream(w) })
+		var log strings.Builder
+		rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+		rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
+		resp, err := rig.post(t, context.Background(), streamRequestJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp.Body)
+		resp.Body.Close()
+		synctest.Wait()
+		if !strings.Contains(log.String(), "boom in AddTokens") {
+			t.Errorf("the panic is not in the log:\n%s", log.String())
+		}
+	})
 }

@@ -225,8 +225,12 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 	switch {
 	case ex.out != nil:
 		// A stream: its writer finishes by itself, and a failure after its
-		// status was sent has been told in-band.
+		// status was sent has been told in-band. A panic has not been
+		// told anyone.
 		ex.out.wait()
+		if err != nil {
+			ex.p.logPanic(err)
+		}
 	case err == nil && ex.reply != nil:
 		ex.writeReply(ex.reply)
 	case err == nil:
