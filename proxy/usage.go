@@ -84,7 +84,9 @@ func (ex *exchange) used(model string, u usage) {
 	if ps := ex.desc.Prefixes; len(ps) > 0 && ps[len(ps)-1].TTL >= time.Hour {
 		write = e.CacheWrite1h
 	}
-	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - e.CacheRead) / 1e6)
+	// A [prices] row may price a read above a write: then it saved
+	// nothing (a counter's Add of less panics).
+	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * max(write-e.CacheRead, 0) / 1e6)
 }
 
 // streamUsage tallies usage over a stream's events: message_start carries
