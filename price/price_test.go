@@ -120,6 +120,11 @@ func TestUsageOf(t *testing.T) {
 	if u := price.UsageOf(0, 5, -5000, 9, 0); u != (price.Usage{Output: 5}) {
 		t.Errorf("negative total, positive split: %+v", u)
 	}
+	// Past what any answer holds: held to MaxTokens, so that sums of
+	// them do not wrap.
+	if u := price.UsageOf(math.MaxInt64, 0, math.MaxInt64, math.MaxInt64, 0); u != (price.Usage{Input: price.MaxTokens, CacheWrite1h: price.MaxTokens}) {
+		t.Errorf("huge counts: %+v", u)
+	}
 }
 
 // An override replaces its model's row (its snapshots follow it), adds a

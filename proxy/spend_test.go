@@ -238,3 +238,36 @@ func TestSpendNegativeUsageNotCounted(t *testing.T) {
 		})
 	})
 }
+
+// An upstream that reports an absurd count (past any context window) has
+// it held to price.MaxTokens: two answers of the largest int64 summed in
+// the ledger's int64 wrapped sluice_spend_tokens_total negative, and the
+// tenant's tokens with it.
+func TestSpendHugeUsageNeverWraps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		upstream := func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, strings.Replace(messageJSON, `"input_tokens":12`, `"input_tokens":9223372036854775807`, 1))
+		}
+		rig := newBubbleRig(t, true, upstream)
+		for range 2 {
+			resp, err := rig.post(t, context.Background(), requestJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp.Body)
+			resp.Body.Close()
+		}
+		synctest.Wait()
+		text := scrape(t, rig)
+		toks, _ := spendSeries(t, text, "sluice_spend_tokens_total")
+		if toks["input"] != 2*price.MaxTokens {
+			t.Errorf("input tokens %v; want each answer's held to %d", toks["input"], price.MaxTokens)
+		}
+		for _, ts := range rig.proxy.Tenants() {
+			if ts.Tokens < 0 {
+				t.Errorf("tenant %s has %d tokens; want no wrap", ts.Tenant, ts.Tokens)
+			}
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -59,10 +60,12 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // written the prefix it read, at the write price of its prefix's TTL,
 // instead of reading it at the cache read price.
 func (ex *exchange) used(model string, u usage) {
-	// A negative count (the API reports none; a broken upstream might)
-	// is none: it would refund the key's rate-limit debit and the
-	// tenant's tokens, and show a negative cost.
-	u = usage{Input: max(u.Input, 0), Output: max(u.Output, 0), CacheWrite: max(u.CacheWrite, 0), CacheRead: max(u.CacheRead, 0), CacheWrite1h: max(u.CacheWrite1h, 0)}
+	// A count the API never reports (negative, or past any context
+	// window; a broken upstream might) is held in range: a negative one
+	// would refund the key's rate-limit debit and the tenant's tokens and
+	// show a negative cost, a huge one wrap their sums.
+	u = usage{Input: price.Count(u.Input), Output: price.Count(u.Output), CacheWrite: price.Count(u.CacheWrite),
+		CacheRead: price.Count(u.CacheRead), CacheWrite1h: price.Count(u.CacheWrite1h)}
 	ex.p.countTokens(model, u)
 	ex.charge(model, u)
 	ex.rec.recordUsage(u)
