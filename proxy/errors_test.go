@@ -202,3 +202,40 @@ func TestPanicAfterStreamBeganIsLogged(t *testing.T) {
 		}
 	})
 }
+
+// A panic in settle (here in what a whole answer's usage feeds, after the
+// answer was written) is recovered on both ways in, as letGo recovers a
+// parked request's: the client keeps the answer it was given, the panic
+// is in sluice's log and the request has its one access line. Waiting in
+// place, net/http's recovery closed the connection with the answer still
+// in its buffer (the client read EOF), and neither the log nor the access
+// line heard of it.
+func TestPanicInSettleIsContainedOnBothWaysIn(t *testing.T) {
+	for _, parked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "parked", false: "in-place"}[parked], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
+				var log strings.Builder
+				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+				rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
+				if !parked {
+					rig.proxy.parkWhen = 1 << 20
+				}
+				resp, err := rig.post(t, context.Background(), requestJSON)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body := readAll(t, resp.Body)
+				resp.Body.Close()
+				synctest.Wait()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Hello") {
+					t.Errorf("status %d body %q; want the answer written before the panic", resp.StatusCode, body)
+				}
+				logs := log.String()
+				if !strings.Contains(logs, "boom in AddTokens") || strings.Count(logs, "msg=request ") != 1 {
+					t.Errorf("want the panic logged and one access line:\n%s", logs)
+				}
+			})
+		})
+	}
+}

@@ -166,11 +166,14 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 // way it came: its passage ended with err (nil: forward left an answer in
 // ex); ctx ends when its client leaves. It counts how a windowed request
 // ended, answers, and gives back what the request held; a parked request's
-// connection is then let go.
+// connection is then let go. A panic here is recovered either way (see
+// letGo, contain).
 func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	defer ex.releaseBody()
 	if ex.parked != nil {
 		defer p.letGo(ctx, ex)
+	} else {
+		defer p.contain(ctx, ex)
 	}
 	if err != nil && ex.rec.windowed {
 		p.countFailure(ctx, err)
@@ -186,10 +189,7 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	rw := ex.parked
 	if v := recover(); v != nil {
-		p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		if rw.Status() == 0 && ctx.Err() == nil {
-			apierror.WriteSluice(rw, errInternal)
-		}
+		p.panicked(ctx, rw, rw.Status(), v)
 	}
 	// Counted before Finish sends the last buffered bytes (Finish answers
 	// 200 to a request that got nothing), the access line written after,
@@ -198,6 +198,31 @@ func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	rw.Finish()
 	if logged {
 		p.logAccess(ex.r, ex.rec, line)
+	}
+}
+
+// contain recovers a panic in settle for a request waiting in place (or
+// on the plain path), as letGo does for a parked one: net/http's own
+// recovery would close the connection with the answer still in its
+// buffer, and log it nowhere the operator reads. The handler then returns
+// as usual, and ServeHTTP writes the access line.
+func (p *Proxy) contain(ctx context.Context, ex *exchange) {
+	if v := recover(); v != nil {
+		status := 0
+		if sw, ok := ex.w.(interface{ Status() int }); ok {
+			status = sw.Status()
+		}
+		p.panicked(ctx, ex.w, status, v)
+	}
+}
+
+// panicked logs the panic v of a request's settle, and answers it with
+// errInternal unless its answer had begun (status, 0 if not) or its
+// client left.
+func (p *Proxy) panicked(ctx context.Context, w http.ResponseWriter, status int, v any) {
+	p.log.Error("request handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if status == 0 && ctx.Err() == nil {
+		apierror.WriteSluice(w, errInternal)
 	}
 }
 
