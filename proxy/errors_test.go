@@ -13,6 +13,9 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
 )
@@ -238,4 +241,42 @@ func TestPanicInSettleIsContainedOnBothWaysIn(t *testing.T) {
 			})
 		})
 	}
+}
+
+// panickyTracer panics when it starts an upstream attempt's span: a bug
+// in forward, before any answer.
+type panickyTracer struct{ trace.Tracer }
+
+func (p panickyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if strings.HasPrefix(name, "upstream ") {
+		panic("boom in the attempt's span")
+	}
+	return p.Tracer.Start(ctx, name, opts...)
+}
+
+// A panic in forward is answered 500 api_error on both paths, logged, and
+// accounted: the windowed path's scheduler contains it as a
+// *dispatch.PanicError; the plain path called forward bare, so net/http's
+// recovery closed the connection (the client read EOF) and neither
+// sluice's log nor the access line heard of it.
+func TestPanicInForwardIsAnsweredOnBothPaths(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		synctest.Test(t, func(t *testing.T) {
+			rig := newBubbleRig(t, windowed, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
+			var log strings.Builder
+			rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+			rig.proxy.tracer = panickyTracer{noop.NewTracerProvider().Tracer("test")}
+			resp, err := rig.post(t, context.Background(), requestJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantError(t, resp, http.StatusInternalServerError, "api_error", "internal error")
+			resp.Body.Close()
+			synctest.Wait()
+			logs := log.String()
+			if !strings.Contains(logs, "boom in the attempt") || strings.Count(logs, "msg=request ") != 1 {
+				t.Errorf("want the panic logged and one access line:\n%s", logs)
+			}
+		})
+	})
 }

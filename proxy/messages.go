@@ -56,7 +56,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		ctx := p.begin(r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
 		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
-		p.settle(ctx, ex, ex.forward(ctx, nil))
+		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
 	p.budget.Request()
@@ -114,6 +114,19 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	p.recordArrival(rec, body.data, &info)
 	return &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info, why: p.why.Explain(blocks)}, true
+}
+
+// forwardPlain is stage 5 on the plain path: forward, its panic contained
+// as the scheduler contains a windowed request's (a *dispatch.PanicError,
+// answered 500 and logged by settle), so that a bug there costs the
+// client an error answer, not a closed connection.
+func (ex *exchange) forwardPlain(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &dispatch.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return ex.forward(ctx, nil)
 }
 
 // admitted is what the scheduler's policies know of ex's request: its
