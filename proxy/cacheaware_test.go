@@ -129,6 +129,25 @@ func countUsage(t *testing.T, us []cacheUsage) (writes, reads int) {
 	return writes, reads
 }
 
+// burst sends n streaming requests sharing a cached system prompt
+// (sharedPrefixBody) through rig at once, and returns the cache usage of
+// each one's answer.
+func burst(t *testing.T, rig *bubbleRig, n int) []cacheUsage {
+	t.Helper()
+	us := make([]cacheUsage, n)
+	var wg sync.WaitGroup
+	for i := range us {
+		wg.Go(func() {
+			var status int
+			if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
+				t.Errorf("status %d", status)
+			}
+		})
+	}
+	wg.Wait()
+	return us
+}
+
 // A burst of streaming requests sharing a cached system prompt, through
 // sluice to the simulator (whose cache entry appears once the first
 // response has begun): with CACHE_AWARE one request writes the prefix and
@@ -144,17 +163,7 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 				})
 				var log strings.Builder
 				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
-				us := make([]cacheUsage, n)
-				var wg sync.WaitGroup
-				for i := range us {
-					wg.Go(func() {
-						var status int
-						if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
-							t.Errorf("status %d", status)
-						}
-					})
-				}
-				wg.Wait()
+				us := burst(t, rig, n)
 				writes, reads := countUsage(t, us)
 				wantWrites, wantReads := 1, n-1
 				if !aware {
@@ -389,20 +398,8 @@ func TestCacheSavingsNeverNegative(t *testing.T) {
 		rig := simRig(t, func(c *config.Config) {
 			c.CacheAware, c.MaxConcurrency, c.Prices = true, n, prices
 		})
-		var log strings.Builder
-		rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
-		us := make([]cacheUsage, n)
-		var wg sync.WaitGroup
-		for i := range us {
-			wg.Go(func() {
-				var status int
-				if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
-					t.Errorf("status %d", status)
-				}
-			})
-		}
-		wg.Wait()
-		if _, reads := countUsage(t, us); reads != n-1 {
+		log := rig.logs()
+		if _, reads := countUsage(t, burst(t, rig, n)); reads != n-1 {
 			t.Fatalf("%d cache reads; want %d", reads, n-1)
 		}
 		synctest.Wait()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -190,16 +189,9 @@ func (panickyTenants) AddTokens(string, int64) { panic("boom in AddTokens") }
 func TestPanicAfterStreamBeganIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeStream(w) })
-		var log strings.Builder
-		rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+		log := rig.logs()
 		rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
-		resp, err := rig.post(t, context.Background(), streamRequestJSON)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp.Body)
-		resp.Body.Close()
-		synctest.Wait()
+		rig.answered(t, streamRequestJSON)
 		if !strings.Contains(log.String(), "boom in AddTokens") {
 			t.Errorf("the panic is not in the log:\n%s", log.String())
 		}
@@ -218,21 +210,13 @@ func TestPanicInSettleIsContainedOnBothWaysIn(t *testing.T) {
 		t.Run(map[bool]string{true: "parked", false: "in-place"}[parked], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
-				var log strings.Builder
-				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+				log := rig.logs()
 				rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
 				if !parked {
 					rig.proxy.parkWhen = 1 << 20
 				}
-				resp, err := rig.post(t, context.Background(), requestJSON)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body := readAll(t, resp.Body)
-				resp.Body.Close()
-				synctest.Wait()
-				if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Hello") {
-					t.Errorf("status %d body %q; want the answer written before the panic", resp.StatusCode, body)
+				if status, body := rig.answered(t, requestJSON); status != http.StatusOK || !strings.Contains(body, "Hello") {
+					t.Errorf("status %d body %q; want the answer written before the panic", status, body)
 				}
 				logs := log.String()
 				if !strings.Contains(logs, "boom in AddTokens") || strings.Count(logs, "msg=request ") != 1 {
@@ -263,8 +247,7 @@ func TestPanicInForwardIsAnsweredOnBothPaths(t *testing.T) {
 	bothModes(t, func(t *testing.T, windowed bool) {
 		synctest.Test(t, func(t *testing.T) {
 			rig := newBubbleRig(t, windowed, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
-			var log strings.Builder
-			rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+			log := rig.logs()
 			rig.proxy.tracer = panickyTracer{noop.NewTracerProvider().Tracer("test")}
 			resp, err := rig.post(t, context.Background(), requestJSON)
 			if err != nil {

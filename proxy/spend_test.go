@@ -208,15 +208,8 @@ func TestSpendNegativeUsageNotCounted(t *testing.T) {
 					`"input_tokens":-1000000,"cache_creation_input_tokens":-5000,"cache_read_input_tokens":-7,"cache_creation":{"ephemeral_1h_input_tokens":-9}`, 1))
 			}
 			rig := newBubbleRig(t, windowed, upstream)
-			var log strings.Builder
-			rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
-			resp, err := rig.post(t, context.Background(), requestJSON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			readAll(t, resp.Body)
-			resp.Body.Close()
-			synctest.Wait()
+			log := rig.logs()
+			rig.answered(t, requestJSON)
 			text := scrape(t, rig)
 			for _, name := range []string{"sluice_spend_usd_total", "sluice_spend_tokens_total"} {
 				byKind, _ := spendSeries(t, text, name)
@@ -251,14 +244,8 @@ func TestSpendHugeUsageNeverWraps(t *testing.T) {
 		}
 		rig := newBubbleRig(t, true, upstream)
 		for range 2 {
-			resp, err := rig.post(t, context.Background(), requestJSON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			readAll(t, resp.Body)
-			resp.Body.Close()
+			rig.answered(t, requestJSON)
 		}
-		synctest.Wait()
 		text := scrape(t, rig)
 		toks, _ := spendSeries(t, text, "sluice_spend_tokens_total")
 		if toks["input"] != 2*price.MaxTokens {
