@@ -55,7 +55,6 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.sched == nil {
 		ctx := p.begin(r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
-		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
 		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
