@@ -222,6 +222,9 @@ func TestPanicInSettleIsContainedOnBothWaysIn(t *testing.T) {
 				if !strings.Contains(logs, "boom in AddTokens") || strings.Count(logs, "msg=request ") != 1 {
 					t.Errorf("want the panic logged and one access line:\n%s", logs)
 				}
+				if held := rig.proxy.bodies.Held(); held != 0 {
+					t.Errorf("%d bytes of BODY_BUDGET_MB still held; want the body given back", held)
+				}
 			})
 		})
 	}
@@ -259,6 +262,9 @@ func TestPanicInForwardIsAnsweredOnBothPaths(t *testing.T) {
 			logs := log.String()
 			if !strings.Contains(logs, "boom in the attempt") || strings.Count(logs, "msg=request ") != 1 {
 				t.Errorf("want the panic logged and one access line:\n%s", logs)
+			}
+			if held := rig.proxy.bodies.Held(); held != 0 {
+				t.Errorf("%d bytes of BODY_BUDGET_MB still held; want the body given back", held)
 			}
 		})
 	})
