@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"testing"
@@ -39,5 +40,20 @@ func TestResultsChargedAtBatchPrice(t *testing.T) {
 	u := price.Usage{Input: r.Tokens[price.Input], Output: r.Tokens[price.Output]}
 	if realtime := price.Default().Cost("claude-sonnet-4-5", u, false).Total(); math.Abs(r.TotalUSD()-realtime/2) > 1e-12 {
 		t.Errorf("charged $%v for tokens that cost $%v in realtime; want half", r.TotalUSD(), realtime)
+	}
+}
+
+// A result whose usage a broken upstream reports negative is charged
+// nothing for it: its cost went negative, and sluice_bulk_savings_usd_total
+// is a counter, whose Add of it panicked on the poller's goroutine, which
+// no one recovers (the process ended).
+func TestNegativeResultUsageChargedNothing(t *testing.T) {
+	ledger := spend.New(nil, 10)
+	h := newHarness(t, Config{MaxRequests: 3, Spend: ledger})
+	h.svc.countResult("0123456789abcdef0123", json.RawMessage(`{"type":"succeeded","message":{"model":"claude-sonnet-4-5",`+
+		`"usage":{"input_tokens":-1000000,"output_tokens":10}}}`))
+	rows := ledger.Rows()
+	if len(rows) != 1 || rows[0].Tokens[price.Input] != 0 || rows[0].TotalUSD() < 0 {
+		t.Fatalf("rows %+v; want one, charged the output alone", rows)
 	}
 }

@@ -223,11 +223,24 @@ type Usage struct {
 
 // UsageOf is a usage as the API reports it: cacheWrite the cache writes
 // in all, write1h the part of them of the 1-hour TTL (usage.cache_creation);
-// the rest are of the 5-minute TTL, the API's default.
+// the rest are of the 5-minute TTL, the API's default. Each count is held
+// to what one answer can hold (Count).
 func UsageOf(input, output, cacheWrite, write1h, cacheRead int64) Usage {
-	write1h = min(max(write1h, 0), cacheWrite)
-	return Usage{Input: input, Output: output, CacheWrite5m: cacheWrite - write1h, CacheWrite1h: write1h, CacheRead: cacheRead}
+	cacheWrite = Count(cacheWrite)
+	write1h = min(Count(write1h), cacheWrite)
+	return Usage{Input: Count(input), Output: Count(output), CacheWrite5m: cacheWrite - write1h, CacheWrite1h: write1h, CacheRead: Count(cacheRead)}
 }
+
+// MaxTokens is the most tokens of one kind one answer is counted for:
+// 2^40, a million times any context window, and few enough that the
+// ledger's int64 sums cannot wrap.
+const MaxTokens = 1 << 40
+
+// Count is n, one answer's count of a kind of token as its usage reports
+// it, held to [0, MaxTokens]: the API reports no negative count and none
+// that large, but a broken upstream might, and a negative count would run
+// the spend counters backwards, a huge one wrap their sums.
+func Count(n int64) int64 { return min(max(n, 0), MaxTokens) }
 
 // Kind is a kind of token, as the spend metrics label them.
 type Kind uint8

@@ -112,6 +112,19 @@ func TestUsageOf(t *testing.T) {
 	if u := price.UsageOf(0, 0, 10, 99, 0); u.CacheWrite5m != 0 || u.CacheWrite1h != 10 {
 		t.Errorf("split past the total: %+v", u)
 	}
+	// A broken upstream's negative counts are none, and a negative total
+	// does not turn the split negative.
+	if u := price.UsageOf(-1, -2, -10, -4, -3); u != (price.Usage{}) {
+		t.Errorf("negative counts: %+v", u)
+	}
+	if u := price.UsageOf(0, 5, -5000, 9, 0); u != (price.Usage{Output: 5}) {
+		t.Errorf("negative total, positive split: %+v", u)
+	}
+	// Past what any answer holds: held to MaxTokens, so that sums of
+	// them do not wrap.
+	if u := price.UsageOf(math.MaxInt64, 0, math.MaxInt64, math.MaxInt64, 0); u != (price.Usage{Input: price.MaxTokens, CacheWrite1h: price.MaxTokens}) {
+		t.Errorf("huge counts: %+v", u)
+	}
 }
 
 // An override replaces its model's row (its snapshots follow it), adds a

@@ -119,13 +119,24 @@ func (p *Proxy) mapError(err error) *apierror.Error {
 		return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 			Message: "the connection to sluice's upstream failed before a complete response; the request may have reached it. Retry if it is safe to"}
 	case errors.As(err, &pe):
-		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		p.logPanic(pe)
 		return errInternal
 	}
 	p.log.Error("unexpected failure", "err", err)
 	// Not the error's text: it may carry an internal address.
 	return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 		Message: "sluice could not complete the request; retry, and report it with the request id if it persists"}
+}
+
+// logPanic logs err if it is a request's contained panic (a
+// *dispatch.PanicError): apart from mapError for a stream, whose client
+// was told in-band and gets no error answer. Apart from answer: errors.As's
+// target escapes, and declared there it would cost every request.
+func (p *Proxy) logPanic(err error) {
+	var pe *dispatch.PanicError
+	if errors.As(err, &pe) {
+		p.log.Error("request handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	}
 }
 
 // rateLimitedWithin reports whether the upstream held calls back for its

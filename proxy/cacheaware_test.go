@@ -19,6 +19,7 @@ import (
 	optv2 "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -128,6 +129,25 @@ func countUsage(t *testing.T, us []cacheUsage) (writes, reads int) {
 	return writes, reads
 }
 
+// burst sends n streaming requests sharing a cached system prompt
+// (sharedPrefixBody) through rig at once, and returns the cache usage of
+// each one's answer.
+func burst(t *testing.T, rig *bubbleRig, n int) []cacheUsage {
+	t.Helper()
+	us := make([]cacheUsage, n)
+	var wg sync.WaitGroup
+	for i := range us {
+		wg.Go(func() {
+			var status int
+			if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
+				t.Errorf("status %d", status)
+			}
+		})
+	}
+	wg.Wait()
+	return us
+}
+
 // A burst of streaming requests sharing a cached system prompt, through
 // sluice to the simulator (whose cache entry appears once the first
 // response has begun): with CACHE_AWARE one request writes the prefix and
@@ -143,17 +163,7 @@ func TestSharedPrefixBurstThroughSimulator(t *testing.T) {
 				})
 				var log strings.Builder
 				rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
-				us := make([]cacheUsage, n)
-				var wg sync.WaitGroup
-				for i := range us {
-					wg.Go(func() {
-						var status int
-						if status, us[i] = sendStream(t, rig, sharedPrefixBody(i)); status != http.StatusOK {
-							t.Errorf("status %d", status)
-						}
-					})
-				}
-				wg.Wait()
+				us := burst(t, rig, n)
 				writes, reads := countUsage(t, us)
 				wantWrites, wantReads := 1, n-1
 				if !aware {
@@ -369,6 +379,36 @@ func TestFailingLeaderPromotesThroughSimulator(t *testing.T) {
 			if err != nil || d < ttft || d > ttft+10*time.Millisecond {
 				t.Errorf("a follower was held %s; want one time to first token, %s", hold, ttft)
 			}
+		}
+	})
+}
+
+// An operator's [prices] may price a cache read above a cache write (a
+// negotiated rate, or a typo): a follower's read then saved nothing, and
+// its answer is counted as any other. sluice_cache_savings_usd_total is a
+// counter, whose Add of the negative saving panicked in the middle of the
+// followers' streams.
+func TestCacheSavingsNeverNegative(t *testing.T) {
+	const n = 3
+	synctest.Test(t, func(t *testing.T) {
+		prices, err := price.New(map[string]price.Rates{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheWrite5m: 1, CacheWrite1h: 1, CacheRead: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig := simRig(t, func(c *config.Config) {
+			c.CacheAware, c.MaxConcurrency, c.Prices = true, n, prices
+		})
+		log := rig.logs()
+		if _, reads := countUsage(t, burst(t, rig, n)); reads != n-1 {
+			t.Fatalf("%d cache reads; want %d", reads, n-1)
+		}
+		synctest.Wait()
+		wantMetrics(t, rig, fmt.Sprintf(`sluice_cache_requests_total{role="follower"} %d`, n-1))
+		if got := metricValue(t, rig, "sluice_cache_savings_usd_total"); got != 0 {
+			t.Errorf("sluice_cache_savings_usd_total = %g; want 0: a read dearer than a write saved nothing", got)
+		}
+		if got := strings.Count(log.String(), "level=INFO msg=request "); got != n || strings.Contains(log.String(), "panic") {
+			t.Errorf("%d access lines; want %d, and no panic:\n%s", got, n, log.String())
 		}
 	})
 }

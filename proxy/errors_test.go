@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -9,8 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/dispatch"
 )
 
 // wantError checks that resp is an Anthropic-shaped error of status and type
@@ -167,4 +173,99 @@ func TestPanicInOneMemberLeavesOthersIntact(t *testing.T) {
 	if ok != 5 || bad != 1 {
 		t.Fatalf("%d ok, %d 502; want 5 and 1", ok, bad)
 	}
+}
+
+// panickyTenants is a tenant policy whose AddTokens panics: a bug in
+// what an answer's usage feeds, once the answer is on its way.
+type panickyTenants struct{ dispatch.Tenants }
+
+func (panickyTenants) AddTokens(string, int64) { panic("boom in AddTokens") }
+
+// A panic in forward after a stream's status was sent (here in what the
+// stream's usage feeds) cannot change the client's answer, but it is a
+// bug the operator must hear of: the scheduler contains it as a
+// *dispatch.PanicError, and answer, which waits for the stream, dropped
+// it unlogged.
+func TestPanicAfterStreamBeganIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeStream(w) })
+		log := rig.logs()
+		rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
+		rig.answered(t, streamRequestJSON)
+		if !strings.Contains(log.String(), "boom in AddTokens") {
+			t.Errorf("the panic is not in the log:\n%s", log.String())
+		}
+	})
+}
+
+// A panic in settle (here in what a whole answer's usage feeds, after the
+// answer was written) is recovered on both ways in, as letGo recovers a
+// parked request's: the client keeps the answer it was given, the panic
+// is in sluice's log and the request has its one access line. Waiting in
+// place, net/http's recovery closed the connection with the answer still
+// in its buffer (the client read EOF), and neither the log nor the access
+// line heard of it.
+func TestPanicInSettleIsContainedOnBothWaysIn(t *testing.T) {
+	for _, parked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "parked", false: "in-place"}[parked], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rig := newBubbleRig(t, true, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
+				log := rig.logs()
+				rig.proxy.tenants = panickyTenants{rig.proxy.tenants}
+				if !parked {
+					rig.proxy.parkWhen = 1 << 20
+				}
+				if status, body := rig.answered(t, requestJSON); status != http.StatusOK || !strings.Contains(body, "Hello") {
+					t.Errorf("status %d body %q; want the answer written before the panic", status, body)
+				}
+				logs := log.String()
+				if !strings.Contains(logs, "boom in AddTokens") || strings.Count(logs, "msg=request ") != 1 {
+					t.Errorf("want the panic logged and one access line:\n%s", logs)
+				}
+				if held := rig.proxy.bodies.Held(); held != 0 {
+					t.Errorf("%d bytes of BODY_BUDGET_MB still held; want the body given back", held)
+				}
+			})
+		})
+	}
+}
+
+// panickyTracer panics when it starts an upstream attempt's span: a bug
+// in forward, before any answer.
+type panickyTracer struct{ trace.Tracer }
+
+func (p panickyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if strings.HasPrefix(name, "upstream ") {
+		panic("boom in the attempt's span")
+	}
+	return p.Tracer.Start(ctx, name, opts...)
+}
+
+// A panic in forward is answered 500 api_error on both paths, logged, and
+// accounted: the windowed path's scheduler contains it as a
+// *dispatch.PanicError; the plain path called forward bare, so net/http's
+// recovery closed the connection (the client read EOF) and neither
+// sluice's log nor the access line heard of it.
+func TestPanicInForwardIsAnsweredOnBothPaths(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		synctest.Test(t, func(t *testing.T) {
+			rig := newBubbleRig(t, windowed, func(w http.ResponseWriter, r *http.Request) { writeMessage(w) })
+			log := rig.logs()
+			rig.proxy.tracer = panickyTracer{noop.NewTracerProvider().Tracer("test")}
+			resp, err := rig.post(t, context.Background(), requestJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantError(t, resp, http.StatusInternalServerError, "api_error", "internal error")
+			resp.Body.Close()
+			synctest.Wait()
+			logs := log.String()
+			if !strings.Contains(logs, "boom in the attempt") || strings.Count(logs, "msg=request ") != 1 {
+				t.Errorf("want the panic logged and one access line:\n%s", logs)
+			}
+			if held := rig.proxy.bodies.Held(); held != 0 {
+				t.Errorf("%d bytes of BODY_BUDGET_MB still held; want the body given back", held)
+			}
+		})
+	})
 }

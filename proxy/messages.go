@@ -55,8 +55,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.sched == nil {
 		ctx := p.begin(r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
-		defer ex.releaseBody() // even if forward panics: net/http recovers the handler, not the budget
-		p.settle(ctx, ex, ex.forward(ctx, nil))
+		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
 	p.budget.Request()
@@ -116,6 +115,19 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 	return &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info, why: p.why.Explain(blocks)}, true
 }
 
+// forwardPlain is stage 5 on the plain path: forward, its panic contained
+// as the scheduler contains a windowed request's (a *dispatch.PanicError,
+// answered 500 and logged by settle), so that a bug there costs the
+// client an error answer, not a closed connection.
+func (ex *exchange) forwardPlain(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &dispatch.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return ex.forward(ctx, nil)
+}
+
 // admitted is what the scheduler's policies know of ex's request: its
 // descriptor, whose patience counts only when ADMIT_BY_CLIENT_TIMEOUT is
 // on.
@@ -166,11 +178,14 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 // way it came: its passage ended with err (nil: forward left an answer in
 // ex); ctx ends when its client leaves. It counts how a windowed request
 // ended, answers, and gives back what the request held; a parked request's
-// connection is then let go.
+// connection is then let go. A panic here is recovered either way (see
+// letGo, contain).
 func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 	defer ex.releaseBody()
 	if ex.parked != nil {
 		defer p.letGo(ctx, ex)
+	} else {
+		defer p.contain(ctx, ex)
 	}
 	if err != nil && ex.rec.windowed {
 		p.countFailure(ctx, err)
@@ -186,10 +201,7 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	rw := ex.parked
 	if v := recover(); v != nil {
-		p.log.Error("parked request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		if rw.Status() == 0 && ctx.Err() == nil {
-			apierror.WriteSluice(rw, errInternal)
-		}
+		p.panicked(ctx, rw, rw.Status(), v)
 	}
 	// Counted before Finish sends the last buffered bytes (Finish answers
 	// 200 to a request that got nothing), the access line written after,
@@ -198,6 +210,31 @@ func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	rw.Finish()
 	if logged {
 		p.logAccess(ex.r, ex.rec, line)
+	}
+}
+
+// contain recovers a panic in settle for a request waiting in place (or
+// on the plain path), as letGo does for a parked one: net/http's own
+// recovery would close the connection with the answer still in its
+// buffer, and log it nowhere the operator reads. The handler then returns
+// as usual, and ServeHTTP writes the access line.
+func (p *Proxy) contain(ctx context.Context, ex *exchange) {
+	if v := recover(); v != nil {
+		status := 0
+		if sw, ok := ex.w.(interface{ Status() int }); ok {
+			status = sw.Status()
+		}
+		p.panicked(ctx, ex.w, status, v)
+	}
+}
+
+// panicked logs the panic v of a request's settle, and answers it with
+// errInternal unless its answer had begun (status, 0 if not) or its
+// client left.
+func (p *Proxy) panicked(ctx context.Context, w http.ResponseWriter, status int, v any) {
+	p.log.Error("request handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if status == 0 && ctx.Err() == nil {
+		apierror.WriteSluice(w, errInternal)
 	}
 }
 
@@ -225,8 +262,12 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 	switch {
 	case ex.out != nil:
 		// A stream: its writer finishes by itself, and a failure after its
-		// status was sent has been told in-band.
+		// status was sent has been told in-band. A panic has not been
+		// told anyone.
 		ex.out.wait()
+		if err != nil {
+			ex.p.logPanic(err)
+		}
 	case err == nil && ex.reply != nil:
 		ex.writeReply(ex.reply)
 	case err == nil:

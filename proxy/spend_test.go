@@ -193,3 +193,68 @@ func TestSpendUnknownModel(t *testing.T) {
 		}
 	})
 }
+
+// An upstream that reports a negative count (a broken or hostile one: the
+// API never does) is charged nothing for it: the spend series are
+// counters, and a negative add would run one backwards (rate() reads
+// that as a reset), credit the tenant and make the access line's cost
+// negative. The counts that are whole are still charged.
+func TestSpendNegativeUsageNotCounted(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		synctest.Test(t, func(t *testing.T) {
+			upstream := func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, strings.Replace(messageJSON, `"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0`,
+					`"input_tokens":-1000000,"cache_creation_input_tokens":-5000,"cache_read_input_tokens":-7,"cache_creation":{"ephemeral_1h_input_tokens":-9}`, 1))
+			}
+			rig := newBubbleRig(t, windowed, upstream)
+			log := rig.logs()
+			rig.answered(t, requestJSON)
+			text := scrape(t, rig)
+			for _, name := range []string{"sluice_spend_usd_total", "sluice_spend_tokens_total"} {
+				byKind, _ := spendSeries(t, text, name)
+				for kind, v := range byKind {
+					if v < 0 || math.IsNaN(v) {
+						t.Errorf("%s{kind=%q} = %v; want no negative count", name, kind, v)
+					}
+				}
+			}
+			c := price.Default().Cost("claude-sonnet-4-5", price.Usage{Output: 4}, false)
+			if line := log.String(); !strings.Contains(line, fmt.Sprintf("cost_usd=%v", c.Total())) {
+				t.Errorf("access line %q; want cost_usd=%v, the output alone", line, c.Total())
+			}
+			for _, ts := range rig.proxy.Tenants() {
+				if ts.Tokens < 0 {
+					t.Errorf("tenant %s has %d tokens; want none taken off", ts.Tenant, ts.Tokens)
+				}
+			}
+		})
+	})
+}
+
+// An upstream that reports an absurd count (past any context window) has
+// it held to price.MaxTokens: two answers of the largest int64 summed in
+// the ledger's int64 wrapped sluice_spend_tokens_total negative, and the
+// tenant's tokens with it.
+func TestSpendHugeUsageNeverWraps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		upstream := func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, strings.Replace(messageJSON, `"input_tokens":12`, `"input_tokens":9223372036854775807`, 1))
+		}
+		rig := newBubbleRig(t, true, upstream)
+		for range 2 {
+			rig.answered(t, requestJSON)
+		}
+		text := scrape(t, rig)
+		toks, _ := spendSeries(t, text, "sluice_spend_tokens_total")
+		if toks["input"] != 2*price.MaxTokens {
+			t.Errorf("input tokens %v; want each answer's held to %d", toks["input"], price.MaxTokens)
+		}
+		for _, ts := range rig.proxy.Tenants() {
+			if ts.Tokens < 0 {
+				t.Errorf("tenant %s has %d tokens; want no wrap", ts.Tenant, ts.Tokens)
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,6 +27,29 @@ func (rig *bubbleRig) post(t *testing.T, ctx context.Context, body string) (*htt
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", "sk-test")
 	return rig.client.Do(req)
+}
+
+// logs sends rig's log, its access lines among it, to the builder it
+// returns (read it once the bubble is idle).
+func (rig *bubbleRig) logs() *strings.Builder {
+	var b strings.Builder
+	rig.proxy.log = slog.New(slog.NewTextHandler(&syncWriter{w: &b}, nil))
+	return &b
+}
+
+// answered posts body through rig, reads the answer to its end and waits
+// until the bubble is idle (the access line written): the answer's status
+// and body.
+func (rig *bubbleRig) answered(t *testing.T, body string) (int, string) {
+	t.Helper()
+	resp, err := rig.post(t, context.Background(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := readAll(t, resp.Body)
+	resp.Body.Close()
+	synctest.Wait()
+	return resp.StatusCode, text
 }
 
 func decodeError(t *testing.T, r io.Reader) apierror.Body {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -59,6 +60,12 @@ func (ex *exchange) countMessageTokens(data []byte) {
 // written the prefix it read, at the write price of its prefix's TTL,
 // instead of reading it at the cache read price.
 func (ex *exchange) used(model string, u usage) {
+	// A count the API never reports (negative, or past any context
+	// window; a broken upstream might) is held in range: a negative one
+	// would refund the key's rate-limit debit and the tenant's tokens and
+	// show a negative cost, a huge one wrap their sums.
+	u = usage{Input: price.Count(u.Input), Output: price.Count(u.Output), CacheWrite: price.Count(u.CacheWrite),
+		CacheRead: price.Count(u.CacheRead), CacheWrite1h: price.Count(u.CacheWrite1h)}
 	ex.p.countTokens(model, u)
 	ex.charge(model, u)
 	ex.rec.recordUsage(u)
@@ -80,7 +87,9 @@ func (ex *exchange) used(model string, u usage) {
 	if ps := ex.desc.Prefixes; len(ps) > 0 && ps[len(ps)-1].TTL >= time.Hour {
 		write = e.CacheWrite1h
 	}
-	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * (write - e.CacheRead) / 1e6)
+	// A [prices] row may price a read above a write: then it saved
+	// nothing (a counter's Add of less panics).
+	ex.p.metrics.CacheSavings.Add(float64(u.CacheRead) * max(write-e.CacheRead, 0) / 1e6)
 }
 
 // streamUsage tallies usage over a stream's events: message_start carries
