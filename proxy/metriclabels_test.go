@@ -4,8 +4,11 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
@@ -53,5 +56,49 @@ func TestTenantNamesNeverBreakTheMetrics(t *testing.T) {
 				t.Errorf("GET /metrics after a request of that tenant: %d %.200s; want 200", m.StatusCode, b)
 			}
 		})
+	}
+}
+
+// An upstream that names a new model in every answer does not grow
+// sluice_tokens_total without end: past maxTokenModels models, the rest
+// count as "other".
+func TestTokenModelsAreBounded(t *testing.T) {
+	var n atomic.Int32
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"model-%d","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}`, n.Add(1))
+	})
+	_, px := startProxy(t, testConfig(t, up.URL, false))
+	const answers = maxTokenModels + 36
+	for range answers {
+		resp := post(t, px.URL, "/v1/messages", requestJSON)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	resp, err := http.Get(px.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	models := map[string]bool{}
+	var other float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, `sluice_tokens_total{kind="input"`) {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `model="`)
+		model, value, _ := strings.Cut(rest, `"} `)
+		models[model] = true
+		if model == "other" {
+			other, _ = strconv.ParseFloat(value, 64)
+		}
+	}
+	if len(models) != maxTokenModels+1 || other != 3*36 {
+		t.Errorf("sluice_tokens_total has %d model values, %v input tokens as other; want %d and the last 36 answers' 108", len(models), other, maxTokenModels+1)
 	}
 }

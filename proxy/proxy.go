@@ -83,6 +83,7 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
+	tokenModels       modelLabels   // sluice_tokens_total's model values, bounded
 	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose

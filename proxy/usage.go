@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,9 +28,7 @@ type usage struct {
 
 // countTokens adds u to the token counters for model.
 func (p *Proxy) countTokens(model string, u usage) {
-	if model == "" {
-		model = "unknown"
-	}
+	model = p.tokenModels.label(model)
 	for _, kv := range []struct {
 		kind string
 		n    int64
@@ -41,6 +40,51 @@ func (p *Proxy) countTokens(model string, u usage) {
 		}
 	}
 }
+
+// maxTokenModels bounds sluice_tokens_total's model label values: the
+// model is the upstream's answer's, which sluice does not choose, and an
+// upstream (or a gateway before it) that names models without end must
+// not grow /metrics without end. Past it a new model counts as "other".
+const maxTokenModels = 64
+
+// modelLabels are the model label values sluice_tokens_total has taken.
+type modelLabels struct {
+	mu   sync.RWMutex
+	seen map[string]struct{}
+}
+
+// label is model's label value: itself (at most request.MaxModelLabel
+// bytes) while fewer than maxTokenModels models were seen, "unknown" for
+// none, and "other" past the bound.
+func (ml *modelLabels) label(model string) string {
+	if model == "" {
+		return "unknown"
+	}
+	model = request.Cut(model, maxModelLabel)
+	ml.mu.RLock()
+	_, ok := ml.seen[model]
+	ml.mu.RUnlock()
+	if ok {
+		return model
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if _, ok := ml.seen[model]; ok {
+		return model
+	}
+	if len(ml.seen) >= maxTokenModels {
+		return "other"
+	}
+	if ml.seen == nil {
+		ml.seen = map[string]struct{}{}
+	}
+	ml.seen[model] = struct{}{}
+	return model
+}
+
+// maxModelLabel bounds one model label value's length, as the request's
+// model is bounded when it is read.
+const maxModelLabel = 128
 
 // countMessageTokens reads model and usage from a JSON Messages response
 // (in one walk that skips the content: encoding/json's decode was a
