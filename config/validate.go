@@ -35,6 +35,9 @@ func (c Config) Validate() error {
 	if c.Enabled && c.GateBackend == GateLocal && c.GateOrder == GateOrderFIFO && c.TenantMaxConcurrent > 0 {
 		return errors.New("TENANT_MAX_CONCURRENT needs GATE_ORDER=fair: one FIFO line cannot let other tenants past a tenant at its limit")
 	}
+	if c.Enabled && c.GateLimit == GateLimitAdaptive && c.GateLimitFloor > c.MaxConcurrency {
+		return fmt.Errorf("GATE_LIMIT_FLOOR=%d is above BATCH_MAX_CONCURRENCY=%d: the adaptive limit learns between the two; lower the floor, or raise the cap", c.GateLimitFloor, c.MaxConcurrency)
+	}
 	if c.BulkEnabled && len(c.BulkKeyWebhooks) > 0 && c.BulkWebhookSecret == "" {
 		return errors.New("BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET to sign the deliveries with; set one")
 	}

@@ -61,6 +61,9 @@ func TestSettingsWrongTogether(t *testing.T) {
 		// The local gate's order is built only when windowing is on.
 		{map[string]string{"GATE_ORDER": "fifo", "TENANT_MAX_CONCURRENT": "2"}, ""},
 		{map[string]string{"BATCH_ENABLED": "1", "GATE_ORDER": "fair", "TENANT_MAX_CONCURRENT": "2"}, ""},
+		{map[string]string{"BATCH_ENABLED": "1", "GATE_LIMIT": "adaptive", "GATE_LIMIT_FLOOR": "9", "BATCH_MAX_CONCURRENCY": "8"}, "GATE_LIMIT_FLOOR=9 is above BATCH_MAX_CONCURRENCY=8"},
+		{map[string]string{"BATCH_ENABLED": "1", "GATE_LIMIT": "adaptive", "GATE_LIMIT_FLOOR": "8", "BATCH_MAX_CONCURRENCY": "8"}, ""},
+		{map[string]string{"BATCH_ENABLED": "1", "GATE_LIMIT_FLOOR": "9", "BATCH_MAX_CONCURRENCY": "8"}, ""}, // static: no floor to learn from
 		{map[string]string{"BULK_ENABLED": "1", "BULK_KEY_WEBHOOKS": "0123456789abcdef0123456789abcdef=http://127.0.0.1:2/"}, "BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET"},
 		{map[string]string{"BULK_ENABLED": "1", "BULK_WEBHOOK_SECRET": "s", "BULK_KEY_WEBHOOKS": "0123456789abcdef0123456789abcdef=http://127.0.0.1:2/"}, ""},
 	} {
