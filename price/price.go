@@ -13,7 +13,6 @@ package price
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 )
@@ -312,10 +311,15 @@ func (t *Table) Cost(model string, u Usage, batch bool) Cost {
 	}}
 }
 
-// valid reports whether every rate of r is a finite number >= 0.
+// maxRate bounds a rate, in USD per million tokens: a hundred times the
+// dearest list price is no negotiated rate but a typo, and with a count
+// held to 2^40 tokens (Count) it keeps every cost finite.
+const maxRate = 1e6
+
+// valid reports whether every rate of r is a number in [0, maxRate].
 func (r Rates) valid() bool {
 	for _, v := range []float64{r.Input, r.Output, r.CacheWrite5m, r.CacheWrite1h, r.CacheRead} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		if !(v >= 0 && v <= maxRate) { // NaN fails both
 			return false
 		}
 	}
@@ -338,7 +342,7 @@ func New(overrides map[string]Rates) (*Table, error) {
 			return nil, fmt.Errorf("prices: model %q: want a model id such as claude-sonnet-4-5", m)
 		}
 		if !r.valid() {
-			return nil, fmt.Errorf("prices: model %q: every rate must be a number >= 0 (USD per million tokens)", m)
+			return nil, fmt.Errorf("prices: model %q: every rate must be a number from 0 to %g (USD per million tokens)", m, float64(maxRate))
 		}
 		es = append(es, Entry{Model: m, Rates: r})
 	}

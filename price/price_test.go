@@ -155,6 +155,8 @@ func TestOverrides(t *testing.T) {
 	for name, bad := range map[string]map[string]price.Rates{
 		"negative": {"claude-sonnet-4-5": {Input: -1}},
 		"NaN":      {"claude-sonnet-4-5": {Output: math.NaN()}},
+		"absurd":   {"claude-sonnet-4-5": {Output: 1e300}}, // a cost of 2^40 tokens at it is +Inf
+		"infinite": {"claude-sonnet-4-5": {CacheRead: math.Inf(1)}},
 		"no id":    {"": r},
 		"spaces":   {" claude-sonnet-4-5": r},
 	} {
