@@ -47,7 +47,7 @@ func TestPricesSectionRefused(t *testing.T) {
 	for name, c := range map[string]struct{ body, want string }{
 		"unknown key":   {`[prices."m"]` + "\n" + all + "inptu = 3\n", `unknown key prices.m.inptu`},
 		"missing rate":  {`[prices."m"]` + "\ninput = 1\noutput = 2\ncache_write_5m = 1\ncache_write_1h = 2\n", `prices."m" has no cache_read (give all five`},
-		"negative":      {`[prices."m"]` + "\n" + strings.Replace(all, "output = 2", "output = -2", 1), `every rate must be a number >= 0`},
+		"negative":      {`[prices."m"]` + "\n" + strings.Replace(all, "output = 2", "output = -2", 1), `every rate must be a number from 0 to 1e+06`},
 		"text":          {`[prices."m"]` + "\n" + strings.Replace(all, "input = 1", `input = "1"`, 1), `[prices]`},
 		"single value":  {"prices = 3\n", `prices is a section of tables`},
 		"a model value": {"[prices]\nm = 3\n", `[prices]`},
