@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -102,6 +103,9 @@ type Config struct {
 	// Prices is the price table spend is counted by: the list with the
 	// config file's [prices] (config/prices.go); nil, the list.
 	Prices *price.Table
+	// Budgets are the config file's [[budgets]] (config/budgets.go),
+	// each checked.
+	Budgets []budget.Spec
 }
 
 // Setting is one row of the configuration table.
@@ -545,15 +549,15 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	}
 	var file map[string]fileValue
-	var prices *price.Table
+	var tables fileTables
 	path, fromFile := given[ConfigFlag]
 	if fromFile {
 		var err error
-		if file, prices, err = readFile(path); err != nil {
+		if file, tables, err = readFile(path); err != nil {
 			return Config{}, err
 		}
 	}
-	c := Config{Prices: prices}
+	c := Config{Prices: tables.prices, Budgets: tables.budgets}
 	for _, s := range Settings {
 		v, src := s.Default, "default"
 		if d, ok := defaults[s.Env]; ok {

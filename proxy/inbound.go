@@ -165,7 +165,7 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	}
 	copy(k.sum[:], sum)
 	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: class,
-		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models}
+		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models, Hash: strings.ToLower(e.SHA256[:16])}
 	return k, nil
 }
 

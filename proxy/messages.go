@@ -110,6 +110,9 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 		return nil, false
 	}
 	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
+	if !p.withinBudget(w, &info, body) {
+		return nil, false
+	}
 	rec := recordOf(r)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	p.recordArrival(rec, body.data, &info)

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/cachewhy"
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -81,6 +82,7 @@ type Proxy struct {
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
 	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
+	budgets           *budget.Set   // the [[budgets]]; nil without any (budget.go)
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -198,9 +200,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics, buckets: parts.Buckets, cache: parts.Cache,
-		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend}
+		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets}
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
+		p.spend.Tell(p.budgets) // a ledger given in Options is told by its maker
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -257,6 +260,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	})
 	if opt.Recorder != nil {
 		opt.Collectors = append(slices.Clip(opt.Collectors), opt.Recorder.Collectors()...)
+	}
+	if p.budgets != nil {
+		opt.Collectors = append(slices.Clip(opt.Collectors), p.budgets)
 	}
 	for _, c := range opt.Collectors {
 		if err := p.metrics.Registry.Register(c); err != nil {

@@ -44,7 +44,8 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
 	// One spend ledger: the proxy's answers and the bulk results.
 	opt.Spend = proxy.NewSpend(cfg)
-	bk, err := startBulk(ctx, cfg, log, opt.Spend)
+	opt.Spend.Tell(parts.Budgets) // before anything counts in it
+	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()
 		return nil, err
