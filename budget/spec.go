@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 	_ "time/tzdata" // a named time zone resolves on a host without zoneinfo
 )
@@ -86,11 +87,13 @@ var shortHash = regexp.MustCompile(`^[0-9a-f]{16}([0-9a-f]{48})?$`)
 // Check says what is wrong with s, if anything, and fills in its name and
 // zone and shortens a full SHA-256 key to its short hash.
 func (s *Spec) Check() error {
+	s.Key = strings.ToLower(s.Key) // hex either way; the labels are lower-case
 	switch {
 	case (s.Tenant == "") == (s.Key == ""):
 		return errors.New("give exactly one of tenant and key")
 	case s.Key != "" && !shortHash.MatchString(s.Key):
-		return fmt.Errorf("key %q: want the key's short hash, 16 lower-case hex digits as the spend metrics' key label shows (or the 64 of its SHA-256, as the keys file lists it), never the key", s.Key)
+		// Not echoed: a key given where its hash belongs must not reach a log.
+		return errors.New("key: want the key's short hash, 16 lower-case hex digits as the spend metrics' key label shows (or the 64 of its SHA-256, as the keys file lists it), never the key itself (the value given is not shown)")
 	case !(s.Limit > 0):
 		return errors.New("the limit (usd or tokens) must be above 0")
 	case s.Unit == Tokens && s.Limit != float64(int64(s.Limit)):
