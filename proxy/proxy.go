@@ -26,8 +26,8 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/assemble"
-	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -37,6 +37,7 @@ import (
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/spend"
+	"github.com/sluicehq/sluice/spendstore"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -81,8 +82,9 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
-	budgets           *budget.Set   // the [[budgets]]; nil without any (budget.go)
+	spend             *spend.Ledger     // what each tenant, key and model spent (spend.go)
+	budgets           *budget.Set       // the [[budgets]]; nil without any (budget.go)
+	books             *spendstore.Store // the spend books the admin API reads (adminapi.go); nil: none
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -130,6 +132,9 @@ type Proxy struct {
 type Options struct {
 	// Spend is the ledger spend is counted in; if nil, NewSpend(cfg).
 	Spend *spend.Ledger
+	// Books are the spend books the admin API reads (/admin/spend); nil:
+	// none. Their maker tells them the ledger's spend.
+	Books *spendstore.Store
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
@@ -200,7 +205,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics, buckets: parts.Buckets, cache: parts.Cache,
-		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets}
+		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets, books: opt.Books}
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
 		p.spend.Tell(p.budgets) // a ledger given in Options is told by its maker
@@ -295,6 +300,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	case cfg.MetricsEnabled:
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
+	p.mux.HandleFunc("/admin/", adminOnly) // the admin API: never on the API port (adminapi.go)
 	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
 	if opt.Bulk != nil {
 		p.mux.Handle("/v1/bulk/", p.RequireKey(p.bulkBody(opt.Bulk)))

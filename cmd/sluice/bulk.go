@@ -4,9 +4,11 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/spend"
+	"github.com/sluicehq/sluice/spendstore"
 )
 
 // startBulk starts the bulk endpoint's service when BULK_ENABLED; nil when
@@ -23,4 +25,21 @@ func startBulk(ctx context.Context, cfg config.Config, log *slog.Logger, sp *spe
 	}
 	log.Info("bulk endpoint on", "path", "/v1/bulk/messages", "store", s.Store().Where(), "max_wait", cfg.BulkMaxWait)
 	return s, nil
+}
+
+// openBooks opens the spend books (SPEND_STORE) and starts each budget's
+// period with what the books say was spent in it before this start.
+func openBooks(cfg config.Config, log *slog.Logger, budgets *budget.Set) (*spendstore.Store, error) {
+	books, err := spendstore.Open(cfg.SpendStore, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := budgets.Load(books); err != nil {
+		books.Close()
+		return nil, err
+	}
+	if books.Durable() {
+		log.Info("spend books on", "store", books.Where())
+	}
+	return books, nil
 }

@@ -44,7 +44,18 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
 	// One spend ledger: the proxy's answers and the bulk results.
 	opt.Spend = proxy.NewSpend(cfg)
-	opt.Spend.Tell(parts.Budgets) // before anything counts in it
+	books, err := openBooks(cfg, log, parts.Budgets)
+	if err != nil {
+		flushSpans()
+		return nil, err
+	}
+	// Told before anything counts in the ledger; the books closed after
+	// the drain and the bulk service, so that their last spend is written.
+	opt.Spend.Tell(parts.Budgets)
+	opt.Spend.Tell(books)
+	opt.Books, opt.Collectors = books, append(opt.Collectors, books.Collectors()...)
+	closeBooks := flushSpans
+	flushSpans = func() { books.Close(); closeBooks() }
 	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()
