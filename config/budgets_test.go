@@ -69,3 +69,11 @@ func TestBudgetsSectionRefused(t *testing.T) {
 		}
 	}
 }
+
+// ADMIN_KEY is a secret: a value refused is not repeated in the error.
+func TestAdminKeyNotShown(t *testing.T) {
+	_, err := Load(withFile(t, "ADMIN_KEY = \"tooshort\"\n"), env(nil))
+	if err == nil || strings.Contains(err.Error(), "tooshort") || !strings.Contains(err.Error(), "ADMIN_KEY") {
+		t.Errorf("a short ADMIN_KEY: %v; want an error naming the setting, not its value", err)
+	}
+}

@@ -209,6 +209,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
 		p.spend.Tell(p.budgets) // a ledger given in Options is told by its maker
+		if p.books != nil {
+			p.spend.Tell(p.books)
+		}
 	}
 	if p.log == nil {
 		p.log = slog.Default()
