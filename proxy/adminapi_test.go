@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/apierror"
@@ -21,15 +20,6 @@ import (
 )
 
 const testAdminKey = "admin-key-0123456789-secret"
-
-// lockedBuffer is a log sink safe for the proxy's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *lockedBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // adminGet asks the admin listener for path with key ("" none) as
 // x-api-key, or as a bearer token when bearer.
@@ -68,8 +58,8 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer books.Close()
-	var logs lockedBuffer
-	p, err := newProxy(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Books: books})
+	var logs bytes.Buffer
+	p, err := newProxy(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs}, &slog.HandlerOptions{Level: slog.LevelDebug})), Books: books})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +160,9 @@ func TestAdminAPI(t *testing.T) {
 	seen.mu.Unlock()
 
 	_, _, metrics := adminGet(t, admin, "/metrics", "", false)
+	logMu.Lock()
 	pages = append(pages, metrics, logs.String())
+	logMu.Unlock()
 	for _, text := range pages {
 		if strings.Contains(text, testAdminKey) || strings.Contains(text, "sk-test") || strings.Contains(text, "sk-other") {
 			t.Errorf("a secret shown: %s", text)

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,6 +166,38 @@ func TestBudgetOvershootBoundedByInFlight(t *testing.T) {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics has no %s", want)
 			}
+		}
+	})
+}
+
+// Under inbound keys a key's budget names the sluice key by its short
+// hash (the keys file's sha256, cut to 16 digits), not the held key every
+// request goes up with: one key's spent budget refuses it alone.
+func TestBudgetOfAnInboundKey(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		s := startSim(t)
+		keys := filepath.Join(t.TempDir(), "keys.json")
+		writeKeys(t, keys, keyEntry("alice", ""), keyEntry("bob", ""))
+		in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(sluiceKey("alice")))
+		cfg := testConfig(t, simURL(s), windowed, func(c *config.Config) {
+			sp := budget.Spec{Key: hex.EncodeToString(sum[:]), Unit: budget.Tokens, Limit: 1, Period: budget.Day}
+			if err := sp.Check(); err != nil {
+				t.Fatal(err)
+			}
+			c.Budgets = []budget.Spec{sp}
+		})
+		_, srv := startProxyWith(t, cfg, Options{Inbound: in})
+		for i, want := range []int{200, 402} {
+			if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", sluiceKey("alice")); code != want {
+				t.Errorf("alice's request %d: %d %s; want %d", i+1, code, body, want)
+			}
+		}
+		if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "bearer", sluiceKey("bob")); code != 200 {
+			t.Errorf("bob, whose budget is not alice's: %d %s", code, body)
 		}
 	})
 }
