@@ -244,3 +244,24 @@ func TestSpecCheck(t *testing.T) {
 		t.Errorf("error %v: want one that does not show the key", err)
 	}
 }
+
+// BenchmarkRequestPath is what a budget costs each request: the check
+// before it waits and the count of its answer, on a budget it matches.
+//
+//	go test -run '^$' -bench RequestPath ./budget/
+func BenchmarkRequestPath(b *testing.B) {
+	sp := Spec{Tenant: "a", Limit: 1e12, Warn: 1e11, Period: Day, Zone: time.UTC}
+	if err := sp.Check(); err != nil {
+		b.Fatal(err)
+	}
+	s, _ := New([]Spec{sp}, nil)
+	r := tenantReq("a")
+	e := spend.Entry{Key: spend.Key{Tenant: "a", Inbound: "k", Model: "m"}, USD: 0.01, Tokens: 100}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Refuse(r) != nil {
+			b.Fatal("refused")
+		}
+		s.Spent(e)
+	}
+}

@@ -99,3 +99,20 @@ func TestFailedWriteIsHeldAndWrittenLater(t *testing.T) {
 		t.Errorf("after the outage: $%v %d tokens %v; want $3, 2 tokens", usd, tokens, err)
 	}
 }
+
+// BenchmarkSpent is what counting an answer into the books costs the
+// request path (the write is the writer's, once a second).
+//
+//	go test -run '^$' -bench Spent ./spendstore/
+func BenchmarkSpent(b *testing.B) {
+	s, err := Open("memory", "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	e := entry("acme", "0123456789abcdef", "claude-sonnet-4-5", 0.01, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Spent(e)
+	}
+}
