@@ -146,3 +146,48 @@ func (s *Spec) Reset(start time.Time) time.Time {
 	}
 	return time.Date(y, m, d, 0, 0, 0, 0, s.Zone)
 }
+
+// File is a budget's amount and period as a file spells them: the config
+// file's [[budgets]] tables and the keys file's "budget" members share
+// it, and so its checks and its errors.
+type File struct {
+	USD      *float64 `toml:"usd" json:"usd"`
+	Tokens   *int64   `toml:"tokens" json:"tokens"`
+	Period   string   `toml:"period" json:"period"`
+	TimeZone string   `toml:"time_zone" json:"time_zone"`
+	WarnAt   float64  `toml:"warn_at" json:"warn_at"`
+}
+
+// Spec is the budget f describes, named name (empty: derived) and binding
+// tenant or key, checked.
+func (f File) Spec(name, tenant, key string) (Spec, error) {
+	sp := Spec{Name: name, Tenant: tenant, Key: key, Warn: f.WarnAt}
+	switch {
+	case (f.USD == nil) == (f.Tokens == nil):
+		return sp, errors.New("give exactly one of usd and tokens")
+	case f.USD != nil:
+		sp.Unit, sp.Limit = USD, *f.USD
+	default:
+		sp.Unit, sp.Limit = Tokens, float64(*f.Tokens)
+	}
+	if f.Period == "" {
+		return sp, errors.New("no period: give day, week or month")
+	}
+	var err error
+	if sp.Period, err = ParsePeriod(f.Period); err != nil {
+		return sp, err
+	}
+	if f.TimeZone != "" {
+		if sp.Zone, err = time.LoadLocation(f.TimeZone); err != nil {
+			return sp, fmt.Errorf("time_zone %q: not a time zone this host knows (want an IANA name such as Europe/Berlin, or UTC)", f.TimeZone)
+		}
+	}
+	return sp, sp.Check()
+}
+
+// Same says s and o are the same budget: its name, what it binds, its
+// unit, amounts, period and zone.
+func (s Spec) Same(o Spec) bool {
+	return s.Name == o.Name && s.Tenant == o.Tenant && s.Key == o.Key && s.Unit == o.Unit && s.Limit == o.Limit && s.Warn == o.Warn &&
+		s.Period == o.Period && s.Zone.String() == o.Zone.String()
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -30,14 +29,10 @@ var budgetKeys = []string{"name", "tenant", "key", "usd", "tokens", "period", "t
 
 // fileBudget is one [[budgets]] table as the file gives it.
 type fileBudget struct {
-	Name     string   `toml:"name"`
-	Tenant   string   `toml:"tenant"`
-	Key      string   `toml:"key"`
-	USD      *float64 `toml:"usd"`
-	Tokens   *int64   `toml:"tokens"`
-	Period   string   `toml:"period"`
-	TimeZone string   `toml:"time_zone"`
-	WarnAt   float64  `toml:"warn_at"`
+	Name        string `toml:"name"`
+	Tenant      string `toml:"tenant"`
+	Key         string `toml:"key"`
+	budget.File        // usd or tokens, period, time_zone, warn_at
 }
 
 // decodeBudgets reads the [[budgets]] of the config file name, whose text
@@ -73,30 +68,7 @@ func decodeBudgets(name string, data []byte) ([]budget.Spec, error) {
 	return specs, nil
 }
 
-func (b fileBudget) spec() (budget.Spec, error) {
-	sp := budget.Spec{Name: b.Name, Tenant: b.Tenant, Key: b.Key, Warn: b.WarnAt}
-	switch {
-	case (b.USD == nil) == (b.Tokens == nil):
-		return sp, fmt.Errorf("give exactly one of usd and tokens")
-	case b.USD != nil:
-		sp.Unit, sp.Limit = budget.USD, *b.USD
-	default:
-		sp.Unit, sp.Limit = budget.Tokens, float64(*b.Tokens)
-	}
-	if b.Period == "" {
-		return sp, fmt.Errorf("no period: give day, week or month")
-	}
-	var err error
-	if sp.Period, err = budget.ParsePeriod(b.Period); err != nil {
-		return sp, err
-	}
-	if b.TimeZone != "" {
-		if sp.Zone, err = time.LoadLocation(b.TimeZone); err != nil {
-			return sp, fmt.Errorf("time_zone %q: not a time zone this host knows (want an IANA name such as Europe/Berlin, or UTC)", b.TimeZone)
-		}
-	}
-	return sp, sp.Check()
-}
+func (b fileBudget) spec() (budget.Spec, error) { return b.File.Spec(b.Name, b.Tenant, b.Key) }
 
 // which names what the budget binds, for an error.
 func (b fileBudget) which() string {

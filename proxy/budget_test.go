@@ -201,3 +201,31 @@ func TestBudgetOfAnInboundKey(t *testing.T) {
 		}
 	})
 }
+
+// A keys file's budget is read as strictly as the config file's: an
+// unknown member, a bad period or a missing amount refuses the file,
+// naming the key.
+func TestKeysFileBudgetRefused(t *testing.T) {
+	for name, c := range map[string]struct{ budget, want string }{
+		"unknown member": {`{"usdd":5,"period":"day"}`, `unknown field "usdd"`},
+		"bad period":     {`{"usd":5,"period":"fortnight"}`, `key 1 ("alice"): budget: period "fortnight"`},
+		"no amount":      {`{"period":"day"}`, `key 1 ("alice"): budget: give exactly one of usd and tokens`},
+	} {
+		keys := filepath.Join(t.TempDir(), "keys.json")
+		writeKeys(t, keys, keyEntry("alice", `"budget":`+c.budget))
+		_, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", name, err, c.want)
+		}
+	}
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("alice", `"budget":{"usd":5,"period":"week","warn_at":4}`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(sluiceKey("alice")))
+	if b := in.Budgets(); len(b) != 1 || b[0].Name != "key:alice:week:usd" || b[0].Key != hex.EncodeToString(sum[:8]) || b[0].Limit != 5 || b[0].Warn != 4 {
+		t.Errorf("alice's budget: %+v", b)
+	}
+}

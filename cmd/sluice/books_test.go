@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,5 +170,53 @@ func TestBudgetHoldsAcrossRestart(t *testing.T) {
 	base, _ = sluiceAt(t, cfg)
 	if code := post(base); code != http.StatusPaymentRequired {
 		t.Errorf("after the restart the spent budget's tenant got %d, want 402", code)
+	}
+}
+
+// A key of the keys file may carry its own budget ("budget": {...}, as a
+// [[budgets]] table): sluice serve adds it to the config file's, named
+// by the key's name, and it binds that key alone.
+func TestKeysFileBudget(t *testing.T) {
+	entry := func(name, key, extra string) string {
+		sum := sha256.Sum256([]byte(key))
+		return `{"name":"` + name + `","sha256":"` + hex.EncodeToString(sum[:]) + `"` + extra + `}`
+	}
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	os.WriteFile(keys, []byte(`{"keys":[`+entry("alice", aliceKey, `,"budget":{"tokens":1,"period":"day","time_zone":"Asia/Tokyo"}`)+","+entry("bob", bobKey, "")+`]}`), 0o600)
+	t.Setenv("ANTHROPIC_API_KEY", e2eHeldKey)
+	ex, err := openExposure(config.Config{InboundKeysFile: keys, ListenAddr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := newHandler(context.Background(), withUpstream(t, config.Default(), keys), slog.New(slog.DiscardHandler), ex.inbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.flushSpans()
+	defer hs.proxy.Close()
+	srv := httptest.NewServer(hs.api)
+	defer srv.Close()
+	send := func(key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(`{"model":"claude-haiku-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i, want := range []int{200, 402} {
+		code, body := send(aliceKey)
+		if code != want {
+			t.Fatalf("alice's request %d: %d %s; want %d", i+1, code, body, want)
+		}
+		if code == 402 && (!strings.Contains(body, `key:alice:day:tokens`) || !strings.Contains(body, "+09:00")) {
+			t.Errorf("the refusal does not name alice's budget and Tokyo's midnight: %s", body)
+		}
+	}
+	if code, body := send(bobKey); code != 200 {
+		t.Errorf("bob: %d %s", code, body)
 	}
 }

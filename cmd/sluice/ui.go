@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
@@ -34,6 +35,9 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 		return nil, err
 	}
 	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider, Inbound: inbound}
+	if inbound != nil { // the keys' own budgets beside the config file's
+		cfg.Budgets = append(slices.Clip(cfg.Budgets), inbound.Budgets()...)
+	}
 	parts, shared, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		flushSpans()
