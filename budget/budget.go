@@ -26,6 +26,8 @@ type Set struct {
 	log      *slog.Logger
 
 	refused, warnings *prometheus.CounterVec
+	// events are the webhook's queue (Notify); nil without one.
+	events chan Event
 }
 
 // tracked is one budget and its spend in its current period.
@@ -120,6 +122,14 @@ func (s *Set) add(t *tracked, e spend.Entry, now time.Time) {
 	}
 	spent, reset := t.spent, t.reset
 	t.mu.Unlock()
+	if warn || cross {
+		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Spent: spent, WarnAt: t.Warn,
+			Limit: t.Limit, ResetAt: reset, At: now}
+		if cross {
+			e.Type = "budget_exceeded"
+		}
+		s.event(e)
+	}
 	if warn {
 		s.warnings.WithLabelValues(t.Name).Inc()
 		s.log.Warn("budget: past its soft threshold (warn_at); requests go on", "budget", t.Name,

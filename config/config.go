@@ -96,6 +96,7 @@ type Config struct {
 	BulkSecret        string        // BULK_SECRET (never logged)
 	SpendStore        string        // SPEND_STORE: memory or sqlite
 	AdminKey          string        // ADMIN_KEY (never logged)
+	BudgetWebhookURL  string        // BUDGET_WEBHOOK_URL (may hold a token: never logged)
 	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
 	// BulkKeyWebhooks is BULK_KEY_WEBHOOKS: each API key's default
 	// completion webhook, by the key's short hash (the URLs may hold a
@@ -334,6 +335,18 @@ var Settings = []Setting{
 			c.SpendStore = v
 			return nil
 		}},
+	{Env: "BUDGET_WEBHOOK_URL", Flag: "budget-webhook-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
+		Meaning: "Where a JSON event is POSTed when a budget's soft threshold (warn_at) or its limit is first passed in a period (see docs/spend.md). Empty: none; the log line and the metrics stay. The URL may hold a token: never logged.",
+		apply: func(c *Config, v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return errors.New("not an absolute http:// or https:// URL")
+				}
+			}
+			c.BudgetWebhookURL = v
+			return nil
+		}, secret: true},
 	{Env: "ADMIN_KEY", Flag: "admin-key", Default: "", Accepts: "any text of 16 characters or more, or empty",
 		Meaning: "The key the admin API (/admin/spend, /admin/budgets on ADMIN_LISTEN_ADDR) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
 		apply: func(c *Config, v string) error {

@@ -57,9 +57,10 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	// the drain and the bulk service, so that their last spend is written.
 	opt.Spend.Tell(parts.Budgets)
 	opt.Spend.Tell(books)
+	stopWebhook := parts.Budgets.Notify(cfg.BudgetWebhookURL, nil)
 	opt.Books, opt.Collectors = books, append(opt.Collectors, books.Collectors()...)
 	closeBooks := flushSpans
-	flushSpans = func() { books.Close(); closeBooks() }
+	flushSpans = func() { books.Close(); stopWebhook(); closeBooks() }
 	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()
