@@ -66,7 +66,7 @@ func (s *Set) Notify(url string, client *http.Client) (stop func()) {
 		}
 	}()
 	return func() {
-		close(quit) // the channel stays open: a late event is queued, never a panic
+		close(quit)                                // the channel stays open: a late event is queued, never a panic
 		t := time.AfterFunc(5*time.Second, cancel) // the last events get a moment, not forever
 		<-done
 		t.Stop()

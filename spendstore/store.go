@@ -60,12 +60,12 @@ type Store struct {
 // row is one line of the books: a bucket's spend of a tenant, key and
 // model.
 type row struct {
-	bucket              int64 // Unix seconds of the bucket's start
+	bucket             int64 // Unix seconds of the bucket's start
 	tenant, key, model string
 }
 
 type amount struct {
-	usd, estimated float64
+	usd, estimated  float64
 	tokens, answers int64
 }
 
@@ -263,7 +263,9 @@ func (s *Store) Close() error {
 }
 
 // Collectors are the store's metrics.
-func (s *Store) Collectors() []prometheus.Collector { return []prometheus.Collector{s.failures, s.held} }
+func (s *Store) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.failures, s.held}
+}
 
 // Since sums what tenant (or, when tenant is "", key) spent from from on:
 // the books and what is not written yet. from is on a bucket's edge (a
