@@ -21,6 +21,9 @@ type Error struct {
 	Type       string // error.type: invalid_request_error, rate_limit_error, ...
 	Message    string
 	RetryAfter int // seconds; 0 means no retry-after header
+	// NoRetry sends x-should-retry: false, which the official SDKs obey
+	// over the status: an answer no retry can change (a spent budget).
+	NoRetry bool
 }
 
 func (e *Error) Error() string { return e.Type + ": " + e.Message }
@@ -64,6 +67,9 @@ func Write(w http.ResponseWriter, id string, e *Error) {
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	if e.NoRetry {
+		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(e.Status)
 	w.Write(data)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -36,6 +37,11 @@ type Parts struct {
 	// Pacer is the hold of RATE_LIMIT_PACING=reset, fed by every windowed
 	// answer whatever the pacing.
 	Pacer *pace.Pacer
+	// Budgets are the config file's [[budgets]]; nil without any. They
+	// hear spend from the ledger (spend.Ledger.Tell, the caller's to do:
+	// it makes the ledger) and refuse in the admission chain, and, on
+	// the plain path and the bulk endpoint, where their callers ask.
+	Budgets *budget.Set
 
 	// The windowed path's parts; all nil with BATCH_ENABLED=0.
 	//
@@ -89,21 +95,27 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		env.Log = slog.Default()
 	}
 	m := metrics.New()
+	var err error
 	ps := &Parts{Metrics: m, Pacer: &pace.Pacer{}, RetryBudget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
 	if cfg.InboundKeysFile != "" && cfg.TenantFrom.ClientNames() {
 		env.Log.Info("TENANT_FROM="+cfg.TenantFrom.String()+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
 			"tenant_from", cfg.TenantFrom.String())
+	}
+	if ps.Budgets, err = budget.New(cfg.Budgets, env.Log); err != nil {
+		return nil, err
 	}
 	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	if !cfg.Enabled {
 		return ps, nil
 	}
-	var err error
 	if ps.Gate, err = buildGate(cfg, env.Shared, m); err != nil {
 		return nil, err
 	}
 	var chain dispatch.Chain
+	if ps.Budgets != nil { // first: a spent budget is refused whatever the queue
+		chain = append(chain, dispatch.Budget{Budgets: ps.Budgets})
+	}
 	if cfg.AdmitByClientTimeout {
 		chain = append(chain, dispatch.ClientTimeout{})
 	}

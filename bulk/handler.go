@@ -111,6 +111,13 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		s.m.submissions.WithLabelValues("refused").Inc()
 		writeError(w, status, typ, msg)
 	}
+	if s.cfg.Budgets != nil { // before the body is read: a spent budget's answer costs nothing
+		if e := s.cfg.Budgets.Over(SpendTenant, ownerOf(r, cred)[:16]); e != nil {
+			s.m.submissions.WithLabelValues("refused").Inc()
+			apierror.WriteSluice(w, e)
+			return
+		}
+	}
 	if r.ContentLength > maxBody {
 		refuse(http.StatusRequestEntityTooLarge, "request_too_large", "request body exceeds the 32 MB limit of a Messages request; send a smaller request")
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/apierror"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -78,6 +79,17 @@ type Config struct {
 	// Spend counts the spend of succeeded results, at the batch price;
 	// if nil, they are priced by the list and counted nowhere.
 	Spend *spend.Ledger
+	// Budgets refuse a submission whose results' spend is past a hard
+	// budget: of the tenant bulk (SpendTenant) or of its key, by the
+	// first 16 hex digits of its owner's hash, as Spend counts them. Nil:
+	// none.
+	Budgets Budgets
+}
+
+// Budgets say whether a tenant or a key has spent its budget (package
+// budget's Set is one): the error to answer with, or nil.
+type Budgets interface {
+	Over(tenant, key string) *apierror.Error
 }
 
 // Service is the bulk endpoint: its HTTP handler, its store and the

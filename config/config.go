@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -88,6 +89,9 @@ type Config struct {
 	BulkRetention     time.Duration // BULK_RETENTION
 	BulkPoll          time.Duration // BULK_POLL_MS
 	BulkSecret        string        // BULK_SECRET (never logged)
+	SpendStore        string        // SPEND_STORE: memory or sqlite
+	AdminKey          string        // ADMIN_KEY (never logged)
+	BudgetWebhookURL  string        // BUDGET_WEBHOOK_URL (may hold a token: never logged)
 	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
 	// BulkKeyWebhooks is BULK_KEY_WEBHOOKS: each API key's default
 	// completion webhook, by the key's short hash (the URLs may hold a
@@ -97,6 +101,9 @@ type Config struct {
 	// Prices is the price table spend is counted by: the list with the
 	// config file's [prices] (config/prices.go); nil, the list.
 	Prices *price.Table
+	// Budgets are the config file's [[budgets]] (config/budgets.go),
+	// each checked.
+	Budgets []budget.Spec
 }
 
 // Setting is one row of the configuration table.
@@ -317,6 +324,36 @@ var Settings = []Setting{
 			c.DataDir = v
 			return nil
 		}},
+	{Env: "SPEND_STORE", Flag: "spend-store", Default: "memory", Accepts: "memory or sqlite",
+		Meaning: "Where the spend books are kept (what each tenant, key and model spent, by quarter hour; see docs/spend.md): in memory, from sluice's start, or SQLite in DATA_DIR (spend.db), which survives a restart so that budgets hold across it.",
+		apply: func(c *Config, v string) error {
+			if v != "memory" && v != "sqlite" {
+				return errors.New("not memory nor sqlite")
+			}
+			c.SpendStore = v
+			return nil
+		}},
+	{Env: "BUDGET_WEBHOOK_URL", Flag: "budget-webhook-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
+		Meaning: "Where a JSON event is POSTed when a budget's soft threshold (warn_at) or its limit is first passed in a period (see docs/spend.md). Empty: none; the log line and the metrics stay. The URL may hold a token: never logged.",
+		apply: func(c *Config, v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return errors.New("not an absolute http:// or https:// URL")
+				}
+			}
+			c.BudgetWebhookURL = v
+			return nil
+		}, secret: true},
+	{Env: "ADMIN_KEY", Flag: "admin-key", Default: "", Accepts: "any text of 16 characters or more, or empty",
+		Meaning: "The key the admin API (/admin/spend, /admin/budgets on ADMIN_LISTEN_ADDR) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
+		apply: func(c *Config, v string) error {
+			if v != "" && len(v) < 16 {
+				return errors.New("shorter than 16 characters")
+			}
+			c.AdminKey = v
+			return nil
+		}, secret: true},
 	{Env: "BULK_MAX_WAIT_S", Flag: "bulk-max-wait-s", Default: "300", Accepts: "whole seconds >= 1",
 		Meaning: "How long bulk requests of one API key gather, counted from the first, before they go upstream as one Message Batch (sooner at BULK_MAX_BATCH_REQUESTS or BULK_MAX_BATCH_MB).",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.BulkMaxWait })},

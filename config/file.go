@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -28,25 +29,36 @@ type fileValue struct {
 	bad  error // a TOML array, table or date: not a setting's value
 }
 
-// readFile reads the config file at path: its settings, and its price
-// table (nil without a [prices] section; see prices.go).
-func readFile(path string) (map[string]fileValue, *price.Table, error) {
+// fileTables are the config file's sections that are no setting.
+type fileTables struct {
+	prices  *price.Table  // nil without a [prices] section; see prices.go
+	budgets []budget.Spec // its [[budgets]]; see budgets.go
+}
+
+// readFile reads the config file at path: its settings, and its tables.
+func readFile(path string) (map[string]fileValue, fileTables, error) {
+	var t fileTables
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("config file: %w", err)
+		return nil, t, fmt.Errorf("config file: %w", err)
 	}
 	vals, err := parseFile(path, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, t, err
 	}
-	var prices *price.Table
 	if _, ok := vals[pricesKey]; ok {
 		delete(vals, pricesKey)
-		if prices, err = decodePrices(path, data); err != nil {
-			return nil, nil, err
+		if t.prices, err = decodePrices(path, data); err != nil {
+			return nil, t, err
 		}
 	}
-	return vals, prices, nil
+	if _, ok := vals[budgetsKey]; ok {
+		delete(vals, budgetsKey)
+		if t.budgets, err = decodeBudgets(path, data); err != nil {
+			return nil, t, err
+		}
+	}
+	return vals, t, nil
 }
 
 // parseFile decodes a config file's data; name is for the errors. A key
@@ -68,6 +80,13 @@ func parseFile(name string, data []byte) (map[string]fileValue, error) {
 				return nil, fmt.Errorf("config file %s: %w", name, errPricesNotTable)
 			}
 			vals[key] = fileValue{} // read apart, by readFile
+			continue
+		}
+		if key == budgetsKey {
+			if _, ok := v.([]map[string]any); !ok {
+				return nil, fmt.Errorf("config file %s: %w", name, errBudgetsNotArray)
+			}
+			vals[key] = fileValue{}
 			continue
 		}
 		if _, ok := settingByEnv(key); !ok {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/sluicehq/sluice/price"
 )
 
 // Loading a configuration from flags and the environment, and writing the
@@ -52,15 +50,15 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
 	}
 	var file map[string]fileValue
-	var prices *price.Table
+	var tables fileTables
 	path, fromFile := given[ConfigFlag]
 	if fromFile {
 		var err error
-		if file, prices, err = readFile(path); err != nil {
+		if file, tables, err = readFile(path); err != nil {
 			return Config{}, err
 		}
 	}
-	c := Config{Prices: prices}
+	c := Config{Prices: tables.prices, Budgets: tables.budgets}
 	for _, s := range Settings {
 		v, src := s.Default, "default"
 		if d, ok := defaults[s.Env]; ok {

@@ -27,6 +27,9 @@ func (c Config) Validate() error {
 	if c.AdminListenAddr != "" && c.AdminListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") { // :0 picks two ports
 		return fmt.Errorf("ADMIN_LISTEN_ADDR=%s is LISTEN_ADDR: give the admin listener an address of its own, or leave it empty", c.AdminListenAddr)
 	}
+	if c.AdminKey != "" && c.AdminListenAddr == "" {
+		return errors.New("ADMIN_KEY is set and ADMIN_LISTEN_ADDR is not: the admin API is served on the admin listener only, never on the API port; set ADMIN_LISTEN_ADDR (127.0.0.1:9091, say)")
+	}
 	if c.GateBackend == GateRedis && c.RedisURL == "" {
 		return errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
 	}

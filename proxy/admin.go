@@ -31,6 +31,7 @@ func (p *Proxy) AdminHandler(ui http.Handler) http.Handler {
 	if p.cfg.MetricsEnabled {
 		mux.Handle("GET /metrics", p.metrics.Handler())
 	}
+	p.mountAdminAPI(mux)
 	if ui != nil {
 		mux.Handle("/ui", ui)
 		mux.Handle("/ui/", ui)

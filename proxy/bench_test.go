@@ -16,8 +16,11 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	recording "github.com/sluicehq/sluice/record"
+	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/spendstore"
 )
 
 // BenchmarkAddedLatency measures one request at a time, over keep-alive
@@ -26,6 +29,10 @@ import (
 // sluice adds. Run:
 //
 //	go test -run '^$' -bench AddedLatency -benchtime 5000x ./proxy/
+//
+// benchKey is the key the bench's requests carry.
+const benchKey = "sk-bench"
+
 func BenchmarkAddedLatency(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -42,7 +49,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		}
 		opt := Options{Logger: benchLogger}
 		for _, o := range opts {
-			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder = o.ParkWhenQueued, o.TracerProvider, o.Recorder
+			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder, opt.Books = o.ParkWhenQueued, o.TracerProvider, o.Recorder, o.Books
 		}
 		p, err := newProxy(b, cfg, opt)
 		if err != nil {
@@ -55,6 +62,24 @@ func BenchmarkAddedLatency(b *testing.B) {
 		stop := (&Server{Proxy: p}).Start(ln) // as under sluice serve
 		b.Cleanup(func() { stop() })
 		return "http://" + ln.Addr().String()
+	}
+	// budgeted is a budget on the bench's key that it never reaches, and
+	// the books (SPEND_STORE=memory): what checking a budget and counting
+	// into the books cost each request.
+	budgeted := func(c *config.Config) {
+		sp := budget.Spec{Key: request.Tenant(http.Header{"X-Api-Key": {benchKey}}), Limit: 1e9, Period: budget.Day}
+		if err := sp.Check(); err != nil {
+			b.Fatal(err)
+		}
+		c.Budgets = []budget.Spec{sp}
+	}
+	books := func(b *testing.B) Options {
+		s, err := spendstore.Open("memory", "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return Options{Books: s}
 	}
 	for _, tc := range []struct {
 		name string
@@ -84,6 +109,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 		// RECORD_FILE set: what recording costs the request path (the walk
 		// and the write run on the recorder's goroutine).
 		{"plain-recorded", func(b *testing.B) string { return target(b, false, nil, Options{Recorder: benchRecorder(b)}) }},
+		{"plain-budgeted", func(b *testing.B) string { return target(b, false, budgeted, books(b)) }},
+		{"windowed-size1-budgeted", func(b *testing.B) string {
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1; budgeted(c) }, books(b))
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			url := tc.url(b) + "/v1/messages"
@@ -93,7 +122,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				start := time.Now()
-				resp, err := client.Post(url, "application/json", strings.NewReader(requestJSON))
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(requestJSON))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Api-Key", benchKey)
+				resp, err := client.Do(req)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/budget"
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
@@ -36,6 +37,8 @@ type Inbound struct {
 // keySet is one loading of the keys file and the held key.
 type keySet struct {
 	keys []inboundKey
+	// budgets are the keys' own budgets (a key's "budget" member).
+	budgets []budget.Spec
 	// upstream is the key sluice sends; upstreamHash its short hash
 	// (request.Tenant's), what the descriptor's Key carries.
 	upstream, upstreamHash string
@@ -81,6 +84,11 @@ func (in *Inbound) Reload() error {
 	return nil
 }
 
+// Budgets are the budgets the keys file gives its keys, as loaded last.
+// They are read when sluice starts: a reload that changes them keeps the
+// budgets in force until a restart (see BudgetsChanged).
+func (in *Inbound) Budgets() []budget.Spec { return in.set.Load().budgets }
+
 // Len is how many sluice keys are in force.
 func (in *Inbound) Len() int { return len(in.set.Load().keys) }
 
@@ -94,6 +102,9 @@ type keysFileEntry struct {
 	MaxConcurrent int      `json:"max_concurrent"`
 	MaxWaiting    int      `json:"max_waiting"`
 	Models        []string `json:"models"`
+	// Budget caps what the key spends: usd or tokens, period, time_zone,
+	// warn_at, as a config file's [[budgets]] table (docs/spend.md).
+	Budget *budget.File `json:"budget"`
 }
 
 // maxKeysFile bounds what is read of the keys file and the upstream key
@@ -138,6 +149,15 @@ func (in *Inbound) load() (*keySet, error) {
 		if err == nil && sums[k.sum] {
 			err = errors.New("the same key is listed twice")
 		}
+		if err == nil && e.Budget != nil {
+			var sp budget.Spec
+			if sp, err = e.Budget.Spec("", "", k.rec.Hash); err == nil {
+				sp.Name = "key:" + e.Name + ":" + sp.Period.String() + ":" + sp.Unit.String()
+				set.budgets = append(set.budgets, sp)
+			} else {
+				err = fmt.Errorf("budget: %w", err)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("INBOUND_KEYS_FILE %s: key %d (%q): %w", in.keysFile, i+1, e.Name, err)
 		}
@@ -165,7 +185,7 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	}
 	copy(k.sum[:], sum)
 	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: class,
-		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models}
+		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models, Hash: strings.ToLower(e.SHA256[:16])}
 	return k, nil
 }
 

@@ -217,7 +217,10 @@ func TestInboundKeyReachesTheUpstreamAsTheHeldKeyOnly(t *testing.T) {
 			return
 		}
 		d := f.descs.last()
-		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: gate.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7}
+		sum := sha256.Sum256([]byte(sluiceKey("alice")))
+		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: gate.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7,
+			Hash: hex.EncodeToString(sum[:8])} // the key as spend and budgets name it
+
 		if d.Inbound == nil || fmt.Sprint(*d.Inbound) != fmt.Sprint(want) {
 			t.Errorf("descriptor's Inbound = %+v; want %+v", d.Inbound, want)
 		}

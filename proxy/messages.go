@@ -111,6 +111,9 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
 	rec := recordOf(r)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
+	if !p.withinBudget(w, &info, body) {
+		return nil, false
+	}
 	p.recordArrival(rec, body.data, &info)
 	return &exchange{p: p, w: w, r: r, body: body, rec: rec, desc: info, why: p.why.Explain(blocks)}, true
 }

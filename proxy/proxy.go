@@ -28,6 +28,7 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
@@ -39,6 +40,7 @@ import (
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/spend"
+	"github.com/sluicehq/sluice/spendstore"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -83,8 +85,10 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	tokenModels       modelLabels   // sluice_tokens_total's model values, bounded
-	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
+	tokenModels       modelLabels       // sluice_tokens_total's model values, bounded
+	spend             *spend.Ledger     // what each tenant, key and model spent (spend.go)
+	budgets           *budget.Set       // the [[budgets]]; nil without any (budget.go)
+	books             *spendstore.Store // the spend books the admin API reads (adminapi.go); nil: none
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -151,6 +155,9 @@ type cacheCounts interface {
 type Options struct {
 	// Spend is the ledger spend is counted in; if nil, NewSpend(cfg).
 	Spend *spend.Ledger
+	// Books are the spend books the admin API reads (/admin/spend); nil:
+	// none. Their maker tells them the ledger's spend.
+	Books *spendstore.Store
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
@@ -221,9 +228,13 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics,
-		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend}
+		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets, books: opt.Books}
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
+		p.spend.Tell(p.budgets) // a ledger given in Options is told by its maker
+		if p.books != nil {
+			p.spend.Tell(p.books)
+		}
 	}
 	if parts.Buckets != nil { // not a nil *KeyBuckets in the interface
 		p.buckets = parts.Buckets
@@ -287,6 +298,9 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if opt.Recorder != nil {
 		opt.Collectors = append(slices.Clip(opt.Collectors), opt.Recorder.Collectors()...)
 	}
+	if p.budgets != nil {
+		opt.Collectors = append(slices.Clip(opt.Collectors), p.budgets)
+	}
 	for _, c := range opt.Collectors {
 		if err := p.metrics.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
@@ -318,6 +332,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	case cfg.MetricsEnabled:
 		p.mux.Handle("GET /metrics", p.metrics.Handler())
 	}
+	p.mux.HandleFunc("/admin/", adminOnly) // the admin API: never on the API port (adminapi.go)
 	p.mux.Handle("/v1/messages", p.RequireKey(http.HandlerFunc(p.messages)))
 	if opt.Bulk != nil {
 		p.mux.Handle("/v1/bulk/", p.RequireKey(p.bulkBody(opt.Bulk)))

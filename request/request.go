@@ -61,6 +61,9 @@ type Inbound struct {
 	MaxConcurrent int        // upstream calls at once for its tenant; 0: no limit
 	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
 	Models        []string   // models it may call; nil means all
+	// Hash is the first 16 hex digits of the key's SHA-256: the key as
+	// the spend metrics and budgets name it. Never the key.
+	Hash string
 }
 
 // Prefix is one cacheable prefix of a prompt: everything up to and

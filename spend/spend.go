@@ -36,6 +36,33 @@ type Ledger struct {
 
 	mu   sync.RWMutex
 	rows map[Key]*row
+
+	// sinks hear every answer's spend as Add counts it: the budgets and
+	// the durable store. Set by Tell before the ledger counts.
+	sinks []Sink
+}
+
+// Entry is one answer's spend as Add counted it.
+type Entry struct {
+	Key
+	USD    float64
+	Tokens int64
+	// Estimated says the usage was estimated (a cut stream).
+	Estimated bool
+}
+
+// Sink hears each answer's spend. Spent is called on the request path,
+// concurrently: it must be quick and must not block (no I/O).
+type Sink interface {
+	Spent(Entry)
+}
+
+// Tell makes s hear every spend Add counts from now on. Call it before the
+// ledger counts: it is not safe beside Add. A nil ledger or sink is a no-op.
+func (l *Ledger) Tell(s Sink) {
+	if l != nil && s != nil {
+		l.sinks = append(l.sinks, s)
+	}
 }
 
 type row struct {
@@ -68,11 +95,13 @@ func (l *Ledger) Add(k Key, u price.Usage, batch, estimated bool) price.Cost {
 	c := l.prices.Cost(k.Model, u, batch)
 	r := l.row(k)
 	var total float64
+	var tokens int64
 	for kind := range price.Kinds {
 		n := u.Tokens(kind)
 		if n == 0 {
 			continue
 		}
+		tokens += n
 		r.tokens[kind].Add(n)
 		if c.USD[kind] != 0 {
 			r.usd[kind].add(c.USD[kind])
@@ -84,6 +113,14 @@ func (l *Ledger) Add(k Key, u price.Usage, batch, estimated bool) price.Cost {
 	}
 	if estimated && total != 0 {
 		r.estimated.add(total)
+	}
+	if len(l.sinks) > 0 && tokens > 0 {
+		// k itself, even when its row is Other's: a budget binds its own
+		// tenant or key however many others the metrics have room for.
+		e := Entry{Key: k, USD: total, Tokens: tokens, Estimated: estimated}
+		for _, s := range l.sinks {
+			s.Spent(e)
+		}
 	}
 	return c
 }

@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -103,10 +105,14 @@ func (e *exposure) reload(log *slog.Logger) {
 		log.Info("SIGHUP: nothing to reload (no INBOUND_KEYS_FILE, no TLS_CERT_FILE)")
 	}
 	if e.inbound != nil {
+		before := e.inbound.Budgets()
 		if err := e.inbound.Reload(); err != nil {
 			log.Error("SIGHUP: inbound keys not reloaded; the previous keys stay in force", "keys", e.inbound.Len(), "err", err)
 		} else {
 			log.Info("SIGHUP: inbound keys reloaded", "keys", e.inbound.Len())
+			if !slices.EqualFunc(before, e.inbound.Budgets(), budget.Spec.Same) {
+				log.Warn("SIGHUP: the keys file's budgets changed; budgets are read at start, so the previous ones stay in force until sluice restarts")
+			}
 		}
 	}
 	if e.certs != nil {

@@ -243,6 +243,7 @@ func TestInboundKeyPrintsAKeyItsEntryAdmits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer hs.flushSpans() // and the spend books' writer
 	defer hs.proxy.Close()
 	srv := httptest.NewServer(hs.api)
 	defer srv.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
@@ -34,6 +35,9 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 		return nil, err
 	}
 	opt := proxy.Options{Logger: log, IdleTimeout: proxy.IdleTimeout, TracerProvider: tp.TracerProvider, Inbound: inbound}
+	if inbound != nil { // the keys' own budgets beside the config file's
+		cfg.Budgets = append(slices.Clip(cfg.Budgets), inbound.Budgets()...)
+	}
 	parts, shared, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		flushSpans()
@@ -44,7 +48,20 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
 	// One spend ledger: the proxy's answers and the bulk results.
 	opt.Spend = proxy.NewSpend(cfg)
-	bk, err := startBulk(ctx, cfg, log, opt.Spend)
+	books, err := openBooks(cfg, log, parts.Budgets)
+	if err != nil {
+		flushSpans()
+		return nil, err
+	}
+	// Told before anything counts in the ledger; the books closed after
+	// the drain and the bulk service, so that their last spend is written.
+	opt.Spend.Tell(parts.Budgets)
+	opt.Spend.Tell(books)
+	stopWebhook := parts.Budgets.Notify(cfg.BudgetWebhookURL, nil)
+	opt.Books, opt.Collectors = books, append(opt.Collectors, books.Collectors()...)
+	closeBooks := flushSpans
+	flushSpans = func() { books.Close(); stopWebhook(); closeBooks() }
+	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()
 		return nil, err

@@ -1,0 +1,312 @@
+package budget
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/spend"
+)
+
+// Set is the budgets in force. It is a spend.Sink (tell it the ledger's
+// spend: spend.Ledger.Tell) and a dispatch.Budgeter (Refuse). A nil Set
+// has no budgets.
+type Set struct {
+	all      []*tracked
+	byTenant map[string][]*tracked
+	byKey    map[string][]*tracked
+	log      *slog.Logger
+
+	refused, warnings *prometheus.CounterVec
+	// events are the webhook's queue (Notify); nil without one.
+	events chan Event
+}
+
+// tracked is one budget and its spend in its current period.
+type tracked struct {
+	Spec
+	mu           sync.Mutex
+	start, reset time.Time
+	spent        float64 // in Unit
+	// warned and crossed say the soft and hard thresholds were passed in
+	// this period, so that each is logged once a period.
+	warned, crossed bool
+	// overshoot is spent past Limit in this period: what requests
+	// already past the check when the budget was crossed spent.
+	overshoot float64
+}
+
+// New is the set of specs (each already Checked); log hears the warnings
+// (nil: slog.Default()). It fails on two budgets of one name.
+func New(specs []Spec, log *slog.Logger) (*Set, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Set{byTenant: map[string][]*tracked{}, byKey: map[string][]*tracked{}, log: log,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_budget_refused_total",
+			Help: "Requests refused (402) for being past a hard budget, by budget."}, []string{"budget"}),
+		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_budget_warnings_total",
+			Help: "Periods in which a budget's soft threshold (warn_at) was passed, by budget."}, []string{"budget"}),
+	}
+	names := map[string]bool{}
+	for _, sp := range specs {
+		if names[sp.Name] {
+			return nil, fmt.Errorf("two budgets are named %q; give each its own name", sp.Name)
+		}
+		names[sp.Name] = true
+		t := &tracked{Spec: sp}
+		s.all = append(s.all, t)
+		if sp.Tenant != "" {
+			s.byTenant[sp.Tenant] = append(s.byTenant[sp.Tenant], t)
+		} else {
+			s.byKey[sp.Key] = append(s.byKey[sp.Key], t)
+		}
+	}
+	return s, nil
+}
+
+// KeyOf is r's key as budgets and the spend ledger name it: the sluice
+// key's short hash under inbound keys, else the API key's.
+func KeyOf(r *request.Descriptor) string {
+	if r.Inbound != nil && r.Inbound.Hash != "" {
+		return r.Inbound.Hash
+	}
+	return r.Key
+}
+
+// Spent counts e against the budgets of its tenant and its key.
+func (s *Set) Spent(e spend.Entry) {
+	if s == nil {
+		return
+	}
+	now := time.Now()
+	for _, t := range s.byTenant[e.Tenant] {
+		s.add(t, e, now)
+	}
+	for _, t := range s.byKey[e.Inbound] {
+		s.add(t, e, now)
+	}
+}
+
+func (s *Set) add(t *tracked, e spend.Entry, now time.Time) {
+	n := e.USD
+	if t.Unit == Tokens {
+		n = float64(e.Tokens)
+	}
+	if n == 0 {
+		return
+	}
+	t.mu.Lock()
+	t.roll(now)
+	was := t.spent
+	t.spent += n
+	if t.crossed {
+		t.overshoot = t.spent - t.Limit
+	}
+	warn := t.Warn > 0 && !t.warned && t.spent >= t.Warn
+	cross := !t.crossed && t.spent >= t.Limit
+	t.warned = t.warned || warn
+	if cross {
+		t.crossed, t.overshoot = true, t.spent-t.Limit
+	}
+	spent, reset := t.spent, t.reset
+	t.mu.Unlock()
+	if warn || cross {
+		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Spent: spent, WarnAt: t.Warn,
+			Limit: t.Limit, ResetAt: reset, At: now}
+		if cross {
+			e.Type = "budget_exceeded"
+		}
+		s.event(e)
+	}
+	if warn {
+		s.warnings.WithLabelValues(t.Name).Inc()
+		s.log.Warn("budget: past its soft threshold (warn_at); requests go on", "budget", t.Name,
+			"spent", t.amount(spent), "warn_at", t.amount(t.Warn), "limit", t.amount(t.Limit), "resets", reset.Format(time.RFC3339))
+	}
+	if cross {
+		s.log.Warn("budget: past its limit; its requests are refused (402) until it resets", "budget", t.Name,
+			"spent", t.amount(spent), "before", t.amount(was), "limit", t.amount(t.Limit), "resets", reset.Format(time.RFC3339))
+	}
+}
+
+// roll starts a new period if now is past the current one's end. Under
+// t.mu.
+func (t *tracked) roll(now time.Time) {
+	if now.Before(t.reset) {
+		return
+	}
+	t.start = t.Start(now)
+	t.reset = t.Reset(t.start)
+	t.spent, t.overshoot, t.warned, t.crossed = 0, 0, false, false
+}
+
+// Refuse is the error for a request of r's tenant or key when one of
+// their budgets is spent: a 402 billing_error that says which budget, what
+// was spent of what limit and when it resets; nil when none is.
+func (s *Set) Refuse(r *request.Descriptor) error {
+	if s == nil || r == nil {
+		return nil
+	}
+	if e := s.Over(r.Tenant, KeyOf(r)); e != nil {
+		return e
+	}
+	return nil
+}
+
+// Over is Refuse for a tenant and a key by name: the bulk endpoint's
+// check, which has no descriptor.
+func (s *Set) Over(tenant, key string) *apierror.Error {
+	if s == nil {
+		return nil
+	}
+	now := time.Now()
+	for _, t := range s.byTenant[tenant] {
+		if e := s.over(t, now); e != nil {
+			return e
+		}
+	}
+	for _, t := range s.byKey[key] {
+		if e := s.over(t, now); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *Set) over(t *tracked, now time.Time) *apierror.Error {
+	t.mu.Lock()
+	t.roll(now)
+	spent, reset, over := t.spent, t.reset, t.spent >= t.Limit
+	t.mu.Unlock()
+	if !over {
+		return nil
+	}
+	s.refused.WithLabelValues(t.Name).Inc()
+	return &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
+		Message: fmt.Sprintf("sluice budget %q (%s) is spent: %s of its %s limit this %s; it resets at %s (in %s). Retrying before then is refused the same way; ask sluice's operator to raise the budget",
+			t.Name, t.binds(), t.amount(spent), t.amount(t.Limit), t.Period, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+}
+
+// binds says what the budget binds, for a message.
+func (t *tracked) binds() string {
+	if t.Tenant != "" {
+		return "tenant " + strconv.Quote(t.Tenant)
+	}
+	return "key " + t.Key
+}
+
+// amount is n in the budget's unit, as people write it.
+func (t *tracked) amount(n float64) string {
+	if t.Unit == Tokens {
+		return strconv.FormatFloat(math.Round(n), 'f', 0, 64) + " tokens"
+	}
+	return "$" + strconv.FormatFloat(n, 'f', 2, 64)
+}
+
+// Status is one budget's state now: the admin API's row.
+type Status struct {
+	Name   string  `json:"name"`
+	Tenant string  `json:"tenant,omitempty"`
+	Key    string  `json:"key,omitempty"`
+	Unit   string  `json:"unit"`
+	Period string  `json:"period"`
+	Zone   string  `json:"time_zone"`
+	Limit  float64 `json:"limit"`
+	Warn   float64 `json:"warn_at,omitempty"`
+	Spent  float64 `json:"spent"`
+	// Overshoot is what was spent past the limit this period: answers of
+	// requests that were in flight when it was crossed.
+	Overshoot float64   `json:"overshoot"`
+	Exceeded  bool      `json:"exceeded"`
+	Start     time.Time `json:"period_start"`
+	Reset     time.Time `json:"resets_at"`
+}
+
+// Statuses is every budget's state, in the order configured.
+func (s *Set) Statuses() []Status {
+	if s == nil {
+		return nil
+	}
+	now := time.Now()
+	out := make([]Status, 0, len(s.all))
+	for _, t := range s.all {
+		t.mu.Lock()
+		t.roll(now)
+		st := Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
+			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Exceeded: t.spent >= t.Limit, Start: t.start, Reset: t.reset}
+		t.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Books is what a durable store knows of spend before now: Since sums
+// what tenant (or, if tenant is "", key) spent from from on.
+type Books interface {
+	Since(from time.Time, tenant, key string) (usd float64, tokens int64, err error)
+}
+
+// Load starts each budget's current period with what b says was spent in
+// it before sluice started, so that a budget holds across a restart.
+func (s *Set) Load(b Books) error {
+	if s == nil {
+		return nil
+	}
+	now := time.Now()
+	for _, t := range s.all {
+		t.mu.Lock()
+		t.roll(now)
+		from := t.start
+		t.mu.Unlock()
+		usd, tokens, err := b.Since(from, t.Tenant, t.Key)
+		if err != nil {
+			return fmt.Errorf("budget %q: load its spend: %w", t.Name, err)
+		}
+		e := spend.Entry{Key: spend.Key{Tenant: t.Tenant, Inbound: t.Key}, USD: usd, Tokens: tokens}
+		s.add(t, e, now)
+	}
+	return nil
+}
+
+// metrics: the counters, and gauges read from the budgets at each scrape.
+var (
+	spentDesc = prometheus.NewDesc("sluice_budget_spent", "What each budget's tenant or key spent this period, in the budget's unit (usd or tokens).",
+		[]string{"budget", "unit"}, nil)
+	limitDesc = prometheus.NewDesc("sluice_budget_limit", "Each budget's hard limit, in its unit.", []string{"budget", "unit"}, nil)
+	overDesc  = prometheus.NewDesc("sluice_budget_overshoot", "What each budget's tenant or key spent past its limit this period, in its unit: the answers of requests in flight when it was crossed (none is cut).",
+		[]string{"budget", "unit"}, nil)
+	resetDesc = prometheus.NewDesc("sluice_budget_reset_timestamp_seconds", "When each budget's period ends and its spend starts again from 0.", []string{"budget"}, nil)
+)
+
+// Describe and Collect make the Set a prometheus.Collector.
+func (s *Set) Describe(ch chan<- *prometheus.Desc) {
+	ch <- spentDesc
+	ch <- limitDesc
+	ch <- overDesc
+	ch <- resetDesc
+	s.refused.Describe(ch)
+	s.warnings.Describe(ch)
+}
+
+func (s *Set) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range s.Statuses() {
+		ch <- prometheus.MustNewConstMetric(spentDesc, prometheus.GaugeValue, st.Spent, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, st.Limit, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(overDesc, prometheus.GaugeValue, st.Overshoot, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(resetDesc, prometheus.GaugeValue, float64(st.Reset.Unix()), st.Name)
+	}
+	s.refused.Collect(ch)
+	s.warnings.Collect(ch)
+}

@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	sdkv1 "github.com/anthropics/anthropic-sdk-go"
+	optv1 "github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/request"
+)
+
+// testKeyHash is the short hash sk-test (post's key) is budgeted by.
+var testKeyHash = request.Tenant(http.Header{"X-Api-Key": {"sk-test"}})
+
+// withBudget is a config edit adding a budget on sk-test's key.
+func withBudget(sp budget.Spec) func(*config.Config) {
+	return func(c *config.Config) {
+		if sp.Tenant == "" {
+			sp.Key = testKeyHash
+		}
+		if err := sp.Check(); err != nil {
+			panic(err)
+		}
+		c.Budgets = append(c.Budgets, sp)
+	}
+}
+
+// Past a hard budget a request is answered at once, on both paths, with
+// a 402 billing_error that says which budget, what was spent of what
+// limit and when it resets, and x-should-retry: false; the upstream
+// never sees it. messageJSON's answer is 16 tokens.
+func TestBudgetRefusesPastItsLimit(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		var calls atomic.Int64
+		up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1); apiHandler(w, r) })
+		_, srv := startProxy(t, testConfig(t, up.URL, windowed, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 30, Period: budget.Day})))
+		for i := range 2 {
+			if resp := post(t, srv.URL, "/v1/messages", requestJSON); resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d under the budget: %d %s", i+1, resp.StatusCode, readAll(t, resp.Body))
+			}
+		}
+		resp := post(t, srv.URL, "/v1/messages", requestJSON)
+		body := readAll(t, resp.Body)
+		if resp.StatusCode != http.StatusPaymentRequired || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
+			t.Fatalf("past the budget: %d, x-should-retry %q, retry-after %q: %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"), body)
+		}
+		e, ok := apierror.Decode([]byte(body))
+		if !ok || e.Error.Type != "billing_error" || e.RequestID == "" {
+			t.Fatalf("not an Anthropic billing_error: %s", body)
+		}
+		for _, want := range []string{"key:" + testKeyHash + ":day:tokens", "32 tokens of its 30 tokens limit", "resets at "} {
+			if !strings.Contains(e.Error.Message, want) {
+				t.Errorf("message %q does not say %q", e.Error.Message, want)
+			}
+		}
+		if n := calls.Load(); n != 2 {
+			t.Errorf("the upstream saw %d calls, want 2: the refused one never goes up", n)
+		}
+		// A streaming request is refused the same way, before its stream.
+		if resp := post(t, srv.URL, "/v1/messages", streamRequestJSON); resp.StatusCode != http.StatusPaymentRequired {
+			t.Errorf("a stream past the budget: %d", resp.StatusCode)
+		}
+	})
+}
+
+// The official SDK does not retry the refusal: one attempt, whatever its
+// retry budget (it would retry a 429 or a 5xx twice).
+func TestBudgetRefusalNotRetriedBySDK(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		up := startUpstream(t, apiHandler)
+		_, srv := startProxy(t, testConfig(t, up.URL, windowed, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 1, Period: budget.Month})))
+		var attempts atomic.Int64
+		hc := &http.Client{Transport: countingTransport{&attempts, http.DefaultTransport}}
+		client := sdkv1.NewClient(optv1.WithAPIKey("sk-test"), optv1.WithBaseURL(srv.URL), optv1.WithHTTPClient(hc), optv1.WithMaxRetries(2))
+		params := sdkv1.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+			Messages: []sdkv1.MessageParam{sdkv1.NewUserMessage(sdkv1.NewTextBlock("hi"))}}
+		if _, err := client.Messages.New(context.Background(), params); err != nil {
+			t.Fatal(err)
+		}
+		_, err := client.Messages.New(context.Background(), params)
+		var ae *sdkv1.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusPaymentRequired {
+			t.Fatalf("past the budget the SDK got %v, want a 402", err)
+		}
+		if n := attempts.Load(); n != 2 {
+			t.Errorf("%d attempts for two calls: the SDK retried the refusal", n)
+		}
+	})
+}
+
+type countingTransport struct {
+	n  *atomic.Int64
+	rt http.RoundTripper
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// A request in flight is never cut: requests admitted before the budget
+// was crossed are all answered, and the overshoot is what they spent past
+// the limit, at most what was in flight. Measured here: inFlight requests
+// of 16 tokens each held upstream together, under a 20-token budget.
+func TestBudgetOvershootBoundedByInFlight(t *testing.T) {
+	const inFlight = 6
+	bothModes(t, func(t *testing.T, windowed bool) {
+		var arrived sync.WaitGroup
+		arrived.Add(inFlight)
+		release := make(chan struct{})
+		up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			arrived.Done()
+			<-release
+			apiHandler(w, r)
+		})
+		p, srv := startProxy(t, testConfig(t, up.URL, windowed, func(c *config.Config) { c.MaxConcurrency = inFlight },
+			withBudget(budget.Spec{Unit: budget.Tokens, Limit: 20, Period: budget.Day})))
+		codes := make(chan int, inFlight)
+		for range inFlight {
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(requestJSON))
+				req.Header.Set("X-Api-Key", "sk-test")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					codes <- 0
+					return
+				}
+				resp.Body.Close()
+				codes <- resp.StatusCode
+			}()
+		}
+		arrived.Wait() // all in flight, none answered: the budget is untouched
+		close(release)
+		for range inFlight {
+			if c := <-codes; c != http.StatusOK {
+				t.Errorf("a request in flight when the budget was crossed got %d, want its answer", c)
+			}
+		}
+		st := p.budgets.Statuses()[0]
+		const spent = inFlight * 16
+		if st.Spent != spent || st.Overshoot != spent-20 || !st.Exceeded {
+			t.Errorf("status %+v; want spent %d, overshoot %d", st, spent, spent-20)
+		}
+		if st.Overshoot > inFlight*16 {
+			t.Errorf("overshoot %v is more than was in flight (%d)", st.Overshoot, inFlight*16)
+		}
+		t.Logf("overshoot with %d requests of 16 tokens in flight under a 20-token budget: %v tokens", inFlight, st.Overshoot)
+		if resp := post(t, srv.URL, "/v1/messages", requestJSON); resp.StatusCode != http.StatusPaymentRequired {
+			t.Errorf("after the crossing: %d, want 402", resp.StatusCode)
+		}
+		_, metrics := get(t, srv.URL+"/metrics")
+		for _, want := range []string{`sluice_budget_overshoot{budget="key:` + testKeyHash + `:day:tokens",unit="tokens"} 76`,
+			`sluice_budget_refused_total{budget="key:` + testKeyHash + `:day:tokens"} 1`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics has no %s", want)
+			}
+		}
+	})
+}
+
+// Under inbound keys a key's budget names the sluice key by its short
+// hash (the keys file's sha256, cut to 16 digits), not the held key every
+// request goes up with: one key's spent budget refuses it alone.
+func TestBudgetOfAnInboundKey(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		s := startSim(t)
+		keys := filepath.Join(t.TempDir(), "keys.json")
+		writeKeys(t, keys, keyEntry("alice", ""), keyEntry("bob", ""))
+		in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(sluiceKey("alice")))
+		cfg := testConfig(t, simURL(s), windowed, func(c *config.Config) {
+			sp := budget.Spec{Key: hex.EncodeToString(sum[:]), Unit: budget.Tokens, Limit: 1, Period: budget.Day}
+			if err := sp.Check(); err != nil {
+				t.Fatal(err)
+			}
+			c.Budgets = []budget.Spec{sp}
+		})
+		_, srv := startProxyWith(t, cfg, Options{Inbound: in})
+		for i, want := range []int{200, 402} {
+			if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", sluiceKey("alice")); code != want {
+				t.Errorf("alice's request %d: %d %s; want %d", i+1, code, body, want)
+			}
+		}
+		if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "bearer", sluiceKey("bob")); code != 200 {
+			t.Errorf("bob, whose budget is not alice's: %d %s", code, body)
+		}
+	})
+}
+
+// A keys file's budget is read as strictly as the config file's: an
+// unknown member, a bad period or a missing amount refuses the file,
+// naming the key.
+func TestKeysFileBudgetRefused(t *testing.T) {
+	for name, c := range map[string]struct{ budget, want string }{
+		"unknown member": {`{"usdd":5,"period":"day"}`, `unknown field "usdd"`},
+		"bad period":     {`{"usd":5,"period":"fortnight"}`, `key 1 ("alice"): budget: period "fortnight"`},
+		"no amount":      {`{"period":"day"}`, `key 1 ("alice"): budget: give exactly one of usd and tokens`},
+	} {
+		keys := filepath.Join(t.TempDir(), "keys.json")
+		writeKeys(t, keys, keyEntry("alice", `"budget":`+c.budget))
+		_, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", name, err, c.want)
+		}
+	}
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("alice", `"budget":{"usd":5,"period":"week","warn_at":4}`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(sluiceKey("alice")))
+	if b := in.Budgets(); len(b) != 1 || b[0].Name != "key:alice:week:usd" || b[0].Key != hex.EncodeToString(sum[:8]) || b[0].Limit != 5 || b[0].Warn != 4 {
+		t.Errorf("alice's budget: %+v", b)
+	}
+}
