@@ -94,7 +94,20 @@ func TestClaudeCodeFleet(t *testing.T) {
 	requireClients(t)
 	bin := claudeBinary(t)
 	win := runFleet(t, bin, true)
-	plain := runFleet(t, bin, false)
+	// The comparison needs the plain run's agents to start together, as
+	// the windowed run's did: on a loaded machine six Node processes can
+	// start far enough apart that the plain path too has one writer and
+	// readers (once in a full CI run beside other builds: ratio 1.00), and
+	// then there is nothing to compare. Such a run is made again, twice
+	// at most; the last is compared whatever it shows.
+	var plain fleetRun
+	for attempt := 1; attempt <= 3; attempt++ {
+		plain = runFleet(t, bin, false)
+		if plain.stats.Tokens.CacheRead == 0 {
+			break
+		}
+		t.Logf("plain run %d: the agents did not start together (cache reads %d): running it again", attempt, plain.stats.Tokens.CacheRead)
+	}
 	n := len(fleetTasks)
 	leaders := counter(win.metrics, `sluice_cache_requests_total{role="leader"}`)
 	followers := counter(win.metrics, `sluice_cache_requests_total{role="follower"}`)
