@@ -25,8 +25,10 @@ import (
 //  2. describe  what the policies know of it: its model, cost, prefixes,
 //               inbound key and tenant; refused here if its key may not
 //               use its model (inspect.go, inbound.go, tenants.go)
-//  3. admit     the scheduler's admission: the queue's bound, the
-//               client's patience, its tenant's limits (package dispatch)
+//  3. admit     the scheduler's admission: the budgets, the queue's
+//               bound, the client's patience, its tenant's limits
+//               (package dispatch); on the plain path the budgets are
+//               asked in describe (budget.go)
 //  4. wait      its window, its wave's release (cache-aware or not), its
 //               key's rate-limit line, a gate slot; in place, or parked
 //               without a goroutine (packages dispatch, gate, park)
