@@ -53,10 +53,11 @@ func TestRunEndToEnd(t *testing.T) {
 	w := rep.Mode(ModeWindowed)
 	// The simulator's exact counter may see cap+1 for the microseconds
 	// between sluice reading a reply's last byte (and giving its slot to
-	// the next call) and the simulator's handler returning; the gate and
-	// the sampled upstream count may not exceed the cap at all.
-	if w.PeakGateInflight > 2 || w.PeakUpstreamSampled > 2 {
-		t.Errorf("windowed peak gate %d, sampled upstream %d; want <= cap 2", w.PeakGateInflight, w.PeakUpstreamSampled)
+	// the next call) and the simulator's handler returning, and a 10 ms
+	// sample may land in them (see checkInvariants); the gate may not
+	// exceed the cap at all.
+	if w.PeakGateInflight > 2 || w.PeakUpstreamSampled > 3 {
+		t.Errorf("windowed peak gate %d, sampled upstream %d; want <= cap 2, and one more for the sample", w.PeakGateInflight, w.PeakUpstreamSampled)
 	}
 	for _, res := range rep.Results() {
 		if res.Mode == ModeWindowed {

@@ -120,8 +120,15 @@ func checkInvariants(t *testing.T, sc *Scenario, rep *Report, dir string) {
 			t.Errorf("%s %s: offered %d, sent %d, succeeded %d, failed %d, lost %d; want none lost", rep.Scenario, m.Mode, m.Offered, m.Sent, m.Succeeded, m.Failed, m.Lost)
 		}
 		if cfg := sc.ModeConfig(m.Mode); m.Windowed && cfg.GateLimit == config.GateLimitStatic {
-			if m.Cap != cfg.MaxConcurrency || m.PeakGateInflight > m.Cap || m.PeakUpstreamSampled > m.Cap {
-				t.Errorf("%s %s: peak gate %d, sampled upstream %d; want <= the static cap %d (%d)", rep.Scenario, m.Mode,
+			// The gate never passes its cap. The simulator's count of calls
+			// in flight may read one more between sluice reading a reply's
+			// last byte (its slot then goes to the next call) and the
+			// simulator's handler returning; a 10 ms sample lands in that
+			// window rarely, and on a loaded machine, where the window
+			// stretches, it did (noisy-neighbour windowed-fifo: 17 of 16,
+			// once, in a full CI run at load average 8).
+			if m.Cap != cfg.MaxConcurrency || m.PeakGateInflight > m.Cap || m.PeakUpstreamSampled > m.Cap+1 {
+				t.Errorf("%s %s: peak gate %d, sampled upstream %d; want <= the static cap %d (%d), and one more for the sample", rep.Scenario, m.Mode,
 					m.PeakGateInflight, m.PeakUpstreamSampled, cfg.MaxConcurrency, m.Cap)
 			}
 		}
