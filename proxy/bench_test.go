@@ -23,16 +23,16 @@ import (
 	"github.com/sluicehq/sluice/spendstore"
 )
 
+// benchKey is the key the bench's requests carry, as every real request
+// carries one.
+const benchKey = "sk-bench"
+
 // BenchmarkAddedLatency measures one request at a time, over keep-alive
 // loopback connections, against the same httptest upstream: directly, and
 // through sluice on each path. The difference between the p50s is what
 // sluice adds. Run:
 //
 //	go test -run '^$' -bench AddedLatency -benchtime 5000x ./proxy/
-//
-// benchKey is the key the bench's requests carry.
-const benchKey = "sk-bench"
-
 func BenchmarkAddedLatency(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
