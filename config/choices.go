@@ -136,6 +136,18 @@ func (v BenchRuns) String() string { return benchRuns.name(v) }
 // ParseBenchRuns reads a UI_BENCH_RUNS word.
 func ParseBenchRuns(s string) (BenchRuns, error) { return benchRuns.parse(s) }
 
+// SpendStore is SPEND_STORE: where the spend books are kept.
+type SpendStore uint8
+
+const (
+	SpendStoreMemory SpendStore = iota // in memory, from sluice's start (the default)
+	SpendStoreSQLite                   // DATA_DIR/spend.db, across restarts
+)
+
+var spendStores = choice[SpendStore]{"memory", "sqlite"}
+
+func (v SpendStore) String() string { return spendStores.name(v) }
+
 // choice is a setting's words, in the order of its type's values.
 type choice[T ~uint8] []string
 

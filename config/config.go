@@ -89,7 +89,7 @@ type Config struct {
 	BulkRetention     time.Duration // BULK_RETENTION
 	BulkPoll          time.Duration // BULK_POLL_MS
 	BulkSecret        string        // BULK_SECRET (never logged)
-	SpendStore        string        // SPEND_STORE: memory or sqlite
+	SpendStore        SpendStore    // SPEND_STORE
 	AdminKey          string        // ADMIN_KEY (never logged)
 	BudgetWebhookURL  string        // BUDGET_WEBHOOK_URL (may hold a token: never logged)
 	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
@@ -326,13 +326,7 @@ var Settings = []Setting{
 		}},
 	{Env: "SPEND_STORE", Flag: "spend-store", Default: "memory", Accepts: "memory or sqlite",
 		Meaning: "Where the spend books are kept (what each tenant, key and model spent, by quarter hour; see docs/spend.md): in memory, from sluice's start, or SQLite in DATA_DIR (spend.db), which survives a restart so that budgets hold across it.",
-		apply: func(c *Config, v string) error {
-			if v != "memory" && v != "sqlite" {
-				return errors.New("not memory nor sqlite")
-			}
-			c.SpendStore = v
-			return nil
-		}},
+		apply:   set(spendStores, func(c *Config) *SpendStore { return &c.SpendStore })},
 	{Env: "BUDGET_WEBHOOK_URL", Flag: "budget-webhook-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
 		Meaning: "Where a JSON event is POSTed when a budget's soft threshold (warn_at) or its limit is first passed in a period (see docs/spend.md). Empty: none; the log line and the metrics stay. The URL may hold a token: never logged.",
 		apply: func(c *Config, v string) error {

@@ -53,7 +53,7 @@ func TestAdminAPI(t *testing.T) {
 	cfg := testConfig(t, up.URL, true, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 1000, Warn: 10, Period: budget.Week}))
 	cfg.AdminListenAddr, cfg.AdminKey = adminLn.Addr().String(), testAdminKey
 	cfg.PublicURL = &url.URL{Scheme: "http", Host: apiLn.Addr().String()}
-	books, err := spendstore.Open("memory", "", nil)
+	books, err := spendstore.Open(false, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		c.Budgets = []budget.Spec{sp}
 	}
 	books := func(b *testing.B) Options {
-		s, err := spendstore.Open("memory", "", nil)
+		s, err := spendstore.Open(false, "", nil)
 		if err != nil {
 			b.Fatal(err)
 		}

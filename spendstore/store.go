@@ -69,20 +69,20 @@ type amount struct {
 	tokens, answers int64
 }
 
-// Open opens the books: spec "sqlite" is DATA_DIR/spend.db, kept across
-// restarts; "memory" an in-memory database, gone when sluice stops. It
-// starts the writer; Close stops it after a last write.
-func Open(spec, dataDir string, log *slog.Logger) (*Store, error) {
+// Open opens the books: durable, dataDir/spend.db, kept across restarts
+// (SPEND_STORE=sqlite); else an in-memory database, gone when sluice stops.
+// It starts the writer; Close stops it after a last write.
+func Open(durable bool, dataDir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	var dsn, where string
-	switch spec {
-	case "memory", "":
+	switch {
+	case !durable:
 		// One connection: each connection to :memory: is a database of
 		// its own.
 		dsn, where = ":memory:", "memory"
-	case "sqlite":
+	default:
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("spend store: create DATA_DIR: %w", err)
 		}
@@ -91,8 +91,6 @@ func Open(spec, dataDir string, log *slog.Logger) (*Store, error) {
 		// power cut may lose the last second's write, which FlushEvery
 		// already risks; a process crash loses nothing written.
 		dsn = "file:" + where + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
-	default:
-		return nil, fmt.Errorf(`spend store: SPEND_STORE must be "memory" or "sqlite", not %q`, spec)
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func open(t *testing.T, spec, dir string, now time.Time) *Store {
+func open(t *testing.T, durable bool, dir string, now time.Time) *Store {
 	t.Helper()
-	s, err := Open(spec, dir, nil)
+	s, err := Open(durable, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func entry(tenant, key, model string, usd float64, tokens int64) spend.Entry {
 func TestBooksSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := open(t, "sqlite", dir, day.Add(10*time.Hour+20*time.Minute))
+	s := open(t, true, dir, day.Add(10*time.Hour+20*time.Minute))
 	s.Spent(entry("acme", "k1", "m", 1.25, 100))
 	s.Spent(entry("acme", "k2", "m", 0.75, 50))
 	if err := s.Flush(); err != nil {
@@ -46,7 +46,7 @@ func TestBooksSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = open(t, "sqlite", dir, day.Add(11*time.Hour))
+	s = open(t, true, dir, day.Add(11*time.Hour))
 	defer s.Close()
 	for _, c := range []struct {
 		from        time.Time
@@ -78,7 +78,7 @@ func TestBooksSurviveARestart(t *testing.T) {
 // and writes it when the store takes it again: nothing is lost, nothing
 // blocks.
 func TestFailedWriteIsHeldAndWrittenLater(t *testing.T) {
-	s := open(t, "memory", "", time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	s := open(t, false, "", time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	defer s.Close()
 	if _, err := s.db.Exec(`ALTER TABLE spend RENAME TO away`); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestFailedWriteIsHeldAndWrittenLater(t *testing.T) {
 //
 //	go test -run '^$' -bench Spent ./spendstore/
 func BenchmarkSpent(b *testing.B) {
-	s, err := Open("memory", "", nil)
+	s, err := Open(false, "", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

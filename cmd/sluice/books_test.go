@@ -29,7 +29,7 @@ func booksConfig(t *testing.T, up, dir string) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.UpstreamURL, _ = url.Parse(up)
-	cfg.SpendStore, cfg.DataDir = "sqlite", dir
+	cfg.SpendStore, cfg.DataDir = config.SpendStoreSQLite, dir
 	return cfg
 }
 
@@ -113,7 +113,7 @@ func TestBooksSurviveARestartMidLoad(t *testing.T) {
 	wg.Wait()
 	stop()
 
-	books, err := spendstore.Open("sqlite", dir, nil)
+	books, err := spendstore.Open(true, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

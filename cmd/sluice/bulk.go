@@ -30,7 +30,7 @@ func startBulk(ctx context.Context, cfg config.Config, log *slog.Logger, sp *spe
 // openBooks opens the spend books (SPEND_STORE) and starts each budget's
 // period with what the books say was spent in it before this start.
 func openBooks(cfg config.Config, log *slog.Logger, budgets *budget.Set) (*spendstore.Store, error) {
-	books, err := spendstore.Open(cfg.SpendStore, cfg.DataDir, log)
+	books, err := spendstore.Open(cfg.SpendStore == config.SpendStoreSQLite, cfg.DataDir, log)
 	if err != nil {
 		return nil, err
 	}
