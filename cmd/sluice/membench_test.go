@@ -35,11 +35,7 @@ func TestMemoryPerWaitingRequest(t *testing.T) {
 	}
 	n := envInt("SLUICE_MEMBENCH_N", 10000)
 	const slots = 8 // BATCH_MAX_CONCURRENCY's default
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
+	raiseFileLimit()
 
 	release := make(chan struct{})
 	var upstreamCalls atomic.Int32
@@ -258,4 +254,16 @@ func procStatus(t *testing.T, pid int) map[string]int64 {
 		m[k] = x
 	}
 	return m
+}
+
+// raiseFileLimit raises this process's open-file limit to its hard limit,
+// for the thousands of client connections a memory benchmark opens (the
+// sluice it starts inherits it), and returns the limit now.
+func raiseFileLimit() uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	return lim.Cur
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,12 +34,7 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	if mode == "" {
 		mode = "windowed"
 	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
-	t.Logf("RLIMIT_NOFILE %d", lim.Cur)
+	t.Logf("RLIMIT_NOFILE %d", raiseFileLimit())
 
 	release := make(chan struct{})
 	var open atomic.Int32
