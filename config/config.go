@@ -142,7 +142,7 @@ var Settings = []Setting{
 		Meaning: "How many slots the gate has: static, always BATCH_MAX_CONCURRENCY; adaptive, as many as the upstream carries without slowing its first tokens or answering 529, learned from every answer, between GATE_LIMIT_FLOOR and BATCH_MAX_CONCURRENCY (docs/why.md, capacity-shift).",
 		apply:   set(gateLimits, func(c *Config) *GateLimit { return &c.GateLimit })},
 	{Env: "GATE_LIMIT_FLOOR", Flag: "gate-limit-floor", Default: "2", Accepts: "a whole number >= 1",
-		Meaning: "With GATE_LIMIT=adaptive, the fewest slots the gate keeps however the upstream answers (BATCH_MAX_CONCURRENCY wins if lower); the limit starts at BATCH_MAX_CONCURRENCY and learns down.",
+		Meaning: "With GATE_LIMIT=adaptive, the fewest slots the gate keeps however the upstream answers, at most BATCH_MAX_CONCURRENCY (a floor above it is refused at start); the limit starts at BATCH_MAX_CONCURRENCY and learns down.",
 		apply:   func(c *Config, v string) (err error) { c.GateLimitFloor, err = parseInt(v, 1); return }},
 	{Env: "BATCH_TIMEOUT_S", Flag: "batch-timeout-s", Default: "60", Accepts: "whole seconds >= 1",
 		Meaning: "Hard ceiling on one window's dispatch: slot wait plus upstream call, counted from the flush.",
