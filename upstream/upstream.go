@@ -15,6 +15,22 @@ import (
 	"time"
 )
 
+// Backend is what sluice sends a client's request to: the Anthropic API
+// itself (Client), or a cloud that serves Claude under its own protocol
+// (packages under cloud/), which translates the request on the way out
+// and the answer on the way back, so that the caller always gets what the
+// Anthropic API would answer: a JSON Messages body or an SSE stream, and
+// an Anthropic-shaped error otherwise. A failure to get any answer is an
+// *Error. Implementations are safe for concurrent use.
+type Backend interface {
+	// Do sends in's request (method, path, query, end-to-end headers)
+	// with body, of length size (-1 if unknown), under ctx. The caller
+	// closes the response body.
+	Do(ctx context.Context, in *http.Request, body io.Reader, size int64) (*http.Response, error)
+}
+
+var _ Backend = (*Client)(nil)
+
 // Client forwards requests to one upstream. It is safe for concurrent use.
 type Client struct {
 	base      *url.URL
