@@ -22,6 +22,11 @@ type Ticket struct {
 	Class       Class
 	Weight      float64
 	MaxInFlight int
+	// Lane is the lane of a Lanes gate the ticket waits in first: 1 for
+	// the first lane, 0 for none. Other gates ignore it.
+	Lane int
+
+	inLane *Ticket // its ticket in its lane, while it has one (see Lanes)
 
 	ready      chan struct{}
 	onGrant    func() bool
@@ -130,7 +135,7 @@ func (l *Line) Push(t *Ticket, place uint64) {
 func (t *Ticket) wait(place uint64) {
 	t.state = TicketWaiting
 	t.place = place
-	if t.onGrant == nil {
+	if t.onGrant == nil && t.ready == nil { // a Lanes ticket has one already
 		t.ready = make(chan struct{})
 	}
 }
