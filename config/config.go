@@ -51,6 +51,7 @@ type Config struct {
 	CacheAware           bool          // CACHE_AWARE
 	CacheLeaderWait      time.Duration // CACHE_LEADER_WAIT_MS
 	ReleaseShortestFirst bool          // RELEASE_SHORTEST_FIRST
+	RoutePolicy          RoutePolicy   // ROUTE_POLICY
 	TracingEnabled       bool          // TRACING_ENABLED
 	GateBackend          GateBackend   // GATE_BACKEND
 	RedisURL             string        // REDIS_URL; holds a password, never logged
@@ -104,6 +105,11 @@ type Config struct {
 	// Budgets are the config file's [[budgets]] (config/budgets.go),
 	// each checked.
 	Budgets []budget.Spec
+	// Backends are the config file's [[backends]] (config/backends.go):
+	// the upstream keys and backends requests are routed over (see
+	// docs/routing.md); nil, the one upstream of UPSTREAM_URL with each
+	// client's own key.
+	Backends []Backend
 }
 
 // Setting is one row of the configuration table.
@@ -252,6 +258,9 @@ var Settings = []Setting{
 	{Env: "RELEASE_SHORTEST_FIRST", Flag: "release-shortest-first", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "On the windowed path, each wave's members go in line cheapest first (estimated input tokens plus max_tokens; ties in arrival order), so that a wave's short requests do not wait for a slot behind its long ones; a long one waits behind its own wave's shorter ones at most. With CACHE_AWARE it orders the members the cache-aware release lets go together. Off: arrival order.",
 		apply:   func(c *Config, v string) (err error) { c.ReleaseShortestFirst, err = parseBool(v); return }},
+	{Env: "ROUTE_POLICY", Flag: "route-policy", Default: "affinity", Accepts: "affinity or round-robin",
+		Meaning: "How each request's upstream key is chosen when the config file declares [[backends]] (see docs/routing.md): affinity sends it where its prompt prefix is cached or being written, else to its session's key, else to the key whose rate limits take it soonest, least loaded first; round-robin takes the keys in turn (to compare). Without backends it does nothing.",
+		apply:   set(routePolicies, func(c *Config) *RoutePolicy { return &c.RoutePolicy })},
 	{Env: "TRACING_ENABLED", Flag: "tracing-enabled", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
 		Meaning: "Send OpenTelemetry traces (a span per request; the window wait, slot wait and each upstream attempt beneath it) over OTLP/HTTP, configured by the standard OTEL_* variables (see docs/tracing.md). Off: no tracing work on the request path.",
 		apply:   func(c *Config, v string) (err error) { c.TracingEnabled, err = parseBool(v); return }},

@@ -31,8 +31,9 @@ type fileValue struct {
 
 // fileTables are the config file's sections that are no setting.
 type fileTables struct {
-	prices  *price.Table  // nil without a [prices] section; see prices.go
-	budgets []budget.Spec // its [[budgets]]; see budgets.go
+	prices   *price.Table  // nil without a [prices] section; see prices.go
+	budgets  []budget.Spec // its [[budgets]]; see budgets.go
+	backends []Backend     // its [[backends]]; see backends.go
 }
 
 // readFile reads the config file at path: its settings, and its tables.
@@ -58,6 +59,12 @@ func readFile(path string) (map[string]fileValue, fileTables, error) {
 			return nil, t, err
 		}
 	}
+	if _, ok := vals[backendsKey]; ok {
+		delete(vals, backendsKey)
+		if t.backends, err = decodeBackends(path, data); err != nil {
+			return nil, t, err
+		}
+	}
 	return vals, t, nil
 }
 
@@ -80,6 +87,13 @@ func parseFile(name string, data []byte) (map[string]fileValue, error) {
 				return nil, fmt.Errorf("config file %s: %w", name, errPricesNotTable)
 			}
 			vals[key] = fileValue{} // read apart, by readFile
+			continue
+		}
+		if key == backendsKey {
+			if _, ok := v.([]map[string]any); !ok {
+				return nil, fmt.Errorf("config file %s: %w", name, errBackendsNotArray)
+			}
+			vals[key] = fileValue{}
 			continue
 		}
 		if key == budgetsKey {

@@ -72,7 +72,7 @@ func cachedTokens(m *Member) int {
 // key's line.
 func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
 	now := time.Now()
-	key := m.req.Key
+	key := m.req.PaceKey()
 	c := k.cost(m.req, cachedTokens(m))
 	k.mu.Lock()
 	l := k.lines[key]
@@ -227,7 +227,7 @@ func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
 func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 	now := time.Now()
 	sp := spendNote.Make(m) // made in Pace, before the member could call
-	k.Buckets.Observe(m.req.Key, sp.debit, status, h, now)
+	k.Buckets.Observe(m.req.PaceKey(), sp.debit, status, h, now)
 	if !sp.settled {
 		sp.settled = true
 		switch {
@@ -237,7 +237,7 @@ func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 			k.Buckets.Correct(sp.debit, pace.Cost{}, now)
 		}
 	}
-	k.recheck(m.req.Key, now)
+	k.recheck(m.req.PaceKey(), now)
 }
 
 // Used corrects m's debit to its answer's usage.
@@ -246,9 +246,12 @@ func (k *KeyBuckets) Used(m *Member, u Usage) {
 	if sp == nil {
 		return // never paced: nothing was debited
 	}
+	k.mu.Lock()
+	sp.settled = true // an answer's usage is its settling: End gives nothing back
+	k.mu.Unlock()
 	now := time.Now()
 	k.Buckets.Correct(sp.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
-	k.recheck(m.req.Key, now)
+	k.recheck(m.req.PaceKey(), now)
 }
 
 // End gives back a debit that no answer settled: the call never reached
@@ -267,7 +270,7 @@ func (k *KeyBuckets) End(m *Member) {
 	if refund {
 		now := time.Now()
 		k.Buckets.Refund(debit, now)
-		k.recheck(m.req.Key, now)
+		k.recheck(m.req.PaceKey(), now)
 	}
 }
 
@@ -293,10 +296,10 @@ func (k *KeyBuckets) recheck(key string, now time.Time) {
 func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
 	now := time.Now()
 	k.mu.Lock()
-	l := k.lines[r.Key]
+	l := k.lines[r.PaceKey()]
 	held := l != nil && l.holds(r.Tenant, now)
 	k.mu.Unlock()
-	return held || k.Buckets.FitsAt(r.Key, k.cost(r, 0), now).After(now)
+	return held || k.Buckets.FitsAt(r.PaceKey(), k.cost(r, 0), now).After(now)
 }
 
 // Levels is what each key's buckets hold now, for the metrics.
@@ -305,5 +308,5 @@ func (k *KeyBuckets) Levels(now time.Time) []pace.Level { return k.Buckets.Level
 // HeldUntil is when a request like r would fit in its key's buckets, as
 // far as is known now.
 func (k *KeyBuckets) HeldUntil(r *request.Descriptor) time.Time {
-	return k.Buckets.FitsAt(r.Key, k.cost(r, 0), time.Now())
+	return k.Buckets.FitsAt(r.PaceKey(), k.cost(r, 0), time.Now())
 }

@@ -47,9 +47,11 @@ func (s *Scheduler) flush(w *window.Wave[*Member]) {
 	d.arm(w.ClosedAt)
 }
 
-// enter is where the releaser sends each member: through the pacing, if
-// there is one, to the gate's line.
+// enter is where the releaser sends each member: to its routed key, if
+// there is a routing, through the pacing, if there is one, to the gate's
+// line.
 func (s *Scheduler) enter(m *Member) {
+	s.route(m)
 	if s.pacing == nil {
 		s.join(m)
 		return

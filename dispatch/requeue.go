@@ -35,6 +35,9 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	s.queued.Add(1) // waiting again, but already admitted: never shed here
+	// Routed anew: the key that failed it may be held now, and another
+	// take it (failover).
+	s.route(m)
 	if s.pacing != nil {
 		// The retry spends its key's limits anew: it waits for them, as
 		// a first attempt does.

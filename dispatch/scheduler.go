@@ -50,6 +50,10 @@ type Config struct {
 	// tenants.go). If nil, a ticket's key is the request's tenant as it
 	// came, and no tenant is shed.
 	Tenants Tenants
+	// Routing, if set, chooses the upstream key each member goes with
+	// (see Routing), before its pacing. If nil, each request spends the
+	// key it came with.
+	Routing Routing
 }
 
 // ErrClosed is returned after Close.
@@ -79,6 +83,7 @@ type Scheduler struct {
 	queued      atomic.Int64 // members in an open window, a released wave or the gate's line
 	idleRelease bool
 	tenants     Tenants // nil: none counted
+	routing     Routing // nil: no routing
 	service     serviceTime
 }
 
@@ -90,7 +95,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants, routing: cfg.Routing}
 	if s.admission == nil {
 		s.admission = Open{}
 	}

@@ -50,7 +50,7 @@ func (s *Scheduler) Do(ctx context.Context, r *request.Descriptor, fn func(ctx c
 	}
 	if err == errGranted {
 		err = m.serve()
-		m.sig.end()
+		m.over()
 	}
 	return err
 }
@@ -165,15 +165,24 @@ func (m *Member) leave(err error) {
 
 // end reports err to m's caller, once, and drops the departure watch.
 func (m *Member) end(err error) {
-	if m.s.pacing != nil {
-		m.s.pacing.End(m)
-	}
-	m.sig.end()
+	m.over()
 	if m.caller != nil {
 		m.caller <- err
 	} else {
 		m.done(err)
 	}
+}
+
+// over is m's passage ending: its policies give back what it held of
+// them, and its signals end.
+func (m *Member) over() {
+	if m.s.pacing != nil {
+		m.s.pacing.End(m)
+	}
+	if m.s.routing != nil {
+		m.s.routing.End(m)
+	}
+	m.sig.end()
 }
 
 // end marks the member ended: Begun closes, and the departure watch is

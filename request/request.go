@@ -23,6 +23,15 @@ type Descriptor struct {
 	// sluice holds): whose rate-limit buckets it spends. Never the
 	// credential; "" when there is none.
 	Key string
+	// Upstream is the short name of the upstream key a router chose for
+	// the request (its backend's key; see package route), whose
+	// rate-limit buckets it then spends instead of Key's; "" without
+	// routing.
+	Upstream string
+	// Session names the conversation the request belongs to, for a
+	// router to keep on one key: the X-Claude-Code-Session-Id header,
+	// else metadata.user_id, else the tenant; cut to MaxUserID bytes.
+	Session string
 	// Inbound is what sluice knows of the holder of the inbound sluice key
 	// the request presented; nil when inbound keys are off.
 	Inbound *Inbound
@@ -50,6 +59,15 @@ type Descriptor struct {
 	Patience time.Duration
 }
 
+// PaceKey is the upstream key whose rate limits the request spends: the
+// routed one, else Key.
+func (d *Descriptor) PaceKey() string {
+	if d.Upstream != "" {
+		return d.Upstream
+	}
+	return d.Key
+}
+
 // Inbound describes the holder of one inbound sluice key: who it is in
 // the fair order and the per-tenant limits, and what it may call. Zero
 // values mean the defaults.
@@ -61,6 +79,7 @@ type Inbound struct {
 	MaxConcurrent int        // upstream calls at once for its tenant; 0: no limit
 	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
 	Models        []string   // models it may call; nil means all
+	Backends      []string   // backends its requests may go to, by name; nil means all
 	// Hash is the first 16 hex digits of the key's SHA-256: the key as
 	// the spend metrics and budgets name it. Never the key.
 	Hash string

@@ -1,0 +1,224 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// backendsKey is the config file's array of upstream backends, one table
+// each (see docs/routing.md):
+//
+//	[[backends]]
+//	name = "primary"
+//	url = "https://api.anthropic.com"   # optional: UPSTREAM_URL
+//	keys = ["env:ANTHROPIC_KEY_A", "file:/run/secrets/key_b"]
+//	max_concurrency = 16                # each key's cap; optional
+//	weight = 1                          # optional
+//	bulk = true                         # optional: bulk requests go here
+//
+// A key is named, never written: env:NAME reads the environment variable
+// NAME, file:PATH the file at PATH, when sluice starts. Like [prices],
+// it is no setting: only the file can spell it.
+const backendsKey = "backends"
+
+// backendKeys are the keys one backend's table takes.
+var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "weight", "bulk", "region", "project", "endpoint", "models"}
+
+// Backend is one upstream backend the config file declares.
+type Backend struct {
+	Name string
+	// Kind is what it speaks: "anthropic" (the Messages API itself, the
+	// default), "bedrock" or "vertex".
+	Kind string
+	// URL is its base URL; nil means UPSTREAM_URL's.
+	URL *url.URL
+	// Keys name its upstream keys: env:NAME or file:PATH, read when
+	// sluice starts. Never the keys themselves.
+	Keys []string
+	// MaxConcurrency caps each of its keys' calls in flight; 0 means
+	// BATCH_MAX_CONCURRENCY.
+	MaxConcurrency int
+	// Weight is its keys' share when routing picks the least loaded; 0
+	// means 1.
+	Weight float64
+	// Bulk says the bulk endpoint's batches go to its first key.
+	Bulk bool
+	// A cloud's place (see docs/clouds.md): its region, its project
+	// (Vertex), an endpoint that replaces the region's, and the model
+	// ids it answers to by the first-party id a client sends.
+	Region, Project, Endpoint string
+	Models                    map[string]string
+}
+
+// MaxBackendKeys bounds the keys of all backends together: a router
+// keeps which keys hold a prompt prefix in one 64-bit set.
+const MaxBackendKeys = 64
+
+type fileBackend struct {
+	Name           string            `toml:"name"`
+	Kind           string            `toml:"kind"`
+	URL            string            `toml:"url"`
+	Keys           []string          `toml:"keys"`
+	MaxConcurrency int               `toml:"max_concurrency"`
+	Weight         float64           `toml:"weight"`
+	Bulk           bool              `toml:"bulk"`
+	Region         string            `toml:"region"`
+	Project        string            `toml:"project"`
+	Endpoint       string            `toml:"endpoint"`
+	Models         map[string]string `toml:"models"`
+}
+
+var errBackendsNotArray = errors.New("backends must be an array of tables ([[backends]]), one per backend")
+
+// decodeBackends reads the [[backends]] of the config file name, whose
+// text is data, strictly: each mistake names the backend by its place in
+// the file (backends[1]) and what is wrong.
+func decodeBackends(name string, data []byte) ([]Backend, error) {
+	var f struct {
+		Backends []fileBackend `toml:"backends"`
+	}
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: [[%s]]: %v", name, backendsKey, err)
+	}
+	var bad []string
+	for _, k := range md.Undecoded() {
+		if len(k) > 0 && k[0] == backendsKey && !(len(k) > 2 && k[len(k)-2] == "models") {
+			bad = append(bad, fmt.Sprintf("unknown key %s (a backend takes %s)", k, strings.Join(backendKeys, ", ")))
+		}
+	}
+	seen := map[string]bool{}
+	bulk := 0
+	keys := 0
+	out := make([]Backend, 0, len(f.Backends))
+	for i, fb := range f.Backends {
+		at := fmt.Sprintf("backends[%d]", i)
+		if fb.Name != "" {
+			at += " (" + fb.Name + ")"
+		}
+		b, errs := fb.backend()
+		for _, e := range errs {
+			bad = append(bad, at+": "+e)
+		}
+		if seen[b.Name] {
+			bad = append(bad, at+": the name is taken by an earlier backend")
+		}
+		seen[b.Name] = true
+		if b.Bulk {
+			bulk++
+		}
+		keys += max(len(b.Keys), 1)
+		out = append(out, b)
+	}
+	if bulk > 1 {
+		bad = append(bad, "more than one backend says bulk = true; the bulk endpoint goes to one")
+	}
+	if keys > MaxBackendKeys {
+		bad = append(bad, fmt.Sprintf("%d keys in all; at most %d", keys, MaxBackendKeys))
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("config file %s: %s", name, strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+// backend checks one table and makes it a Backend; the errors say what
+// is wrong, each on its own.
+func (fb fileBackend) backend() (Backend, []string) {
+	var errs []string
+	b := Backend{Name: fb.Name, Kind: fb.Kind, Keys: fb.Keys, MaxConcurrency: fb.MaxConcurrency, Weight: fb.Weight, Bulk: fb.Bulk,
+		Region: fb.Region, Project: fb.Project, Endpoint: fb.Endpoint, Models: fb.Models}
+	if b.Kind == "" {
+		b.Kind = "anthropic"
+	}
+	switch {
+	case b.Name == "":
+		errs = append(errs, "name is missing")
+	case strings.ContainsFunc(b.Name, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) || len(b.Name) > 64:
+		errs = append(errs, "name may hold only letters, digits, '-', '_' and '.', at most 64 of them (it labels metrics)")
+	}
+	switch b.Kind {
+	case "anthropic":
+		if len(b.Keys) == 0 {
+			errs = append(errs, `keys is missing: name at least one, as "env:NAME" or "file:PATH"`)
+		}
+		if fb.Region != "" || fb.Project != "" || fb.Endpoint != "" || fb.Models != nil {
+			errs = append(errs, "region, project, endpoint and models are for kind bedrock or vertex")
+		}
+	case "bedrock", "vertex":
+		if len(b.Keys) > 0 {
+			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/clouds.md)")
+		}
+		if fb.Region == "" {
+			errs = append(errs, "region is missing")
+		}
+		if b.Kind == "vertex" && fb.Project == "" {
+			errs = append(errs, "project is missing")
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock or vertex", fb.Kind))
+	}
+	for _, k := range b.Keys {
+		ref, name, ok := strings.Cut(k, ":")
+		if !ok || (ref != "env" && ref != "file") || name == "" {
+			errs = append(errs, fmt.Sprintf(`a key must be named as "env:NAME" or "file:PATH" (%s), never written in the file`, describeRef(k)))
+		}
+	}
+	if fb.URL != "" {
+		u, err := url.Parse(fb.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			errs = append(errs, "url must be http:// or https://, with a host and no user or query")
+		} else {
+			b.URL = u
+		}
+	}
+	if fb.Endpoint != "" {
+		if u, err := url.Parse(fb.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			errs = append(errs, "endpoint must be http:// or https://, with a host and no user")
+		}
+	}
+	if fb.MaxConcurrency < 0 || fb.MaxConcurrency > 100000 {
+		errs = append(errs, "max_concurrency must be from 1 to 100000 (or left out)")
+	}
+	if fb.Weight < 0 || fb.Weight > 1000 || fb.Weight != fb.Weight {
+		errs = append(errs, "weight must be from 0 to 1000 (or left out)")
+	}
+	slices.Sort(errs)
+	return b, errs
+}
+
+// describeRef says what a bad key entry looks like without repeating it:
+// it may be a key pasted in by mistake.
+func describeRef(k string) string {
+	if len(k) > 20 {
+		return fmt.Sprintf("this one is %d characters that are not a reference", len(k))
+	}
+	if ref, _, ok := strings.Cut(k, ":"); ok && len(ref) <= 8 {
+		return fmt.Sprintf("this one starts %q", ref+":")
+	}
+	return "this one is not a reference"
+}
+
+// RoutePolicy is ROUTE_POLICY: how a request's backend key is chosen when
+// the config file declares backends.
+type RoutePolicy uint8
+
+const (
+	// RouteAffinity: where its prompt prefix is cached, else its
+	// session's key, else the key with room soonest (the default).
+	RouteAffinity RoutePolicy = iota
+	// RouteRoundRobin: each key in turn, whatever it holds (for
+	// comparison).
+	RouteRoundRobin
+)
+
+var routePolicies = choice[RoutePolicy]{"affinity", "round-robin"}
+
+func (v RoutePolicy) String() string { return routePolicies.name(v) }

@@ -1,0 +1,89 @@
+package route
+
+import (
+	"sync"
+	"time"
+)
+
+// A key's health: a key (or a whole backend) that fails is skipped for a
+// short time that grows with each failure in a row, then tried again;
+// one success makes it healthy.
+
+const (
+	// firstSkip is how long a key is skipped after one failure; it
+	// doubles with each failure in a row, up to maxSkip.
+	firstSkip = 500 * time.Millisecond
+	maxSkip   = 30 * time.Second
+)
+
+type health struct {
+	mu    sync.Mutex
+	fails int       // failures in a row
+	until time.Time // skipped until then
+}
+
+// Outcome is how an upstream call on a key went, as its health sees it.
+type Outcome uint8
+
+const (
+	// Answered: an answer that says nothing against the key (a 2xx, a 4xx;
+	// a 429 is the buckets' business, not its health's).
+	Answered Outcome = iota
+	// Overloaded: a 529 or another 5xx.
+	Overloaded
+	// Unreachable: no answer at all (the connection failed): its whole
+	// backend is skipped.
+	Unreachable
+)
+
+// OutcomeOf is the outcome of an answer with status (0: none came).
+func OutcomeOf(status int) Outcome {
+	switch {
+	case status == 0:
+		return Unreachable
+	case status >= 500:
+		return Overloaded
+	}
+	return Answered
+}
+
+// Result tells the pool how a call on k went: a failure skips k (its
+// whole backend, when it could not be reached) for a while.
+func (p *Pool) Result(k *Key, o Outcome, now time.Time) {
+	switch o {
+	case Answered:
+		k.health.ok()
+		return
+	case Unreachable:
+		for _, kk := range k.Backend.Keys {
+			kk.health.fail(now)
+		}
+	default:
+		k.health.fail(now)
+	}
+	k.count.failures.Add(1)
+}
+
+func (h *health) ok() {
+	h.mu.Lock()
+	h.fails, h.until = 0, time.Time{}
+	h.mu.Unlock()
+}
+
+func (h *health) fail(now time.Time) {
+	h.mu.Lock()
+	skip := firstSkip << min(h.fails, 10)
+	h.fails++
+	h.until = now.Add(min(skip, maxSkip))
+	h.mu.Unlock()
+}
+
+// skippedUntil is when k may be tried again; zero or past: now.
+func (h *health) skippedUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.until
+}
+
+// Healthy reports whether k is tried now.
+func (k *Key) Healthy(now time.Time) bool { return !k.health.skippedUntil().After(now) }

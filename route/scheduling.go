@@ -1,0 +1,63 @@
+package route
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/dispatch"
+)
+
+// Scheduling is a Router as the windowed scheduler's routing policy
+// (dispatch.Routing): each member is routed as it leaves its wave, and
+// again before each retry, avoiding the keys that failed it.
+type Scheduling struct {
+	Pool   *Pool
+	Router Router
+}
+
+var _ dispatch.Routing = (*Scheduling)(nil)
+
+// routed is a member's record: its key, and the keys it tried before.
+type routed struct {
+	key   *Key
+	why   Why
+	tried []*Key
+	done  bool // End gave its place in key's load back
+}
+
+var routedNote = dispatch.NewNote[routed]()
+
+// Route chooses m's key (see dispatch.Routing).
+func (s *Scheduling) Route(m *dispatch.Member) (string, int) {
+	n := routedNote.Make(m)
+	if n.key != nil { // tried again: its last key failed it, or held it
+		n.tried = append(n.tried, n.key)
+		s.Pool.Done(n.key)
+	}
+	k, why := s.Pool.Route(s.Router, m.Request(), n.tried, time.Now())
+	if k == nil {
+		// Nothing it may use: the proxy refuses such a request before it
+		// waits (see Pool.Allows), so this is a pool changed under it.
+		n.key = nil
+		return "", 0
+	}
+	n.key, n.why = k, why
+	return k.Hash, k.Lane
+}
+
+// End gives m's place in its key's load back.
+func (s *Scheduling) End(m *dispatch.Member) {
+	if n := routedNote.Peek(m); n != nil && n.key != nil && !n.done {
+		n.done = true
+		s.Pool.Done(n.key)
+	}
+}
+
+// KeyOf is the key m was routed to, and why, and how many keys it failed
+// over from; nil before it was routed.
+func KeyOf(m *dispatch.Member) (*Key, Why, int) {
+	n := routedNote.Peek(m)
+	if n == nil {
+		return nil, ByRoom, 0
+	}
+	return n.key, n.why, len(n.tried)
+}
