@@ -11,6 +11,7 @@ package assemble
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // Parts are the policies of one proxy.
@@ -61,6 +64,14 @@ type Parts struct {
 	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
 	// nil otherwise.
 	Cache *dispatch.CacheAware
+
+	// Routes are the config file's [[backends]] and their keys, and
+	// Router the ROUTE_POLICY that picks among them, on both paths; nil
+	// without backends. With windowing on, Gate is then a gate.Lanes:
+	// a lane per key, capped at its backend's max_concurrency, in front
+	// of BATCH_MAX_CONCURRENCY.
+	Routes *route.Pool
+	Router route.Router
 }
 
 // Shared is the store the replicas of a fleet share (GATE_BACKEND=redis):
@@ -80,6 +91,16 @@ type Env struct {
 	// Shared is the fleet's store under GATE_BACKEND=redis with windowing
 	// on; nil otherwise.
 	Shared Shared
+	// Getenv reads the environment variables backend keys are named by
+	// (env:NAME); nil: os.Getenv.
+	Getenv func(string) string
+	// Cloud builds the client of a backend of kind bedrock or vertex
+	// (the caller's, so that this package does not pull in the clouds'
+	// libraries); nil: such a backend is refused.
+	Cloud func(config.Backend) (upstream.Backend, error)
+	// Upstream tunes the clients of anthropic backends (tests give a
+	// dialer); the zero value works.
+	Upstream upstream.Options
 }
 
 // retryFloorPerSecond is the retry budget's floor: on a quiet proxy a few
@@ -106,11 +127,32 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	}
 	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
+	var store dispatch.BucketStore // the keys' buckets under RATE_LIMIT_PACING=buckets
+	if cfg.Enabled && cfg.RateLimitPacing == config.PacingBuckets {
+		store = &pace.Buckets{}
+		if env.Shared != nil {
+			store = env.Shared.Buckets()
+		}
+	}
+	if len(cfg.Backends) > 0 {
+		if ps.Routes, ps.Router, err = buildRoutes(cfg, env, store); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.Enabled {
 		return ps, nil
 	}
 	if ps.Gate, err = buildGate(cfg, env.Shared, m); err != nil {
 		return nil, err
+	}
+	if ps.Routes != nil {
+		lanes := make([]gate.Gate, len(ps.Routes.Keys))
+		for i, k := range ps.Routes.Keys {
+			if lanes[i], err = gate.New(gate.Fixed(k.Backend.Cap), nil); err != nil {
+				return nil, err
+			}
+		}
+		ps.Gate = gate.NewLanes(ps.Gate, lanes)
 	}
 	var chain dispatch.Chain
 	if ps.Budgets != nil { // first: a spent budget is refused whatever the queue
@@ -124,10 +166,6 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	case config.PacingReset:
 		chain = append(chain, dispatch.RateLimitHold{Pacer: ps.Pacer})
 	case config.PacingBuckets:
-		var store dispatch.BucketStore = &pace.Buckets{}
-		if env.Shared != nil {
-			store = env.Shared.Buckets()
-		}
 		ps.Buckets = &dispatch.KeyBuckets{Buckets: store, Held: func(d time.Duration) { m.BucketWait.Observe(d.Seconds()) }}
 	}
 	ps.Admission = chain
@@ -153,6 +191,51 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		ps.Releaser = release
 	}
 	return ps, nil
+}
+
+// buildRoutes is the pool of the config file's backends and the router
+// of ROUTE_POLICY. room is the keys' buckets, nil when nothing paces them.
+func buildRoutes(cfg config.Config, env Env, room dispatch.BucketStore) (*route.Pool, route.Router, error) {
+	specs := make([]route.Spec, 0, len(cfg.Backends))
+	for _, b := range cfg.Backends {
+		s := route.Spec{Name: b.Name, Kind: b.Kind, Keys: b.Keys, Cap: b.MaxConcurrency, Weight: b.Weight, Bulk: b.Bulk}
+		if s.Cap == 0 {
+			s.Cap = cfg.MaxConcurrency
+		}
+		switch b.Kind {
+		case "anthropic":
+			u := b.URL
+			if u == nil {
+				u = cfg.UpstreamURL
+			}
+			opt := env.Upstream
+			opt.IdleConnsPerHost = max(opt.IdleConnsPerHost, s.Cap*len(b.Keys))
+			s.Client = upstream.New(u, opt)
+		default:
+			if env.Cloud == nil {
+				return nil, nil, fmt.Errorf("backend %s: kind %s is not built into this sluice", b.Name, b.Kind)
+			}
+			c, err := env.Cloud(b)
+			if err != nil {
+				return nil, nil, fmt.Errorf("backend %s: %w", b.Name, err)
+			}
+			s.Client = c
+		}
+		specs = append(specs, s)
+	}
+	var r route.Room // nil, not a nil BucketStore: nothing paces the keys
+	if room != nil {
+		r = room
+	}
+	pool, err := route.New(specs, r, env.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	var router route.Router = route.Affinity{}
+	if cfg.RoutePolicy == config.RouteRoundRobin {
+		router = &route.RoundRobin{}
+	}
+	return pool, router, nil
 }
 
 // buildGate is the gate: BATCH_MAX_CONCURRENCY slots shared with the

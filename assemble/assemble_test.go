@@ -199,7 +199,7 @@ func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
 	}
 	f := &fakeShared{buckets: &pace.Buckets{}}
 	ps := build(t, load(t, env), Env{Shared: f})
-	if strings.Join(f.asked, " ") != "gate buckets cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != dispatch.BucketStore(f.buckets) {
+	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != dispatch.BucketStore(f.buckets) {
 		t.Errorf("asked the shared store for %v (order %v); want the fair gate, the buckets and the cache groups", f.asked, f.order)
 	}
 	env["RATE_LIMIT_PACING"], env["CACHE_AWARE"], env["GATE_ORDER"] = "reset", "0", "fifo"

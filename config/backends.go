@@ -206,6 +206,29 @@ func describeRef(k string) string {
 	return "this one is not a reference"
 }
 
+// BulkUpstream is where the bulk endpoint's batches go: the URL of the
+// backend the config file names for bulk (else of its first anthropic
+// backend), else UPSTREAM_URL.
+func (c Config) BulkUpstream() *url.URL {
+	var first *Backend
+	for i, b := range c.Backends {
+		if b.Kind != "anthropic" {
+			continue
+		}
+		if first == nil {
+			first = &c.Backends[i]
+		}
+		if b.Bulk {
+			first = &c.Backends[i]
+			break
+		}
+	}
+	if first == nil || first.URL == nil {
+		return c.UpstreamURL
+	}
+	return first.URL
+}
+
 // RoutePolicy is ROUTE_POLICY: how a request's backend key is chosen when
 // the config file declares backends.
 type RoutePolicy uint8

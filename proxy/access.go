@@ -31,6 +31,8 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
+	backend      string                 // the backend key that served it, by name ("primary/2"); "" without backends
+	failovers    int                    // keys it left for another before this one
 	bytesIn      int64                  // request body bytes read from the client
 	tenant       string                 // the Messages request's tenant (see TENANT_FROM)
 	cache        dispatch.CacheStanding // what CACHE_AWARE made of it
@@ -183,6 +185,7 @@ func (p *Proxy) logAccess(r *http.Request, rec *record, f accessFields) {
 		slog.Int64("bytes_in", rec.bytesIn), slog.Int64("bytes_out", bytesOut),
 		slog.Float64("queue_wait_ms", millis(rec.queueWait)), slog.Float64("upstream_ms", millis(rec.upstreamTime)),
 		slog.Uint64("wave", rec.wave), slog.Int("retries", rec.retries),
+		slog.String("backend", rec.backend), slog.Int("failovers", rec.failovers),
 		slog.String("cache", rec.cache.Role.String()), slog.Float64("cache_hold_ms", millis(rec.cache.Held)),
 		slog.String("cache_miss_block", rec.missBlock), slog.Int("cache_miss_tokens", rec.missTokens),
 		slog.Float64("bucket_wait_ms", millis(rec.bucketWait)),

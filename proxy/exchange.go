@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/route"
 )
 
 // exchange is one Messages request on its way through sluice.
@@ -46,6 +47,11 @@ type exchange struct {
 	cancelCall context.CancelCauseFunc
 	// serving lists the request among those Abort cuts (see begin).
 	serving inFlight
+	// key is the backend key of its latest upstream attempt, when the
+	// config file declares backends (see routing.go); avoid, on the plain
+	// path, the keys that failed it before.
+	key   *route.Key
+	avoid []*route.Key
 	// parked is the request's connection, taken over while it waits (see
 	// waitParked); nil when it waits in place.
 	parked *park.Response

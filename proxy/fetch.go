@@ -175,9 +175,28 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 			endAttemptSpan(span, status, cause, err != nil)
 		}()
 	}
-	resp, err = p.up.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
+	client, key := ex.backendFor(m)
+	if client == nil {
+		if timeout != nil {
+			timeout.Stop()
+		}
+		return nil, nil, "", errNoBackend(ex.desc.Inbound)
+	}
+	if key != nil {
+		key.Authorize(in.Header)
+	}
+	resp, err = client.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
 	if timeout != nil {
 		timeout.Stop() // the headers are in, or the call failed
+	}
+	if key != nil {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		if ctx.Err() == nil { // a call cut by sluice or its client says nothing of the key
+			p.routes.Answered(key, status, time.Now())
+		}
 	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
@@ -252,7 +271,17 @@ func jsonHeader(h http.Header) http.Header {
 // wait would end past the wave deadline; or when the retry budget is spent.
 // err is set when the wait itself was cut short (client gone, deadline).
 func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, cause retry.Cause, h http.Header) (bool, error) {
-	if m == nil || ctx.Err() != nil || attempt >= ex.p.cfg.RetryMaxAttempts {
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	// With backends, a failure on one key goes to another at once, if
+	// another may take it (its own key is skipped or held now): on the
+	// plain path too, since nothing has reached the client yet.
+	failover := ex.failoverNow()
+	if m == nil {
+		return failover && attempt < ex.p.cfg.RetryMaxAttempts && ex.failoverPlain(cause), nil
+	}
+	if attempt >= ex.p.cfg.RetryMaxAttempts {
 		return false, nil
 	}
 	wait := retry.Backoff(attempt-1, ex.p.rand())
@@ -260,6 +289,9 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 		if d, ok := retry.After(h, time.Now()); ok {
 			wait = d
 		}
+	}
+	if failover {
+		wait = 0 // the backoff and the retry-after are the failed key's
 	}
 	if time.Now().Add(wait).After(m.Deadline()) {
 		return false, nil // no time left for it: let the client's policy decide
@@ -285,6 +317,19 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 		return false, err
 	}
 	return true, nil
+}
+
+// failoverPlain is again on the plain path, where a failed attempt is
+// tried only on another key (failover): within the retry budget, counted
+// as a retry.
+func (ex *exchange) failoverPlain(cause retry.Cause) bool {
+	if !ex.p.budget.Spend() {
+		ex.p.metrics.RetryBudgetSpent.Inc()
+		return false
+	}
+	ex.retries++
+	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
+	return true
 }
 
 func isEventStream(h http.Header) bool {

@@ -102,6 +102,9 @@ type keysFileEntry struct {
 	MaxConcurrent int      `json:"max_concurrent"`
 	MaxWaiting    int      `json:"max_waiting"`
 	Models        []string `json:"models"`
+	// Backends limits the key's requests to these backends of the
+	// config file, by name (docs/routing.md); absent: any.
+	Backends []string `json:"backends"`
 	// Budget caps what the key spends: usd or tokens, period, time_zone,
 	// warn_at, as a config file's [[budgets]] table (docs/spend.md).
 	Budget *budget.File `json:"budget"`
@@ -185,7 +188,7 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	}
 	copy(k.sum[:], sum)
 	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: class,
-		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models, Hash: strings.ToLower(e.SHA256[:16])}
+		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models, Backends: e.Backends, Hash: strings.ToLower(e.SHA256[:16])}
 	return k, nil
 }
 

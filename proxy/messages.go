@@ -57,6 +57,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	if p.sched == nil {
 		ctx := p.begin(r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
+		defer ex.doneRouting()
 		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
@@ -111,6 +112,9 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 		return nil, false
 	}
 	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
+	if p.routes != nil {
+		info.Session = sessionOf(r.Header, &info)
+	}
 	rec := recordOf(r)
 	rec.model, rec.stream, rec.bytesIn, rec.tenant = info.Model, info.Stream, int64(len(body.data)), info.Tenant
 	if !p.withinBudget(w, &info, body) {

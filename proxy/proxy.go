@@ -39,6 +39,7 @@ import (
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/spendstore"
 	"github.com/sluicehq/sluice/upstream"
@@ -100,6 +101,11 @@ type Proxy struct {
 	// cache is the cache-aware release (CACHE_AWARE), for its gauges; nil
 	// otherwise.
 	cache cacheCounts
+	// routes are the config file's backends and their keys, and router
+	// the policy that picks among them (see routing.go); nil without
+	// backends: every call goes to up.
+	routes *route.Pool
+	router route.Router
 	// recorder records the shape of each Messages request (RECORD_FILE);
 	// nil otherwise.
 	recorder *recording.Recorder
@@ -242,6 +248,10 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if parts.Cache != nil {
 		p.cache = parts.Cache
 	}
+	if parts.Routes != nil {
+		p.routes, p.router = parts.Routes, parts.Router
+		opt.Collectors = append(slices.Clip(opt.Collectors), p.routes)
+	}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -311,8 +321,12 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 		if p.buckets != nil {
 			pacing = p.buckets
 		}
+		var routing dispatch.Routing // nil, not a nil *route.Scheduling: no routing
+		if p.routes != nil {
+			routing = &route.Scheduling{Pool: p.routes, Router: p.router}
+		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants}, parts.Gate, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants, Routing: routing}, parts.Gate, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -424,6 +438,21 @@ func publicBase(cfg config.Config) string {
 // it likes.
 func (p *Proxy) bulkBody(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.routes != nil {
+			// Bulk batches go with the bulk key: the service stores the
+			// credential the request carries, to poll its batches with.
+			// Its requests stay the client's own: owned by the key it
+			// sent (as a caller), not by the bulk key every client shares.
+			if _, ok := request.CallerOf(r.Context()); !ok {
+				if c := request.Tenant(r.Header); c != "" {
+					r = r.WithContext(request.WithCaller(r.Context(), "client-key:"+c))
+				}
+			}
+			if k := p.routes.BulkKey(); k != nil {
+				k.Authorize(r.Header)
+				recordOf(r).backend = k.Name
+			}
+		}
 		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 			h.ServeHTTP(w, r)
 			return

@@ -58,7 +58,14 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	if p.tracer != nil {
 		ctx, span, out = p.startAttemptSpan(ctx, recordOf(r), r, 0)
 	}
-	resp, err := p.up.Do(ctx, out, in, r.ContentLength)
+	client, done := p.relayBackend(out)
+	if client == nil {
+		stop()
+		apierror.WriteSluice(w, errNoBackend(inboundOf(r)))
+		return
+	}
+	resp, err := client.Do(ctx, out, in, r.ContentLength)
+	done()
 	stop()
 	if span != nil {
 		status := 0

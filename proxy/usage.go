@@ -120,6 +120,9 @@ func (ex *exchange) used(model string, u usage) {
 		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
 	}
 	ex.explainWrite(u)
+	if ex.key != nil {
+		ex.p.routes.CacheRead(ex.key, u.CacheRead)
+	}
 	if ex.member != nil {
 		ex.member.CacheRead(int(u.CacheRead))
 	}

@@ -212,3 +212,16 @@ func (p *Pool) Route(router Router, r *request.Descriptor, avoid []*Key, now tim
 
 // Done is a request routed to k done with it.
 func (p *Pool) Done(k *Key) { k.pending.Add(-1) }
+
+// Elsewhere reports whether a request like r, which k failed or held,
+// has another key to go to about now: one it may use, healthy, whose
+// buckets take it within AffinityWait. A failover goes there at once
+// rather than wait out k's backoff or its retry-after.
+func (p *Pool) Elsewhere(r *request.Descriptor, k *Key, now time.Time) bool {
+	for _, o := range p.Keys {
+		if o != k && allowed(r, o) && o.Healthy(now) && !p.fitsAt(o, r, 0, now).After(now.Add(p.AffinityWait)) {
+			return true
+		}
+	}
+	return false
+}

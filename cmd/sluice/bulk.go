@@ -19,7 +19,7 @@ func startBulk(ctx context.Context, cfg config.Config, log *slog.Logger, sp *spe
 	}
 	s, err := bulk.New(ctx, bulk.Config{Store: cfg.BulkStore, DataDir: cfg.DataDir, Secret: cfg.BulkSecret, WebhookSecret: cfg.BulkWebhookSecret, KeyWebhooks: cfg.BulkKeyWebhooks,
 		MaxWait: cfg.BulkMaxWait, MaxRequests: cfg.BulkMaxRequests, MaxBytes: cfg.BulkMaxBytes, MaxPendingBytes: cfg.BulkMaxPending, Retention: cfg.BulkRetention,
-		PollInterval: cfg.BulkPoll, Upstream: cfg.UpstreamURL, Logger: log, Spend: sp, Budgets: budgets})
+		PollInterval: cfg.BulkPoll, Upstream: cfg.BulkUpstream(), Logger: log, Spend: sp, Budgets: budgets})
 	if err != nil {
 		return nil, err
 	}

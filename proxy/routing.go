@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// Routing over the config file's [[backends]] (package route): which
+// backend and key each upstream call goes with. On the windowed path the
+// scheduler routes each member as it leaves its wave (route.Scheduling);
+// here the proxy reads that choice, routes the plain path and the relayed
+// calls itself, puts the key's credential on the call, and tells the pool
+// how each call went. Without backends none of this runs.
+
+// sessionHeader is Claude Code's session id: its requests of one
+// conversation carry the same one.
+const sessionHeader = "X-Claude-Code-Session-Id"
+
+// sessionOf is what names r's conversation for the router: Claude Code's
+// session header, else metadata.user_id, else the tenant.
+func sessionOf(h http.Header, d *request.Descriptor) string {
+	if s := h.Get(sessionHeader); s != "" {
+		if len(s) > request.MaxUserID {
+			s = s[:request.MaxUserID]
+		}
+		return "s:" + s
+	}
+	if d.UserID != "" {
+		return "u:" + d.UserID
+	}
+	if d.Tenant != "" {
+		return "t:" + d.Tenant
+	}
+	return ""
+}
+
+// backendFor is the client and key of ex's next upstream attempt: the
+// one the scheduler routed m to, or on the plain path (m nil) one chosen
+// now, away from the keys that failed it. With no backends configured it
+// is the one upstream, and no key. A nil client: ex's request may use no
+// backend of this sluice.
+func (ex *exchange) backendFor(m *dispatch.Member) (upstream.Backend, *route.Key) {
+	p := ex.p
+	if p.routes == nil {
+		return p.up, nil
+	}
+	var k *route.Key
+	if m != nil {
+		k, _, ex.rec.failovers = route.KeyOf(m)
+	} else {
+		if ex.key != nil { // a failover: away from the key that failed it
+			ex.avoid = append(ex.avoid, ex.key)
+			p.routes.Done(ex.key)
+			ex.rec.failovers++
+		}
+		k, _ = p.routes.Route(p.router, &ex.desc, ex.avoid, time.Now())
+		ex.key = k
+	}
+	if k == nil {
+		return nil, nil
+	}
+	ex.key = k
+	ex.rec.backend = k.Name
+	return k.Backend.Client, k
+}
+
+// doneRouting gives a plain-path request's place in its key's load back.
+func (ex *exchange) doneRouting() {
+	if ex.p.routes != nil && ex.member == nil && ex.key != nil {
+		ex.p.routes.Done(ex.key)
+	}
+}
+
+// failoverNow reports whether a failed attempt of ex is better tried at
+// once on another key than waited for on its own: routing is on, and
+// another key it may use is healthy and has room about now.
+func (ex *exchange) failoverNow() bool {
+	return ex.p.routes != nil && ex.key != nil && ex.p.routes.Elsewhere(&ex.desc, ex.key, time.Now())
+}
+
+// errNoBackend answers a request whose inbound key may use none of this
+// sluice's backends.
+func errNoBackend(in *request.Inbound) *apierror.Error {
+	names := "none"
+	name := ""
+	if in != nil {
+		names, name = strings.Join(in.Backends, ", "), in.Name
+	}
+	return &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
+		Message: fmt.Sprintf("the sluice key %q may use only the backends %s, and this sluice has none of them; ask whoever runs this sluice to fix the key's backends in the keys file", name, names)}
+}
+
+// relayBackend is the client for a relayed call r (count_tokens, models,
+// batches), with the key's credential put on r: batches go with the bulk
+// key, since a batch is found again only with a key of the organisation
+// that made it; the rest with the least loaded key r may use. done gives
+// the key's load back. A nil client: r may use no backend.
+func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done func()) {
+	if p.routes == nil {
+		return p.up, func() {}
+	}
+	var k *route.Key
+	done = func() {}
+	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
+		k = p.routes.BulkKey()
+	} else if k, _ = p.routes.Route(p.router, &request.Descriptor{Inbound: inboundOf(r)}, nil, time.Now()); k != nil {
+		done = func() { p.routes.Done(k) }
+	}
+	if k == nil {
+		return nil, nil
+	}
+	k.Authorize(r.Header)
+	recordOf(r).backend = k.Name
+	return k.Backend.Client, done
+}

@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+const (
+	routeKeyA = "sk-ant-route-A-0123456789-SECRET"
+	routeKeyB = "sk-ant-route-B-0123456789-SECRET"
+)
+
+// keyedUpstream is an upstream that records the keys its calls carried
+// and answers each with status (200: the API's answer).
+type keyedUpstream struct {
+	URL    string
+	status atomic.Int32
+	calls  atomic.Int32
+	mu     sync.Mutex
+	keys   []string
+	auth   []string
+}
+
+func startKeyed(t *testing.T, status int) *keyedUpstream {
+	u := &keyedUpstream{}
+	u.status.Store(int32(status))
+	srv := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		u.calls.Add(1)
+		u.mu.Lock()
+		u.keys = append(u.keys, r.Header.Get("X-Api-Key"))
+		u.auth = append(u.auth, r.Header.Get("Authorization"))
+		u.mu.Unlock()
+		if s := int(u.status.Load()); s != 200 {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s)
+			io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+			return
+		}
+		apiHandler(w, r)
+	})
+	u.URL = srv.URL
+	return u
+}
+
+func (u *keyedUpstream) seen() ([]string, []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.keys...), append([]string(nil), u.auth...)
+}
+
+// routedConfig declares backends a (on upstream a, key A) and b (on b,
+// key B), in that order.
+func routedConfig(t *testing.T, a, b *keyedUpstream, windowed bool) config.Config {
+	t.Helper()
+	t.Setenv("SLUICE_TEST_ROUTE_A", routeKeyA)
+	t.Setenv("SLUICE_TEST_ROUTE_B", routeKeyB)
+	ua, _ := url.Parse(a.URL)
+	ub, _ := url.Parse(b.URL)
+	return testConfig(t, a.URL, windowed, func(c *config.Config) {
+		c.Backends = []config.Backend{
+			{Name: "a", Kind: "anthropic", URL: ua, Keys: []string{"env:SLUICE_TEST_ROUTE_A"}, MaxConcurrency: 4},
+			{Name: "b", Kind: "anthropic", URL: ub, Keys: []string{"env:SLUICE_TEST_ROUTE_B"}, MaxConcurrency: 4},
+		}
+	})
+}
+
+// accessLinesInOrder are the access lines a test's logger wrote, in order.
+func accessLinesInOrder(t *testing.T, logs *bytes.Buffer) []map[string]any {
+	t.Helper()
+	logMu.Lock()
+	defer logMu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestRoutingPutsTheKeyOn: with backends, each call carries its key's
+// credential and nothing of the client's, on both paths and on relayed
+// calls.
+func TestRoutingPutsTheKeyOn(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		a, b := startKeyed(t, 200), startKeyed(t, 200)
+		_, srv := startProxy(t, routedConfig(t, a, b, windowed))
+		for range 3 {
+			resp := post(t, srv.URL, "/v1/messages", requestJSON)
+			if body := readAll(t, resp.Body); resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+		}
+		resp := post(t, srv.URL, "/v1/messages/count_tokens", requestJSON)
+		readAll(t, resp.Body)
+		keys, auth := a.seen()
+		if len(keys) != 4 {
+			t.Fatalf("upstream a took %d calls, b %d; want a (the first, least loaded) to take all 4", len(keys), b.calls.Load())
+		}
+		for i := range keys {
+			if keys[i] != routeKeyA || auth[i] != "" {
+				t.Errorf("call %d carried x-api-key %q, authorization %q; want key A alone", i, keys[i], auth[i])
+			}
+		}
+	})
+}
+
+// TestFailoverBeforeTheClientSeesAnError: a backend that answers 529 is
+// left for the next, within the request, on both paths; the access line
+// names the key that served it and the failover; the failed key is then
+// skipped without a try.
+func TestFailoverBeforeTheClientSeesAnError(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		a, b := startKeyed(t, 529), startKeyed(t, 200)
+		logs := &bytes.Buffer{}
+		_, srv := startProxyWith(t, routedConfig(t, a, b, windowed), Options{Logger: slog.New(slog.NewJSONHandler(lockedWriter{w: logs}, nil))})
+		var ids []string
+		for _, stream := range []bool{false, true} {
+			body := requestJSON
+			if stream {
+				body = streamRequestJSON
+			}
+			resp := post(t, srv.URL, "/v1/messages", body)
+			if got := readAll(t, resp.Body); resp.StatusCode != 200 || strings.Contains(got, "overloaded") {
+				t.Fatalf("stream=%v: status %d, %s; want b's answer", stream, resp.StatusCode, got)
+			}
+			ids = append(ids, resp.Header.Get(sluiceIDHeader))
+			// In order: the second is routed once the first is logged.
+			waitLogged(t, func() string { logMu.Lock(); defer logMu.Unlock(); return logs.String() }, ids...)
+		}
+		if n := a.calls.Load(); n != 1 {
+			t.Errorf("a was called %d times; want once, then skipped while unhealthy", n)
+		}
+		lines := accessLinesInOrder(t, logs)
+		if len(lines) != 2 {
+			t.Fatalf("%d access lines; want 2", len(lines))
+		}
+		if lines[0]["backend"] != "b/1" || lines[0]["failovers"] != 1.0 {
+			t.Errorf("first access line: backend %v, failovers %v; want b/1 after 1 failover", lines[0]["backend"], lines[0]["failovers"])
+		}
+		if lines[1]["backend"] != "b/1" || lines[1]["failovers"] != 0.0 {
+			t.Errorf("second access line: backend %v, failovers %v; want b/1 at once", lines[1]["backend"], lines[1]["failovers"])
+		}
+		if strings.Contains(logs.String(), "route-A") || strings.Contains(logs.String(), "route-B") {
+			t.Error("a backend key is in the log")
+		}
+	})
+}
+
+// TestAllBackendsFailingGivesTheUpstreamsAnswer: with every backend at
+// 529 the client gets the upstream's own 529, not a hang or a 5xx of
+// sluice's.
+func TestAllBackendsFailingGivesTheUpstreamsAnswer(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		a, b := startKeyed(t, 529), startKeyed(t, 529)
+		_, srv := startProxy(t, routedConfig(t, a, b, windowed))
+		resp := post(t, srv.URL, "/v1/messages", requestJSON)
+		got := readAll(t, resp.Body)
+		if resp.StatusCode != 529 || errorType(t, got) != "overloaded_error" {
+			t.Fatalf("status %d, %s; want the upstream's 529", resp.StatusCode, got)
+		}
+		if a.calls.Load() == 0 || b.calls.Load() == 0 {
+			t.Errorf("calls a %d, b %d; want both tried", a.calls.Load(), b.calls.Load())
+		}
+		if strings.Contains(got, "SECRET") {
+			t.Error("a key is in the error")
+		}
+	})
+}
+
+// TestInboundKeyLimitedToABackend: a sluice key whose keys-file entry
+// names backend b goes to b only; one naming no backend of this sluice is
+// refused with a 403 that says so.
+func TestInboundKeyLimitedToABackend(t *testing.T) {
+	a, b := startKeyed(t, 200), startKeyed(t, 200)
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("bonly", `"backends":["b"]`), keyEntry("lost", `"backends":["gone"]`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := startProxyWith(t, routedConfig(t, a, b, true), Options{Inbound: in})
+	send := func(name string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(requestJSON))
+		req.Header.Set("X-Api-Key", sluiceKey(name))
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for range 2 {
+		if resp := send("bonly"); resp.StatusCode != 200 {
+			t.Fatalf("bonly: status %d", resp.StatusCode)
+		}
+	}
+	if a.calls.Load() != 0 || b.calls.Load() != 2 {
+		t.Errorf("calls a %d, b %d; want b's 2 alone", a.calls.Load(), b.calls.Load())
+	}
+	keysSeen, _ := b.seen()
+	for _, k := range keysSeen {
+		if k != routeKeyB {
+			t.Errorf("b saw key %q; want key B (not the held key nor the sluice key)", k)
+		}
+	}
+	resp := send("lost")
+	got := readAll(t, resp.Body)
+	if resp.StatusCode != 403 || errorType(t, got) != "permission_error" || !strings.Contains(got, "gone") {
+		t.Errorf("lost: status %d, %s; want a 403 naming its backends", resp.StatusCode, got)
+	}
+}
