@@ -81,6 +81,10 @@ type Shared interface {
 	Gate(order config.GateOrder, capacity int) (gate.Gate, error)
 	Buckets() dispatch.BucketStore
 	CacheGroups() dispatch.CacheShare
+	// Lane is the shared lane of the backend key named key (route.Key's
+	// Name), capped at capacity; Routes carries the routing pool's news.
+	Lane(key string, capacity int) (gate.Gate, error)
+	Routes() route.Share
 }
 
 // Env is what the parts need beyond the configuration.
@@ -146,13 +150,24 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		return nil, err
 	}
 	if ps.Routes != nil {
+		// A lane per key, shared by the fleet as the gate is; and the
+		// pool's news (which key holds which prefix, which is failing)
+		// told to the other replicas.
 		lanes := make([]gate.Gate, len(ps.Routes.Keys))
 		for i, k := range ps.Routes.Keys {
-			if lanes[i], err = gate.New(gate.Fixed(k.Backend.Cap), nil); err != nil {
+			if env.Shared != nil && cfg.GateBackend == config.GateRedis {
+				lanes[i], err = env.Shared.Lane(k.Name, k.Backend.Cap)
+			} else {
+				lanes[i], err = gate.New(gate.Fixed(k.Backend.Cap), nil)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
 		ps.Gate = gate.NewLanes(ps.Gate, lanes)
+		if env.Shared != nil {
+			ps.Routes.ShareWith(env.Shared.Routes())
+		}
 	}
 	var chain dispatch.Chain
 	if ps.Budgets != nil { // first: a spent budget is refused whatever the queue

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/pace"
+	"github.com/sluicehq/sluice/route"
 )
 
 // load is the configuration of env over the defaults, windowed.
@@ -188,6 +189,64 @@ func (f *fakeShared) Buckets() dispatch.BucketStore {
 func (f *fakeShared) CacheGroups() dispatch.CacheShare {
 	f.asked = append(f.asked, "cache")
 	return nil
+}
+
+func (f *fakeShared) Lane(key string, capacity int) (gate.Gate, error) {
+	f.asked = append(f.asked, "lane "+key)
+	return gate.New(gate.Fixed(capacity), nil)
+}
+
+func (f *fakeShared) Routes() route.Share {
+	f.asked = append(f.asked, "routes")
+	return &fakeNews{}
+}
+
+type fakeNews struct{}
+
+func (*fakeNews) Publish(string)          {}
+func (*fakeNews) Listen(func(msg string)) {}
+
+// With [[backends]] the parts route: a pool of their keys with the
+// router of ROUTE_POLICY, and a gate with a lane per key, capped at its
+// backend's max_concurrency (BATCH_MAX_CONCURRENCY if none); under
+// GATE_BACKEND=redis the lanes and the pool's news are the fleet's.
+func TestBackendsRoute(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	c := load(t, map[string]string{"BATCH_MAX_CONCURRENCY": "7", "ROUTE_POLICY": "round-robin"})
+	c.Backends = []config.Backend{
+		{Name: "a", Kind: "anthropic", URL: u, Keys: []string{"env:KA"}, MaxConcurrency: 2},
+		{Name: "b", Kind: "anthropic", Keys: []string{"env:KB"}},
+	}
+	env := Env{Getenv: func(k string) string { return "sk-" + k }}
+	ps := build(t, c, env)
+	if ps.Routes == nil || len(ps.Routes.Keys) != 2 {
+		t.Fatalf("routes: %+v; want a pool of 2 keys", ps.Routes)
+	}
+	if _, ok := ps.Router.(*route.RoundRobin); !ok {
+		t.Errorf("router %T; want round robin", ps.Router)
+	}
+	lanes, ok := ps.Gate.(*gate.Lanes)
+	if !ok {
+		t.Fatalf("gate %T; want lanes", ps.Gate)
+	}
+	if a, b := lanes.Lane(1).Stats().Capacity, lanes.Lane(2).Stats().Capacity; a != 2 || b != 7 {
+		t.Errorf("lane caps %d, %d; want 2 and 7", a, b)
+	}
+	if _, err := Build(c, Env{Getenv: func(string) string { return "" }}); err == nil || !strings.Contains(err.Error(), "env:KA") {
+		t.Errorf("a key unset: %v; want an error naming its reference", err)
+	}
+	c.Backends = append(c.Backends, config.Backend{Name: "cloud", Kind: "bedrock", Region: "us-east-1"})
+	if _, err := Build(c, env); err == nil || !strings.Contains(err.Error(), "not built into") {
+		t.Errorf("a cloud backend without Env.Cloud: %v", err)
+	}
+	c.Backends = c.Backends[:2]
+	c.GateBackend = config.GateRedis
+	c.RedisURL = "redis://127.0.0.1:1"
+	f := &fakeShared{}
+	build(t, c, Env{Getenv: env.Getenv, Shared: f})
+	if got := strings.Join(f.asked, ", "); got != "buckets, gate, lane a/1, lane b/1, routes, cache" {
+		t.Errorf("asked the shared store for %s; want the buckets, the gate, a lane per key, the routes' news and the cache groups", got)
+	}
 }
 
 // Under GATE_BACKEND=redis the gate, the buckets and the cache groups

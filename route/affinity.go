@@ -48,29 +48,47 @@ func (a *affinity) holders(ps []request.Prefix, now time.Time) (uint64, int) {
 	return 0, 0
 }
 
+// prefixTTL is a prefix held until a time: what replicas tell each other.
+type prefixTTL struct {
+	key   uint64
+	until time.Time
+}
+
 // wrote notes that k holds (or is writing) every prefix of ps, for their
-// TTL from now.
-func (a *affinity) wrote(ps []request.Prefix, k *Key, now time.Time) {
+// TTL from now, and returns them with their ends, for the other replicas.
+func (a *affinity) wrote(ps []request.Prefix, k *Key, now time.Time) []prefixTTL {
 	if len(ps) == 0 {
-		return
+		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	out := make([]prefixTTL, 0, len(ps))
 	for _, p := range ps {
-		h, ok := a.m[p.Key]
-		if !ok {
-			a.makeRoom(now)
-		}
-		if !h.until.After(now) {
-			h.keys = 0 // expired: whoever held it holds it no more
-		}
 		ttl := p.TTL
 		if ttl <= 0 {
 			ttl = 5 * time.Minute
 		}
+		out = append(out, prefixTTL{p.Key, now.Add(ttl)})
+	}
+	a.hold(out, k)
+	return out
+}
+
+// hold notes that k holds each prefix of ps until its end.
+func (a *affinity) hold(ps []prefixTTL, k *Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range ps {
+		h, ok := a.m[p.key]
+		if !ok {
+			a.makeRoom(p.until)
+		}
+		if h.until.Before(p.until) {
+			if !h.until.After(time.Now()) {
+				h.keys = 0 // expired: whoever held it holds it no more
+			}
+			h.until = p.until
+		}
 		h.keys |= 1 << k.index
-		h.until = now.Add(ttl)
-		a.m[p.Key] = h
+		a.m[p.key] = h
 	}
 }
 
@@ -79,6 +97,7 @@ func (a *affinity) makeRoom(now time.Time) {
 	if len(a.m) < maxRemembered {
 		return
 	}
+	now = time.Now()
 	for key, h := range a.m {
 		if !h.until.After(now) {
 			delete(a.m, key)

@@ -52,30 +52,52 @@ func OutcomeOf(status int) Outcome {
 func (p *Pool) Result(k *Key, o Outcome, now time.Time) {
 	switch o {
 	case Answered:
-		k.health.ok()
+		if k.health.ok() {
+			p.tellHealth(k, 0, time.Time{})
+		}
 		return
 	case Unreachable:
 		for _, kk := range k.Backend.Keys {
-			kk.health.fail(now)
+			fails, until := kk.health.fail(now)
+			p.tellHealth(kk, fails, until)
 		}
 	default:
-		k.health.fail(now)
+		fails, until := k.health.fail(now)
+		p.tellHealth(k, fails, until)
 	}
 	k.count.failures.Add(1)
 }
 
-func (h *health) ok() {
+// ok makes h healthy; it reports whether it was not.
+func (h *health) ok() bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.fails > 0
 	h.fails, h.until = 0, time.Time{}
-	h.mu.Unlock()
+	return was
 }
 
-func (h *health) fail(now time.Time) {
+// fail counts a failure at now; it returns the failures in a row and
+// the end of the skip.
+func (h *health) fail(now time.Time) (int, time.Time) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	skip := firstSkip << min(h.fails, 10)
 	h.fails++
 	h.until = now.Add(min(skip, maxSkip))
-	h.mu.Unlock()
+	return h.fails, h.until
+}
+
+// set takes what another replica learnt: a later skip, or a recovery.
+func (h *health) set(fails int, until time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case fails == 0:
+		h.fails, h.until = 0, time.Time{}
+	case until.After(h.until):
+		h.fails, h.until = max(h.fails, fails), until
+	}
 }
 
 // skippedUntil is when k may be tried again; zero or past: now.

@@ -119,6 +119,7 @@ type Pool struct {
 	byName   map[string]*Backend
 	affinity affinity
 	sessions sessions
+	share    Share // nil: this replica alone (see share.go)
 	// AffinityWait is how much longer than the soonest elsewhere a
 	// request waits for the key that holds its prefix or its session
 	// before it goes elsewhere.

@@ -204,7 +204,7 @@ func (p *Pool) Route(router Router, r *request.Descriptor, avoid []*Key, now tim
 		avoid[len(avoid)-1].count.failedOver.Add(1)
 	}
 	if r != nil {
-		p.affinity.wrote(r.Prefixes, k, now)
+		p.tellWrote(k, p.affinity.wrote(r.Prefixes, k, now))
 		p.sessions.went(r.Session, k, now)
 	}
 	return k, c.Why

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/gate/redisgate"
 	"github.com/sluicehq/sluice/redisconn"
 	"github.com/sluicehq/sluice/redisshare"
+	"github.com/sluicehq/sluice/route"
 )
 
 // sharedGateName is the gate every replica on one Redis shares; fleets
@@ -25,6 +27,7 @@ const sharedGateName = "sluice:gate"
 const (
 	sharedBucketsName = "sluice:bucket"
 	sharedCacheName   = "sluice:cache"
+	sharedRoutesName  = "sluice:routes"
 )
 
 // buildParts builds the proxy's policies from cfg (package assemble),
@@ -50,6 +53,9 @@ func buildParts(cfg config.Config, log *slog.Logger) (*assemble.Parts, []prometh
 	if err != nil {
 		closeShared()
 		return nil, nil, nil, err
+	}
+	if parts.Routes != nil {
+		logRoutes(cfg, parts, log)
 	}
 	var collectors []prometheus.Collector
 	if shared != nil {
@@ -89,4 +95,30 @@ func (s *sharedRedis) Buckets() dispatch.BucketStore {
 
 func (s *sharedRedis) CacheGroups() dispatch.CacheShare {
 	return redisshare.NewCacheGroups(s.c, sharedCacheName)
+}
+
+// Lane is the shared lane of one backend key: a gate of its own in Redis,
+// named for the key (never the key itself).
+func (s *sharedRedis) Lane(key string, capacity int) (gate.Gate, error) {
+	return redisgate.New(s.c, sharedGateName+":lane:"+key, capacity)
+}
+
+func (s *sharedRedis) Routes() route.Share {
+	return redisshare.NewRoutes(s.c, sharedRoutesName)
+}
+
+// logRoutes says, at start, what requests are routed over: each backend
+// and its keys by name (never a key), and a warning when anyone who
+// reaches sluice may spend the keys it holds.
+func logRoutes(cfg config.Config, parts *assemble.Parts, log *slog.Logger) {
+	for _, b := range parts.Routes.Backends {
+		names := make([]string, len(b.Keys))
+		for i, k := range b.Keys {
+			names[i] = k.Name
+		}
+		log.Info("routing to backend", "backend", b.Name, "kind", b.Kind, "keys", strings.Join(names, " "), "max_concurrency", b.Cap, "route_policy", cfg.RoutePolicy.String())
+	}
+	if cfg.InboundKeysFile == "" {
+		log.Warn("the config file's backends hold upstream keys and INBOUND_KEYS_FILE is not set: whoever reaches sluice spends them; give clients sluice keys (docs/routing.md)")
+	}
 }
