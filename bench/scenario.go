@@ -82,6 +82,9 @@ type SimSpec struct {
 	// BatchDuration is how long the simulator takes over a whole message
 	// batch (mode bulk). Zero keeps the simulator's 2 s.
 	BatchDuration Duration `json:"batch_duration"`
+	// CachePerKey keeps each API key's prompt cache apart, as each
+	// organisation's is (sim.Config.CachePerKey).
+	CachePerKey bool `json:"cache_per_key"`
 }
 
 // CapacityStepSpec is the upstream's capacity from From on.

@@ -13,7 +13,7 @@ func (sc *Scenario) SimConfig() sim.Config {
 		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), PrefillPerToken: sc.Sim.PrefillPerToken.D(), Jitter: sc.Sim.Jitter,
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
-		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
+		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(), CachePerKey: sc.Sim.CachePerKey,
 	}
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})

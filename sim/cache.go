@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -59,7 +61,7 @@ func (c *promptCache) usageFor(p *prompt, minTokens int, now time.Time) usage {
 	c.mu.Lock()
 	hit := -1
 	for i := len(bps) - 1; i >= 0; i-- {
-		if exp, ok := c.entries[bps[i].key]; ok && now.Before(exp) {
+		if exp, ok := c.entries[entryKey(p, bps[i])]; ok && now.Before(exp) {
 			hit = i
 			break
 		}
@@ -94,8 +96,8 @@ func (c *promptCache) commit(p *prompt, minTokens int, now time.Time) {
 	defer c.mu.Unlock()
 	for _, bp := range bps {
 		exp := now.Add(ttlOf(bp.ttl))
-		if exp.After(c.entries[bp.key]) {
-			c.entries[bp.key] = exp
+		if k := entryKey(p, bp); exp.After(c.entries[k]) {
+			c.entries[k] = exp
 		}
 	}
 	// Drop expired entries now and then so a long run does not grow forever.
@@ -106,6 +108,24 @@ func (c *promptCache) commit(p *prompt, minTokens int, now time.Time) {
 			}
 		}
 	}
+}
+
+// entryKey is bp's entry in the cache of p's scope: its own key in the
+// shared cache, else that key hashed with the scope's credential.
+func entryKey(p *prompt, bp breakpoint) [32]byte {
+	if p.scope == "" {
+		return bp.key
+	}
+	return sha256.Sum256(append([]byte(p.scope+"\x00"), bp.key[:]...))
+}
+
+// credentialOf is the credential r carries, whose cache it uses under
+// CachePerKey (as its rate limits are that credential's).
+func credentialOf(r *http.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return r.Header.Get("Authorization")
 }
 
 func cacheable(bps []breakpoint, minTokens int) []breakpoint {

@@ -64,6 +64,11 @@ type Config struct {
 	// MinCacheTokensHaiku is the same override for haiku models. Zero
 	// means the documented minimum (2048 for Haiku 3.5, 4096 for Haiku 4.5).
 	MinCacheTokensHaiku int
+	// CachePerKey keeps each credential's prompt cache apart, as the API
+	// keeps each organisation's (and workspace's): a prefix written with
+	// one key is not read with another. Off, one cache serves every key
+	// (as keys of one workspace share one).
+	CachePerKey bool
 
 	// OutputTokensMin and OutputTokensMax bound the reply length chosen from
 	// the request hash (before max_tokens truncation). Zero means 16 and 256.
@@ -187,6 +192,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.InputTokensPerMinute, "itpm", c.InputTokensPerMinute, "input tokens per minute limit (0 = off)")
 	fs.IntVar(&c.OutputTokensPerMinute, "otpm", c.OutputTokensPerMinute, "output tokens per minute limit (0 = off)")
 	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens for non-haiku models (0 = each model's documented minimum)")
+	fs.BoolVar(&c.CachePerKey, "cache-per-key", c.CachePerKey, "keep each API key's prompt cache apart, as each organisation's is (default: one cache for every key)")
 	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix in tokens for haiku models (0 = each model's documented minimum)")
 	fs.IntVar(&c.OutputTokensMin, "output-tokens-min", c.OutputTokensMin, "shortest reply in tokens before max_tokens (0 = 16)")
 	fs.IntVar(&c.OutputTokensMax, "output-tokens-max", c.OutputTokensMax, "longest reply in tokens before max_tokens (0 = 256)")

@@ -134,6 +134,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID()}
 	x.rep = s.generate(req, p, want)
+	if s.cfg.CachePerKey {
+		p.scope = credentialOf(r)
+	}
 	x.usage = s.cache.usageFor(p, s.minCacheTokens(req.Model), now)
 	x.usage.OutputTokens = x.rep.outputTokens
 	x.usage.ServiceTier = "standard"

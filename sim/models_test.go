@@ -295,6 +295,26 @@ func TestPromptCacheConcurrency(t *testing.T) {
 	})
 }
 
+// TestPromptCachePerKey: with CachePerKey a prefix written with one key
+// is read with that key only, as the API keeps each organisation's cache
+// apart; without it every key reads it.
+func TestPromptCachePerKey(t *testing.T) {
+	const prefix = 1500
+	for _, perKey := range []bool{false, true} {
+		s := New(Config{CachePerKey: perKey})
+		decode(t, call(s, "POST", "/v1/messages", cachedBody("", "a"), "x-api-key", "sk-one"))
+		same := decode(t, call(s, "POST", "/v1/messages", cachedBody("", "b"), "x-api-key", "sk-one"))
+		other := decode(t, call(s, "POST", "/v1/messages", cachedBody("", "c"), "x-api-key", "sk-two"))
+		if same.Usage.CacheRead != prefix {
+			t.Errorf("perKey=%v: the writing key's next request read %d; want %d", perKey, same.Usage.CacheRead, prefix)
+		}
+		if want := map[bool]int{false: prefix, true: 0}[perKey]; other.Usage.CacheRead != want {
+			t.Errorf("perKey=%v: another key's request read %d; want %d", perKey, other.Usage.CacheRead, want)
+		}
+		s.Close()
+	}
+}
+
 func TestPromptCacheRules(t *testing.T) {
 	s := New(Config{})
 	defer s.Close()
