@@ -48,7 +48,7 @@ type Backend struct {
 	Weight float64
 	// Bulk says the bulk endpoint's batches go to its first key.
 	Bulk bool
-	// A cloud's place (see docs/clouds.md): its region, its project
+	// A cloud's place (the clouds are described beside the routing, in docs/routing.md): its region, its project
 	// (Vertex), an endpoint that replaces the region's, and the model
 	// ids it answers to by the first-party id a client sends.
 	Region, Project, Endpoint string
@@ -154,7 +154,7 @@ func (fb fileBackend) backend() (Backend, []string) {
 		}
 	case "bedrock", "vertex":
 		if len(b.Keys) > 0 {
-			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/clouds.md)")
+			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/routing.md)")
 		}
 		if fb.Region == "" {
 			errs = append(errs, "region is missing")
