@@ -121,3 +121,12 @@ func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done fun
 	recordOf(r).backend = k.Name
 	return k.Backend.Client, done
 }
+
+// Backends are the config file's backend keys as the page shows them, in
+// its order; nil without backends.
+func (p *Proxy) Backends() []route.Row {
+	if p.routes == nil {
+		return nil
+	}
+	return p.routes.Rows()
+}

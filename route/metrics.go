@@ -88,14 +88,18 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 
 // Row is one key as the page's backends table shows it.
 type Row struct {
-	Backend, Key          string
-	Pending, Cap          int
-	Healthy               bool
-	Routed                uint64
-	ByAffinity, BySession uint64
-	FailedOver, Failures  uint64
-	RateLimited           uint64
-	CacheReadTokens       uint64
+	Backend         string `json:"backend"`
+	Key             string `json:"key"` // its name: never the key
+	Pending         int    `json:"pending"`
+	Cap             int    `json:"cap"`
+	Healthy         bool   `json:"healthy"`
+	Routed          uint64 `json:"routed"`
+	ByAffinity      uint64 `json:"by_affinity"`
+	BySession       uint64 `json:"by_session"`
+	FailedOver      uint64 `json:"failed_over"`
+	Failures        uint64 `json:"failures"`
+	RateLimited     uint64 `json:"rate_limited"`
+	CacheReadTokens uint64 `json:"cache_read_tokens"`
 }
 
 // Rows are the keys' rows, in the config file's order.

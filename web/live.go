@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/spend"
 )
 
@@ -63,6 +64,9 @@ type Gauges struct {
 	// Spend is what each tenant spent on each model since sluice started,
 	// the liveSpend costliest pairs (see package spend).
 	Spend []spend.TenantModel `json:"spend,omitempty"`
+	// Backends are the config file's backend keys (see docs/routing.md),
+	// by name, never by key: what each holds and how its requests went.
+	Backends []route.Row `json:"backends,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
@@ -72,7 +76,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
 			Slots: st.Capacity, Adaptive: cfg.GateLimit == config.GateLimitAdaptive, MaxSlots: cfg.MaxConcurrency,
 			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
-			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend)}
+			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend), Backends: p.Backends()}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -86,7 +90,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
 		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
-		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend)
+		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend) && slices.Equal(g.Backends, o.Backends)
 }
 
 // LiveWave is one flushed window.

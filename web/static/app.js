@@ -739,6 +739,17 @@ function live() {
       return tr;
     }));
     if (!spent.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 4; td.textContent = "no spend yet"; tr.append(td); sp.append(tr); }
+    // The backend keys, in the config file's order; the section shows
+    // only when sluice routes over backends.
+    const bk = $("live-backends"), backends = gz.backends || [];
+    $("live-backends-section").hidden = !backends.length;
+    bk.replaceChildren(...backends.map((b) => {
+      const tr = document.createElement("tr");
+      tr.dataset.key = b.key; tr.dataset.healthy = b.healthy; tr.dataset.routed = b.routed; tr.dataset.failedOver = b.failed_over;
+      [b.key, b.pending + " / " + b.cap, b.healthy ? "tried" : "skipped", b.routed, b.by_affinity, b.by_session, b.failed_over, b.failures, b.rate_limited, b.cache_read_tokens.toLocaleString("en")]
+        .forEach((c) => { const td = document.createElement("td"); td.textContent = String(c); tr.append(td); });
+      return tr;
+    }));
     // Why cache writes happened, the costliest first (the server sends
     // at most one row per block label).
     const cw = $("live-cache-writes"), writes = gz.cache_writes || [];
