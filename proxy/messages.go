@@ -106,6 +106,9 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 	if info.Inbound = inboundOf(r); aerr == nil && !allowsModel(info.Inbound, info.Model) {
 		aerr = errModelNotAllowed(info.Inbound, info.Model)
 	}
+	if aerr == nil && p.routes != nil && !p.routes.Allows(info.Inbound) {
+		aerr = errNoBackend(info.Inbound) // before it waits for a turn it cannot use
+	}
 	if aerr != nil {
 		p.bodies.release(body.reserved)
 		apierror.WriteSluice(w, aerr)

@@ -92,19 +92,22 @@ func (a *affinity) hold(ps []prefixTTL, k *Key) {
 	}
 }
 
-// makeRoom drops entries when the map is full. a.mu is held.
-func (a *affinity) makeRoom(now time.Time) {
+// makeRoom drops entries when the map is full: the expired ones, then
+// others, down to seven eighths of the bound, so that a flood of new
+// prefixes pays one sweep per eighth of the map, not one per prefix.
+// a.mu is held.
+func (a *affinity) makeRoom(time.Time) {
 	if len(a.m) < maxRemembered {
 		return
 	}
-	now = time.Now()
+	now := time.Now()
 	for key, h := range a.m {
 		if !h.until.After(now) {
 			delete(a.m, key)
 		}
 	}
 	for key := range a.m {
-		if len(a.m) < maxRemembered {
+		if len(a.m) <= maxRemembered*7/8 {
 			break
 		}
 		delete(a.m, key)
@@ -144,8 +147,9 @@ func (s *sessions) went(session string, k *Key, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[session]; !ok && len(s.m) >= maxRemembered {
+		// As affinity.makeRoom: the expired, then others, to 7/8.
 		for name, e := range s.m {
-			if !e.until.After(now) || len(s.m) >= maxRemembered {
+			if !e.until.After(now) || len(s.m) > maxRemembered*7/8 {
 				delete(s.m, name)
 			}
 		}

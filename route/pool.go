@@ -242,6 +242,18 @@ func (p *Pool) BulkKey() *Key {
 	return nil
 }
 
+// Allows reports whether a request of the inbound key in (nil: none)
+// may go to some key of the pool.
+func (p *Pool) Allows(in *request.Inbound) bool {
+	r := request.Descriptor{Inbound: in}
+	for _, k := range p.Keys {
+		if allowed(&r, k) {
+			return true
+		}
+	}
+	return false
+}
+
 // allowed reports whether r may go to k: an inbound key limited to some
 // backends goes to those only.
 func allowed(r *request.Descriptor, k *Key) bool {

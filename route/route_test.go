@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,5 +330,22 @@ func TestMetricsNameNoKey(t *testing.T) {
 		if strings.Contains(r.Key, "sk-") || strings.Contains(r.Backend, "sk-") {
 			t.Errorf("a row holds a key: %+v", r)
 		}
+	}
+}
+
+// TestRememberedIsBounded: a flood of new prefixes and sessions keeps each
+// map within its bound.
+func TestRememberedIsBounded(t *testing.T) {
+	p := twoKeys(t, nil)
+	k := p.Keys[0]
+	for i := range maxRemembered + 1000 {
+		p.affinity.wrote([]request.Prefix{{Key: uint64(i), Tokens: 1, TTL: time.Hour}}, k, t0)
+		p.sessions.went("s"+strconv.Itoa(i), k, time.Now())
+	}
+	if n := len(p.affinity.m); n > maxRemembered {
+		t.Errorf("%d prefixes remembered; want at most %d", n, maxRemembered)
+	}
+	if n := len(p.sessions.m); n > maxRemembered {
+		t.Errorf("%d sessions remembered; want at most %d", n, maxRemembered)
 	}
 }
