@@ -23,8 +23,9 @@ type Replica struct {
 }
 
 // StartReplica runs `sluice serve` with the shared gate on redisURL, cap
-// slots, before upstream, with extra settings (NAME=value) on top, and
-// waits until it is ready. Its log is shown if the test fails.
+// slots, before upstream, with extra settings (NAME=value) on top, or
+// flags (--name=value: --config=FILE, say), and waits until it is ready.
+// Its log is shown if the test fails.
 func StartReplica(t *testing.T, name, redisURL, upstream string, cap int, extra ...string) *Replica {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,12 +34,21 @@ func StartReplica(t *testing.T, name, redisURL, upstream string, cap int, extra 
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(Path(t), "serve")
+	args := []string{"serve"}
+	var settings []string
+	for _, e := range extra {
+		if strings.HasPrefix(e, "--") {
+			args = append(args, e)
+		} else {
+			settings = append(settings, e)
+		}
+	}
+	cmd := exec.Command(Path(t), args...)
 	cmd.Env = append(os.Environ(), "BATCH_ENABLED=1", "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream,
 		"GATE_BACKEND=redis", "REDIS_URL="+redisURL, "BATCH_MAX_CONCURRENCY="+strconv.Itoa(cap),
 		"BATCH_MAX_WAIT_MS=20", "BATCH_TIMEOUT_S=60", "GATE_LEASE_TTL_S=2", "UI_ENABLED=0", "LOG_LEVEL=warn",
 		"ADMIT_BY_CLIENT_TIMEOUT=0", "CACHE_AWARE=0", "RETRY_MAX_ATTEMPTS=1", "DRAIN_TIMEOUT_S=1")
-	cmd.Env = append(cmd.Env, extra...)
+	cmd.Env = append(cmd.Env, settings...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
