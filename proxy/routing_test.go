@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -223,4 +226,95 @@ func TestInboundKeyLimitedToABackend(t *testing.T) {
 	if resp.StatusCode != 403 || errorType(t, got) != "permission_error" || !strings.Contains(got, "gone") {
 		t.Errorf("lost: status %d, %s; want a 403 naming its backends", resp.StatusCode, got)
 	}
+}
+
+// capturedClaudeCode is a captured Claude Code request in testdata/clients:
+// its headers and its body, as Claude Code sent them.
+func capturedClaudeCode(t *testing.T, name string) (http.Header, []byte) {
+	t.Helper()
+	var rec struct {
+		Header http.Header `json:"header"`
+	}
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "clients", name+".request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(filepath.Join("..", "testdata", "clients", name+".body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.Header, body
+}
+
+// TestClaudeCodeConversationStaysOnItsKey: a captured Claude Code
+// conversation's next turn goes to the key its first turn went to (its
+// session and its cached prefix are there), though the other key is
+// emptier; a request of nobody's goes to the emptier key.
+func TestClaudeCodeConversationStaysOnItsKey(t *testing.T) {
+	release := make(chan struct{})
+	var aCalls, bCalls atomic.Int32
+	a := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if aCalls.Add(1) > 1 {
+			<-release // the noise that lands on a stays in flight
+		}
+		apiHandler(w, r)
+	})
+	b := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { bCalls.Add(1); apiHandler(w, r) })
+	t.Cleanup(func() { close(release) })
+	ka, kb := &keyedUpstream{URL: a.URL}, &keyedUpstream{URL: b.URL}
+	_, srv := startProxy(t, routedConfig(t, ka, kb, false))
+	send := func(h http.Header, body []byte, key string) <-chan int {
+		done := make(chan int, 1)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(body))
+		for k, v := range h {
+			if !strings.EqualFold(k, "content-length") && !strings.EqualFold(k, "accept-encoding") {
+				req.Header[http.CanonicalHeaderKey(k)] = v
+			}
+		}
+		req.Header.Set("X-Api-Key", key)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		return done
+	}
+	h1, first := capturedClaudeCode(t, "claude-code-first")
+	if code := <-send(h1, first, "sk-claude"); code != 200 || aCalls.Load() != 1 {
+		t.Fatalf("the first turn: status %d, calls on a %d; want 200 on a (both keys empty, a first)", code, aCalls.Load())
+	}
+	// Noise from other clients: what lands on a stays in flight there,
+	// what lands on b is answered, until a has two pending and b none.
+	for i := 0; aCalls.Load() < 3; i++ {
+		send(http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}}, []byte(requestJSON), "sk-noise-"+strconv.Itoa(i))
+		for deadline := time.Now().Add(5 * time.Second); aCalls.Load()+bCalls.Load() < int32(i+2); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the noise never reached an upstream")
+			}
+		}
+	}
+	before := aCalls.Load()
+	h2, next := capturedClaudeCode(t, "claude-code-tool-result")
+	if h2.Get("X-Claude-Code-Session-Id") != h1.Get("X-Claude-Code-Session-Id") {
+		t.Fatal("the fixtures are not one conversation: re-captured?")
+	}
+	next2 := send(h2, next, "sk-claude")
+	for deadline := time.Now().Add(5 * time.Second); aCalls.Load() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the conversation's next turn did not go to a, its key (calls a %d, b %d)", aCalls.Load(), bCalls.Load())
+		}
+	}
+	bNow := bCalls.Load()
+	if code := <-send(http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}}, []byte(requestJSON), "sk-stranger"); code != 200 || bCalls.Load() != bNow+1 {
+		t.Errorf("a stranger's request: status %d, b's calls %d → %d; want it on b, the emptier key", code, bNow, bCalls.Load())
+	}
+	_ = next2
 }
