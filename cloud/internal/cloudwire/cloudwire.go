@@ -1,0 +1,238 @@
+// Package cloudwire is what the cloud backends (bedrock, vertex) share: the
+// reading of a client's Messages request into the fields a cloud wants
+// changed, and the building of the answers the Anthropic API would give,
+// so that sluice's relay sees no difference between a cloud and the API.
+package cloudwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// Request is a client's Messages body opened for rewriting. Fields keeps
+// every member but the ones the cloud takes elsewhere as the client sent
+// it, byte for byte: cache_control and anything a later API version adds
+// pass through without this package knowing of them.
+type Request struct {
+	Model  string
+	Stream bool
+	Fields map[string]json.RawMessage
+}
+
+// ParseMessages opens body, a JSON object. It fails with an Anthropic
+// 400 when the body is not an object or model is not a string.
+func ParseMessages(body []byte) (*Request, *apierror.Error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, apierror.New(http.StatusBadRequest, "invalid_request_error", "request body is not a JSON object; send a Messages request")
+	}
+	r := &Request{Fields: fields}
+	if m, ok := fields["model"]; ok {
+		if err := json.Unmarshal(m, &r.Model); err != nil {
+			return nil, apierror.New(http.StatusBadRequest, "invalid_request_error", "model: must be a string")
+		}
+	}
+	if strings.TrimSpace(r.Model) == "" {
+		return nil, apierror.New(http.StatusBadRequest, "invalid_request_error", "model: field required; name a model such as claude-sonnet-4-5")
+	}
+	if s, ok := fields["stream"]; ok {
+		_ = json.Unmarshal(s, &r.Stream) // a non-bool stream is the cloud's to refuse
+	}
+	return r, nil
+}
+
+// Set puts v, marshalled, under key.
+func (r *Request) Set(key string, v any) {
+	b, _ := json.Marshal(v) // strings, bools and string slices only
+	r.Fields[key] = b
+}
+
+// Body is the rewritten JSON body. encoding/json writes a RawMessage as
+// the client sent it, compacted: every value, cache_control included,
+// stays what it was.
+func (r *Request) Body() ([]byte, error) {
+	return json.Marshal(r.Fields)
+}
+
+// Betas is the client's anthropic-beta header as a list: each header line
+// split on commas, blanks dropped, in order.
+func Betas(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Anthropic-Beta") {
+		for _, b := range strings.Split(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// Unmapped is the 400 for a model the backend has no id for.
+func Unmapped(kind, backend, model string) *apierror.Error {
+	name := kind
+	if backend != "" {
+		name = kind + " backend " + strconv.Quote(backend)
+	} else {
+		name += " backend"
+	}
+	return apierror.New(http.StatusBadRequest, "invalid_request_error",
+		"model "+strconv.Quote(model)+" is not mapped on the "+name+"; add it to the backend's models table, or send a model it maps")
+}
+
+// Answer is the response the Anthropic API would give with status and a
+// JSON body, under requestID ("" for none), to in.
+func Answer(in *http.Request, status int, body []byte, requestID string) *http.Response {
+	h := http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(body))}}
+	if requestID != "" {
+		h.Set("Request-Id", requestID)
+	}
+	return &http.Response{
+		Status:        strconv.Itoa(status) + " " + statusText(status),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       in,
+	}
+}
+
+// ErrorAnswer is e as the Anthropic API's error response.
+func ErrorAnswer(in *http.Request, e *apierror.Error, requestID string) *http.Response {
+	body, _ := json.Marshal(apierror.Envelope(e.Type, e.Message, requestID))
+	resp := Answer(in, e.Status, body, requestID)
+	if e.RetryAfter > 0 {
+		resp.Header.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	return resp
+}
+
+func statusText(code int) string {
+	if code == 529 {
+		return "Overloaded"
+	}
+	return http.StatusText(code)
+}
+
+// TypeForStatus is the Anthropic error type the API answers with status.
+func TypeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == 529, status == http.StatusServiceUnavailable:
+		return "overloaded_error"
+	case status == http.StatusGatewayTimeout, status == http.StatusRequestTimeout:
+		return "timeout_error"
+	case status >= 400 && status < 500:
+		return "invalid_request_error"
+	}
+	return "api_error"
+}
+
+// ErrorBodyLimit bounds how much of a cloud's error body is read: enough
+// for any error JSON, not a stream by mistake.
+const ErrorBodyLimit = 64 << 10
+
+// ReadErrorBody reads and closes an error response's body, up to
+// ErrorBodyLimit.
+func ReadErrorBody(resp *http.Response) []byte {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, ErrorBodyLimit))
+	resp.Body.Close()
+	return b
+}
+
+// SendFailure is the *upstream.Error for a round trip to base (scheme://host)
+// that got no response.
+func SendFailure(base string, err error) *upstream.Error {
+	var op *net.OpError
+	return &upstream.Error{Upstream: base, Dial: errors.As(err, &op) && op.Op == "dial", Err: err}
+}
+
+// SSEEvent appends one server-sent event, as the API frames it.
+func SSEEvent(dst []byte, name string, data []byte) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	// The API's event JSON holds no raw newline; a data line per payload
+	// line keeps the framing valid should one ever come.
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		dst = append(dst, "\ndata: "...)
+		dst = append(dst, line...)
+	}
+	return append(dst, "\n\n"...)
+}
+
+// Models is defaults with over laid on top: an entry of over adds or
+// replaces a mapping, and an empty value removes the default's.
+func Models(defaults, over map[string]string) map[string]string {
+	out := make(map[string]string, len(defaults)+len(over))
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for k, v := range over {
+		if v == "" {
+			delete(out, k)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Route is which Messages operation a client's request asks for.
+type Route int
+
+const (
+	RouteOther  Route = iota // not served by a cloud backend
+	RouteCreate              // POST /v1/messages
+	RouteCount               // POST /v1/messages/count_tokens
+	RouteBatch               // anything under /v1/messages/batches
+)
+
+// RouteOf names in's operation.
+func RouteOf(in *http.Request) Route {
+	p := strings.TrimSuffix(in.URL.Path, "/")
+	switch {
+	case p == "/v1/messages/batches" || strings.HasPrefix(p, "/v1/messages/batches/"):
+		return RouteBatch
+	case in.Method == http.MethodPost && p == "/v1/messages":
+		return RouteCreate
+	case in.Method == http.MethodPost && p == "/v1/messages/count_tokens":
+		return RouteCount
+	}
+	return RouteOther
+}
+
+// Refuse is the answer for a request a cloud backend does not serve:
+// batches (a 400 that says where to send them) or any other endpoint.
+func Refuse(in *http.Request, kind, backend string, route Route) *http.Response {
+	name := kind + " backend"
+	if backend != "" {
+		name += " " + strconv.Quote(backend)
+	}
+	if route == RouteBatch {
+		return ErrorAnswer(in, apierror.New(http.StatusBadRequest, "invalid_request_error",
+			"Message Batches are not offered on the "+name+"; send batch requests to a first-party Anthropic backend"), "")
+	}
+	return ErrorAnswer(in, apierror.New(http.StatusNotFound, "not_found_error",
+		in.Method+" "+in.URL.Path+" is not served by the "+name+"; it serves POST /v1/messages and /v1/messages/count_tokens"), "")
+}
