@@ -1,0 +1,137 @@
+// Package cloudtest is what the cloud backends' tests share: the simulator
+// on loopback with test credentials, a record of what reached it, a
+// transport that adds the simulator's test headers, and a check that a
+// secret appears in no text. Only tests import it.
+package cloudtest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/sim"
+)
+
+// The simulator's test credentials in these tests: made-up values.
+const (
+	AccessKeyID     = "AKIACLOUDTESTKEY0001"
+	SecretAccessKey = "cloudtest-secret-access-key-0001"
+	VertexToken     = "cloudtest-vertex-token"
+)
+
+// Config is a fast simulator (no latency, no limits) that accepts the
+// test credentials above.
+func Config() sim.Config {
+	return sim.Config{Seed: 5, BedrockAccessKeyID: AccessKeyID, BedrockSecretAccessKey: SecretAccessKey, VertexToken: VertexToken}
+}
+
+// Captured is one request as it reached the simulator.
+type Captured struct {
+	Method string
+	Path   string // escaped, as sent
+	Header http.Header
+	Body   []byte
+}
+
+// Sim is a simulator on a loopback port that records every request.
+type Sim struct {
+	*sim.Server
+	URL string
+
+	mu   sync.Mutex
+	reqs []Captured
+}
+
+// Start serves a simulator with cfg until the test ends.
+func Start(t testing.TB, cfg sim.Config) *Sim {
+	t.Helper()
+	s := &Sim{Server: sim.New(cfg)}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.reqs = append(s.reqs, Captured{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: b})
+		s.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		s.Server.ServeHTTP(w, r)
+	}))
+	s.URL = ts.URL
+	t.Cleanup(func() {
+		ts.Close()
+		s.Server.Close()
+	})
+	return s
+}
+
+// Requests returns what reached the simulator so far.
+func (s *Sim) Requests() []Captured {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Captured(nil), s.reqs...)
+}
+
+// Last is the last request that reached the simulator.
+func (s *Sim) Last(t testing.TB) Captured {
+	t.Helper()
+	r := s.Requests()
+	if len(r) == 0 {
+		t.Fatal("no request reached the simulator")
+	}
+	return r[len(r)-1]
+}
+
+// Headers adds its headers to each request after the client signed it:
+// the simulator's x-sim-* test headers, which no signature covers.
+type Headers struct {
+	Base http.RoundTripper
+	Add  http.Header
+}
+
+func (h *Headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.Add {
+		r.Header[k] = v
+	}
+	base := h.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// Client is an HTTP client that sends hdr (name, value pairs) with each
+// request, on a transport of its own the test closes.
+func Client(t testing.TB, hdr ...string) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	add := http.Header{}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		add.Set(hdr[i], hdr[i+1])
+	}
+	return &http.Client{Transport: &Headers{Base: tr, Add: add}}
+}
+
+// Leaks returns the texts that contain secret.
+func Leaks(secret string, texts ...string) []string {
+	var out []string
+	for _, s := range texts {
+		if strings.Contains(s, secret) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Body reads and closes resp's body.
+func Body(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("read the body: %v", err)
+	}
+	return string(b)
+}
