@@ -169,7 +169,7 @@ func (s *Server) checkSigV4(r *http.Request, body []byte) (string, *authError) {
 		return "", authFail("IncompleteSignatureException", "the X-Amz-Date header is missing or malformed")
 	}
 	if d := time.Since(at); d > bedrockSkew || d < -bedrockSkew {
-		return "", authFail("InvalidSignatureException", "Signature expired: " + at.Format("20060102T150405Z") + " is more than 5 minutes from the server's time.")
+		return "", authFail("InvalidSignatureException", "Signature expired: "+at.Format("20060102T150405Z")+" is more than 5 minutes from the server's time.")
 	}
 	// The request as the client signed it: its method, path, query, host,
 	// length and the headers it named, nothing else.

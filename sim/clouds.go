@@ -183,5 +183,3 @@ func cloudRequest(r *http.Request, path string, body []byte, key string, betas [
 	r2.ContentLength = int64(len(body))
 	return r2
 }
-
-
