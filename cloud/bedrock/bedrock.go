@@ -191,7 +191,7 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	case route == cloudwire.RouteCount:
 		return c.countAnswer(in, resp, id), nil
 	case req.Stream:
-		return streamAnswer(in, resp, id, c.label()), nil
+		return streamAnswer(in, resp, id, c.label(), creds), nil
 	}
 	out := *resp
 	out.Header = http.Header{"Content-Type": {"application/json"}}

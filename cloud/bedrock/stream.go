@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 
@@ -16,14 +18,14 @@ import (
 
 // streamAnswer is resp, an InvokeModelWithResponseStream answer, as the
 // API's SSE stream.
-func streamAnswer(in *http.Request, resp *http.Response, id, label string) *http.Response {
+func streamAnswer(in *http.Request, resp *http.Response, id, label string, creds aws.Credentials) *http.Response {
 	out := *resp
 	out.Header = http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}, "Cache-Control": {"no-cache"}}
 	if id != "" {
 		out.Header.Set("Request-Id", id)
 	}
 	out.ContentLength = -1
-	out.Body = &sseBody{rc: resp.Body, dec: eventstream.NewDecoder(), label: label}
+	out.Body = &sseBody{rc: resp.Body, dec: eventstream.NewDecoder(), label: label, creds: creds}
 	out.Request = in
 	return &out
 }
@@ -37,6 +39,7 @@ type sseBody struct {
 	rc      io.ReadCloser
 	dec     *eventstream.Decoder
 	label   string
+	creds   aws.Credentials // scrubbed from an exception's message
 	payload []byte // the decoder's reused payload buffer
 	out     []byte // SSE not yet read
 	off     int
@@ -111,7 +114,10 @@ func (b *sseBody) fail(kind, message string) {
 	if message == "" {
 		message = "the stream ended with " + kind
 	}
-	data, _ := json.Marshal(apierror.Envelope(typ, b.label+": "+kind+": "+message, ""))
+	if i := strings.IndexByte(message, '\n'); i >= 0 {
+		message = message[:i]
+	}
+	data, _ := json.Marshal(apierror.Envelope(typ, b.label+": "+kind+": "+scrub(message, b.creds), ""))
 	b.out = cloudwire.SSEEvent(b.out, "error", data)
 	b.err = io.EOF
 }

@@ -6,6 +6,8 @@ package cloudtest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -134,4 +136,50 @@ func Body(t testing.TB, resp *http.Response) string {
 		t.Fatalf("read the body: %v", err)
 	}
 	return string(b)
+}
+
+// CacheControls lists every cache_control in a JSON body by where it sits
+// (system[0], tools[1], messages[0].content[2], …) with its value, as
+// compact JSON: what a rewrite of the body must keep.
+func CacheControls(t testing.TB, body []byte) map[string]string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	out := map[string]string{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k == "cache_control" {
+					b, _ := json.Marshal(e)
+					out[path] = string(b)
+					continue
+				}
+				walk(strings.TrimPrefix(path+"."+k, "."), e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("", v)
+	return out
+}
+
+// CachedBody is a Messages request for model with the API's most (4)
+// cache_control breakpoints: on a tool (with a 1h ttl), on a system block
+// and on two message content blocks (one with a 5m ttl).
+func CachedBody(model string, stream bool) string {
+	long := strings.Repeat("The archive holds the ledgers of every harbour. ", 40)
+	return fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":%t,`+
+		`"tools":[{"name":"lookup","description":%q,"input_schema":{"type":"object","properties":{"q":{"type":"string"}}},"cache_control":{"type":"ephemeral","ttl":"1h"}},`+
+		`{"name":"file","description":"files a note","input_schema":{"type":"object"}}],`+
+		`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}}],`+
+		`"messages":[{"role":"user","content":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}},{"type":"text","text":"and now?"}]},`+
+		`{"role":"assistant","content":"Looking."},{"role":"user","content":[{"type":"text","text":"go on","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}`,
+		model, stream, long, long, long)
 }
