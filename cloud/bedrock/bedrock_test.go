@@ -96,8 +96,8 @@ func TestInvokeJSON(t *testing.T) {
 	resp := do(t, c, "/v1/messages", hello, "anthropic-beta", "context-1m-2025-08-07, interleaved-thinking-2025-05-14")
 	body := cloudtest.Body(t, resp)
 	var msg struct {
-		Type    string `json:"type"`
-		Model   string `json:"model"`
+		Type    string                  `json:"type"`
+		Model   string                  `json:"model"`
 		Content []struct{ Text string } `json:"content"`
 	}
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &msg) != nil || msg.Type != "message" || len(msg.Content) == 0 || msg.Content[0].Text == "" {

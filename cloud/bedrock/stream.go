@@ -40,8 +40,8 @@ type sseBody struct {
 	dec     *eventstream.Decoder
 	label   string
 	creds   aws.Credentials // scrubbed from an exception's message
-	payload []byte // the decoder's reused payload buffer
-	out     []byte // SSE not yet read
+	payload []byte          // the decoder's reused payload buffer
+	out     []byte          // SSE not yet read
 	off     int
 	err     error
 }
