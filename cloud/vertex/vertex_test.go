@@ -260,7 +260,9 @@ func TestTokenReusedUntilExpiry(t *testing.T) {
 
 type failingSource struct{}
 
-func (failingSource) Token() (*oauth2.Token, error) { return nil, errors.New("metadata server unreachable") }
+func (failingSource) Token() (*oauth2.Token, error) {
+	return nil, errors.New("metadata server unreachable")
+}
 
 func TestNoTokenIsADialFailure(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
