@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -69,11 +68,8 @@ type Options struct {
 
 // Client is a Bedrock backend. It is safe for concurrent use.
 type Client struct {
-	name   string
+	b      cloudwire.Backend
 	region string
-	base   *url.URL
-	models map[string]string
-	http   *http.Client
 	creds  aws.CredentialsProvider
 	signer *v4.Signer
 	now    func() time.Time // the signing clock; tests move it
@@ -96,9 +92,9 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 	if endpoint == "" {
 		endpoint = "https://bedrock-runtime." + opt.Region + ".amazonaws.com"
 	}
-	base, err := url.Parse(strings.TrimSuffix(endpoint, "/"))
-	if err != nil || base.Scheme == "" || base.Host == "" {
-		return nil, fmt.Errorf("bedrock: endpoint %q: want scheme://host[/prefix]", endpoint)
+	b, err := cloudwire.NewBackend(Kind, opt.Name, endpoint, defaultModels, opt.Models, opt.HTTPClient)
+	if err != nil {
+		return nil, err
 	}
 	creds := opt.Credentials
 	if creds == nil {
@@ -114,18 +110,9 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 	if _, cached := creds.(*aws.CredentialsCache); !cached {
 		creds = aws.NewCredentialsCache(creds)
 	}
-	hc := opt.HTTPClient
-	if hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 100
-		hc = &http.Client{Transport: t}
-	}
 	return &Client{
-		name:   opt.Name,
+		b:      b,
 		region: opt.Region,
-		base:   base,
-		models: cloudwire.Models(defaultModels, opt.Models),
-		http:   hc,
 		creds:  creds,
 		signer: v4.NewSigner(),
 		now:    time.Now,
@@ -136,21 +123,9 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 // fetches the (cached) credentials and signs anew, so a retry of the same
 // request is signed for its own moment.
 func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int64) (*http.Response, error) {
-	route := cloudwire.RouteOf(in)
-	if route != cloudwire.RouteCreate && route != cloudwire.RouteCount {
-		return cloudwire.Refuse(in, Kind, c.name, route), nil
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		return nil, fmt.Errorf("bedrock: read the request body: %w", err)
-	}
-	req, aerr := cloudwire.ParseMessages(raw)
-	if aerr != nil {
-		return cloudwire.ErrorAnswer(in, aerr, ""), nil
-	}
-	modelID, ok := c.models[req.Model]
-	if !ok {
-		return cloudwire.ErrorAnswer(in, cloudwire.Unmapped(Kind, c.name, req.Model), ""), nil
+	req, modelID, route, answer, err := c.b.Open(in, body)
+	if answer != nil || err != nil {
+		return answer, err
 	}
 	delete(req.Fields, "model")
 	delete(req.Fields, "stream")
@@ -191,7 +166,7 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	case route == cloudwire.RouteCount:
 		return c.countAnswer(in, resp, id), nil
 	case req.Stream:
-		return streamAnswer(in, resp, id, c.label(), creds), nil
+		return streamAnswer(in, resp, id, c.b.Label(), creds), nil
 	}
 	out := *resp
 	out.Header = http.Header{"Content-Type": {"application/json"}}
@@ -208,12 +183,10 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 // send signs and sends one call. It returns the credentials it signed
 // with, so that an error from AWS can be scrubbed of them.
 func (c *Client) send(ctx context.Context, modelID, op, accept string, payload []byte) (*http.Response, aws.Credentials, error) {
-	u := *c.base
 	// The model id is one path segment, escaped as the AWS SDK escapes
 	// a label (a colon as %3A, an ARN's slashes as %2F).
-	u.Path = c.base.Path + "/model/" + modelID + "/" + op
-	u.RawPath = c.base.EscapedPath() + "/model/" + httpbinding.EscapePath(modelID, true) + "/" + op
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(payload))
+	u := c.b.URL("/model/"+modelID+"/"+op, "/model/"+httpbinding.EscapePath(modelID, true)+"/"+op)
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
 	if err != nil {
 		return nil, aws.Credentials{}, fmt.Errorf("bedrock: build the request: %w", err)
 	}
@@ -222,27 +195,14 @@ func (c *Client) send(ctx context.Context, modelID, op, accept string, payload [
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
 		// Nothing was sent: as a failed dial, the caller may try elsewhere.
-		return nil, aws.Credentials{}, &upstream.Error{Upstream: c.origin(), Dial: true, Err: fmt.Errorf("bedrock: get AWS credentials: %w", err)}
+		return nil, aws.Credentials{}, c.b.NoCredentials(fmt.Errorf("bedrock: get AWS credentials: %w", err))
 	}
 	sum := sha256.Sum256(payload)
 	if err := c.signer.SignHTTP(ctx, creds, out, hex.EncodeToString(sum[:]), signingService, c.region, c.now()); err != nil {
 		return nil, creds, fmt.Errorf("bedrock: sign the request: %w", err)
 	}
-	resp, err := c.http.Do(out)
-	if err != nil {
-		return nil, creds, cloudwire.SendFailure(c.origin(), err)
-	}
-	return resp, creds, nil
-}
-
-func (c *Client) origin() string { return c.base.Scheme + "://" + c.base.Host }
-
-// label names the backend in messages: bedrock backend "name".
-func (c *Client) label() string {
-	if c.name == "" {
-		return Kind + " backend"
-	}
-	return Kind + " backend " + strconv.Quote(c.name)
+	resp, err := c.b.Send(out)
+	return resp, creds, err
 }
 
 // countTokensRequest is CountTokens' body: the InvokeModel body, as a
@@ -268,7 +228,7 @@ func (c *Client) countAnswer(in *http.Request, resp *http.Response, id string) *
 	}
 	if json.Unmarshal(b, &got) != nil || got.InputTokens == nil {
 		return cloudwire.ErrorAnswer(in, apierror.New(http.StatusBadGateway, "api_error",
-			c.label()+": CountTokens answered without inputTokens; retry, or count on a first-party backend"), id)
+			c.b.Label()+": CountTokens answered without inputTokens; retry, or count on a first-party backend"), id)
 	}
 	body, _ := json.Marshal(map[string]int{"input_tokens": *got.InputTokens})
 	return cloudwire.Answer(in, http.StatusOK, body, id)
@@ -308,7 +268,7 @@ func (c *Client) mapError(errorType string, status int, body []byte, creds aws.C
 	}
 	msg = scrub(msg, creds)
 	st, typ := mapStatus(kind, status)
-	text := c.label() + ": "
+	text := c.b.Label() + ": "
 	if kind != "" {
 		text += kind + ": "
 	}

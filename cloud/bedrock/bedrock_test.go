@@ -443,9 +443,9 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	}))
 	defer fake.Close()
 	fc := planted(fake.URL)
-	fc.http = cloudtest.Client(t, "X-Quote", "multi")
+	fc.b.HTTP = cloudtest.Client(t, "X-Quote", "multi")
 	answer(do(t, fc, "/v1/messages", hello))
-	fc.http = cloudtest.Client(t)
+	fc.b.HTTP = cloudtest.Client(t)
 	answer(do(t, fc, "/v1/messages", hello))
 	answer(do(t, fc, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
 

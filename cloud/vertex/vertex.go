@@ -65,12 +65,9 @@ type Options struct {
 
 // Client is a Vertex AI backend. It is safe for concurrent use.
 type Client struct {
-	name    string
+	b       cloudwire.Backend
 	project string
 	region  string
-	base    *url.URL
-	models  map[string]string
-	http    *http.Client
 	tokens  oauth2.TokenSource
 }
 
@@ -98,9 +95,9 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 			endpoint = "https://" + opt.Region + "-aiplatform.googleapis.com"
 		}
 	}
-	base, err := url.Parse(strings.TrimSuffix(endpoint, "/"))
-	if err != nil || base.Scheme == "" || base.Host == "" {
-		return nil, fmt.Errorf("vertex: endpoint %q: want scheme://host[/prefix]", endpoint)
+	b, err := cloudwire.NewBackend(Kind, opt.Name, endpoint, defaultModels, opt.Models, opt.HTTPClient)
+	if err != nil {
+		return nil, err
 	}
 	ts := opt.TokenSource
 	if ts == nil {
@@ -110,40 +107,19 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 		}
 		ts = creds.TokenSource
 	}
-	hc := opt.HTTPClient
-	if hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 100
-		hc = &http.Client{Transport: t}
-	}
 	return &Client{
-		name:    opt.Name,
+		b:       b,
 		project: opt.Project,
 		region:  opt.Region,
-		base:    base,
-		models:  cloudwire.Models(defaultModels, opt.Models),
-		http:    hc,
 		tokens:  oauth2.ReuseTokenSource(nil, ts),
 	}, nil
 }
 
 // Do answers in, a client's Messages request, through Vertex AI.
 func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int64) (*http.Response, error) {
-	route := cloudwire.RouteOf(in)
-	if route != cloudwire.RouteCreate && route != cloudwire.RouteCount {
-		return cloudwire.Refuse(in, Kind, c.name, route), nil
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		return nil, fmt.Errorf("vertex: read the request body: %w", err)
-	}
-	req, aerr := cloudwire.ParseMessages(raw)
-	if aerr != nil {
-		return cloudwire.ErrorAnswer(in, aerr, ""), nil
-	}
-	model, ok := c.models[req.Model]
-	if !ok {
-		return cloudwire.ErrorAnswer(in, cloudwire.Unmapped(Kind, c.name, req.Model), ""), nil
+	req, model, route, answer, err := c.b.Open(in, body)
+	if answer != nil || err != nil {
+		return answer, err
 	}
 	req.Set("anthropic_version", Version)
 	var op string
@@ -164,11 +140,8 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	if err != nil {
 		return nil, fmt.Errorf("vertex: encode the request body: %w", err)
 	}
-	u := *c.base
 	path := "/v1/projects/" + c.project + "/locations/" + c.region + "/publishers/anthropic/models/"
-	u.Path = c.base.Path + path + op
-	u.RawPath = c.base.EscapedPath() + path + url.PathEscape(op)
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(payload))
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, c.b.URL(path+op, path+url.PathEscape(op)), bytes.NewReader(payload))
 	if err != nil {
 		return nil, fmt.Errorf("vertex: build the request: %w", err)
 	}
@@ -183,12 +156,12 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	}
 	tok, err := c.tokens.Token()
 	if err != nil {
-		return nil, &upstream.Error{Upstream: c.origin(), Dial: true, Err: fmt.Errorf("vertex: get a Google access token: %w", err)}
+		return nil, c.b.NoCredentials(fmt.Errorf("vertex: get a Google access token: %w", err))
 	}
 	tok.SetAuthHeader(out)
-	resp, err := c.http.Do(out)
+	resp, err := c.b.Send(out)
 	if err != nil {
-		return nil, cloudwire.SendFailure(c.origin(), err)
+		return nil, err
 	}
 	id := requestID(resp.Header)
 	if resp.StatusCode >= 300 {
@@ -207,15 +180,6 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	resp.Header = h
 	resp.Request = in
 	return resp, nil
-}
-
-func (c *Client) origin() string { return c.base.Scheme + "://" + c.base.Host }
-
-func (c *Client) label() string {
-	if c.name == "" {
-		return Kind + " backend"
-	}
-	return Kind + " backend " + strconv.Quote(c.name)
 }
 
 // requestID is the id to give the client: Anthropic's, when Vertex
@@ -259,7 +223,7 @@ func (c *Client) errorAnswer(in *http.Request, resp *http.Response, id string) *
 	if msg == "" {
 		msg = "HTTP " + strconv.Itoa(resp.StatusCode)
 	}
-	text := c.label() + ": "
+	text := c.b.Label() + ": "
 	if g.Error.Status != "" {
 		text += g.Error.Status + ": "
 	}

@@ -284,7 +284,7 @@ func TestHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.base.String(); got != want {
+		if got := c.b.Base.String(); got != want {
 			t.Errorf("region %s: host %s; want %s", region, got, want)
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -75,18 +77,6 @@ func Betas(h http.Header) []string {
 		}
 	}
 	return out
-}
-
-// Unmapped is the 400 for a model the backend has no id for.
-func Unmapped(kind, backend, model string) *apierror.Error {
-	name := kind
-	if backend != "" {
-		name = kind + " backend " + strconv.Quote(backend)
-	} else {
-		name += " backend"
-	}
-	return apierror.New(http.StatusBadRequest, "invalid_request_error",
-		"model "+strconv.Quote(model)+" is not mapped on the "+name+"; add it to the backend's models table, or send a model it maps")
 }
 
 // Answer is the response the Anthropic API would give with status and a
@@ -161,13 +151,6 @@ func ReadErrorBody(resp *http.Response) []byte {
 	return b
 }
 
-// SendFailure is the *upstream.Error for a round trip to base (scheme://host)
-// that got no response.
-func SendFailure(base string, err error) *upstream.Error {
-	var op *net.OpError
-	return &upstream.Error{Upstream: base, Dial: errors.As(err, &op) && op.Op == "dial", Err: err}
-}
-
 // SSEEvent appends one server-sent event, as the API frames it.
 func SSEEvent(dst []byte, name string, data []byte) []byte {
 	dst = append(dst, "event: "...)
@@ -222,17 +205,101 @@ func RouteOf(in *http.Request) Route {
 	return RouteOther
 }
 
-// Refuse is the answer for a request a cloud backend does not serve:
-// batches (a 400 that says where to send them) or any other endpoint.
-func Refuse(in *http.Request, kind, backend string, route Route) *http.Response {
-	name := kind + " backend"
-	if backend != "" {
-		name += " " + strconv.Quote(backend)
+// Backend is what both cloud backends are: a kind and a name to say in
+// messages, a model table, an endpoint and the client that reaches it.
+type Backend struct {
+	Kind   string // bedrock, vertex
+	Name   string // the backend's name in configuration; may be empty
+	Models map[string]string
+	Base   *url.URL
+	HTTP   *http.Client
+}
+
+// NewBackend parses endpoint (scheme://host[/prefix]), lays models over
+// defaults, and gives a client of its own when hc is nil.
+func NewBackend(kind, name, endpoint string, defaults, models map[string]string, hc *http.Client) (Backend, error) {
+	base, err := url.Parse(strings.TrimSuffix(endpoint, "/"))
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return Backend{}, fmt.Errorf("%s: endpoint %q: want scheme://host[/prefix]", kind, endpoint)
 	}
+	if hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 100
+		hc = &http.Client{Transport: t}
+	}
+	return Backend{Kind: kind, Name: name, Models: Models(defaults, models), Base: base, HTTP: hc}, nil
+}
+
+// Label names the backend in messages: bedrock backend "east".
+func (b *Backend) Label() string {
+	if b.Name == "" {
+		return b.Kind + " backend"
+	}
+	return b.Kind + " backend " + strconv.Quote(b.Name)
+}
+
+// Origin is the endpoint's scheme://host, as an *upstream.Error names it.
+func (b *Backend) Origin() string { return b.Base.Scheme + "://" + b.Base.Host }
+
+// URL is the endpoint with path (and its escaped form) appended.
+func (b *Backend) URL(path, rawPath string) string {
+	u := *b.Base
+	u.Path = b.Base.Path + path
+	u.RawPath = b.Base.EscapedPath() + rawPath
+	return u.String()
+}
+
+// Open reads in, a client's request, for a cloud: the operation, the
+// opened body and the cloud's id for its model. When the backend answers
+// it itself (an endpoint it does not serve, a body that is not a Messages
+// request, a model it has no mapping for) answer is set and nothing is to
+// be sent.
+func (b *Backend) Open(in *http.Request, body io.Reader) (req *Request, model string, route Route, answer *http.Response, err error) {
+	route = RouteOf(in)
+	if route != RouteCreate && route != RouteCount {
+		return nil, "", route, b.refuse(in, route), nil
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, "", route, nil, fmt.Errorf("%s: read the request body: %w", b.Kind, err)
+	}
+	req, aerr := ParseMessages(raw)
+	if aerr != nil {
+		return nil, "", route, ErrorAnswer(in, aerr, ""), nil
+	}
+	model, ok := b.Models[req.Model]
+	if !ok {
+		return nil, "", route, ErrorAnswer(in, apierror.New(http.StatusBadRequest, "invalid_request_error",
+			"model "+strconv.Quote(req.Model)+" is not mapped on the "+b.Label()+"; add it to the backend's models table, or send a model it maps"), ""), nil
+	}
+	return req, model, route, nil, nil
+}
+
+// refuse is the answer for a request a cloud backend does not serve:
+// batches (a 400 that says where to send them) or any other endpoint.
+func (b *Backend) refuse(in *http.Request, route Route) *http.Response {
 	if route == RouteBatch {
 		return ErrorAnswer(in, apierror.New(http.StatusBadRequest, "invalid_request_error",
-			"Message Batches are not offered on the "+name+"; send batch requests to a first-party Anthropic backend"), "")
+			"Message Batches are not offered on the "+b.Label()+"; send batch requests to a first-party Anthropic backend"), "")
 	}
 	return ErrorAnswer(in, apierror.New(http.StatusNotFound, "not_found_error",
-		in.Method+" "+in.URL.Path+" is not served by the "+name+"; it serves POST /v1/messages and /v1/messages/count_tokens"), "")
+		in.Method+" "+in.URL.Path+" is not served by the "+b.Label()+"; it serves POST /v1/messages and /v1/messages/count_tokens"), "")
+}
+
+// Send sends out with the backend's client; no response is an
+// *upstream.Error.
+func (b *Backend) Send(out *http.Request) (*http.Response, error) {
+	resp, err := b.HTTP.Do(out)
+	if err != nil {
+		var op *net.OpError
+		return nil, &upstream.Error{Upstream: b.Origin(), Dial: errors.As(err, &op) && op.Op == "dial", Err: err}
+	}
+	return resp, nil
+}
+
+// NoCredentials is the *upstream.Error for credentials that could not be
+// had: nothing was sent, so, as after a failed dial, the caller may try
+// another backend.
+func (b *Backend) NoCredentials(err error) *upstream.Error {
+	return &upstream.Error{Upstream: b.Origin(), Dial: true, Err: err}
 }
