@@ -10,6 +10,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	sdkbedrock "github.com/anthropics/anthropic-sdk-go/bedrock"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	sdkvertex "github.com/anthropics/anthropic-sdk-go/vertex"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -204,16 +205,7 @@ func TestAnthropicSDKBedrock(t *testing.T) {
 		t.Errorf("anthropic_beta %v; want the header's beta in the body", sent["anthropic_beta"])
 	}
 
-	stream := c.Messages.NewStreaming(ctx, p)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("Accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
+	acc := accumulate(t, c.Messages.NewStreaming(ctx, p))
 	if acc.Content[0].Text != msg.Content[0].Text {
 		t.Errorf("streamed %q; want %q", acc.Content[0].Text, msg.Content[0].Text)
 	}
@@ -231,7 +223,7 @@ func TestAnthropicSDKBedrock(t *testing.T) {
 	if _, err := client("not-the-secret").Messages.New(ctx, p); !errors.As(err, &apiErr) || apiErr.StatusCode != 403 {
 		t.Errorf("wrong secret: %v; want a 403", err)
 	}
-	stream = client(cloudtest.SecretAccessKey, "x-sim-fault", "midstream-error").Messages.NewStreaming(ctx, p)
+	stream := client(cloudtest.SecretAccessKey, "x-sim-fault", "midstream-error").Messages.NewStreaming(ctx, p)
 	n := 0
 	for stream.Next() {
 		n++
@@ -264,16 +256,7 @@ func TestAnthropicSDKVertex(t *testing.T) {
 		t.Errorf("path %q; want rawPredict of the model", got)
 	}
 
-	stream := c.Messages.NewStreaming(ctx, p)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("Accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
+	acc := accumulate(t, c.Messages.NewStreaming(ctx, p))
 	if acc.Content[0].Text != msg.Content[0].Text {
 		t.Errorf("streamed %q; want %q", acc.Content[0].Text, msg.Content[0].Text)
 	}
@@ -303,4 +286,19 @@ func TestAnthropicSDKVertex(t *testing.T) {
 	if got := s.Stats().Backends["vertex"]; got.Requests != 6 || got.ByStatus["200"] != 3 {
 		t.Errorf("vertex stats %+v; want 6 requests, 3 answered 200", got)
 	}
+}
+
+// accumulate reads a stream to its end into the message it makes.
+func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) anthropic.Message {
+	t.Helper()
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatalf("Accumulate: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return acc
 }

@@ -316,13 +316,7 @@ func mapStatus(kind string, status int) (int, string) {
 	case "internalserver", "modelerror", "modelstreamerror":
 		return http.StatusInternalServerError, "api_error"
 	}
-	switch {
-	case status == http.StatusServiceUnavailable:
-		return 529, "overloaded_error"
-	case status >= 400 && status < 600:
-		return status, cloudwire.TypeForStatus(status)
-	}
-	return http.StatusBadGateway, "api_error"
+	return cloudwire.ByStatus(status)
 }
 
 // scrub removes the credentials from s, should an error ever quote them.

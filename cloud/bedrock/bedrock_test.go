@@ -62,34 +62,6 @@ func do(t *testing.T, c *Client, path, body string, hdr ...string) *http.Respons
 	return resp
 }
 
-type apiError struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// wantError checks resp is the Anthropic error status/typ whose message
-// holds each of parts.
-func wantError(t *testing.T, resp *http.Response, status int, typ string, parts ...string) string {
-	t.Helper()
-	body := cloudtest.Body(t, resp)
-	var e apiError
-	if resp.StatusCode != status || json.Unmarshal([]byte(body), &e) != nil || e.Type != "error" || e.Error.Type != typ {
-		t.Fatalf("answer %d %s; want %d with an error of type %s", resp.StatusCode, body, status, typ)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("error Content-Type %q; want application/json", ct)
-	}
-	for _, p := range parts {
-		if !strings.Contains(e.Error.Message, p) {
-			t.Errorf("message %q; want it to say %q", e.Error.Message, p)
-		}
-	}
-	return body
-}
-
 func TestInvokeJSON(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
@@ -242,12 +214,12 @@ func TestErrorsMapped(t *testing.T) {
 			if resp.Header.Get("Request-Id") == "" {
 				t.Errorf("no Request-Id from the cloud's x-amzn-RequestId")
 			}
-			wantError(t, resp, c.status, c.typ, `bedrock backend "east"`, c.cause)
+			cloudtest.WantError(t, resp, c.status, c.typ, `bedrock backend "east"`, c.cause)
 		})
 	}
 	t.Run("wrong signature", func(t *testing.T) {
 		resp := do(t, newClient(t, s.URL, "not-the-secret"), "/v1/messages", hello)
-		wantError(t, resp, 403, "permission_error", "InvalidSignatureException", "check the AWS credentials")
+		cloudtest.WantError(t, resp, 403, "permission_error", "InvalidSignatureException", "check the AWS credentials")
 	})
 }
 
@@ -279,9 +251,9 @@ func TestMapStatus(t *testing.T) {
 func TestUnmappedModelAndOtherEndpoints(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
-	wantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)),
+	cloudtest.WantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)),
 		400, "invalid_request_error", `"claude-nonesuch-9"`, `bedrock backend "east"`)
-	wantError(t, do(t, c, "/v1/messages/batches", `{"requests":[]}`), 400, "invalid_request_error", "Message Batches are not offered")
+	cloudtest.WantError(t, do(t, c, "/v1/messages/batches", `{"requests":[]}`), 400, "invalid_request_error", "Message Batches are not offered")
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached Bedrock; want none", n)
 	}
@@ -294,7 +266,7 @@ func TestUnmappedModelAndOtherEndpoints(t *testing.T) {
 	if body := cloudtest.Body(t, resp); resp.StatusCode != 200 {
 		t.Errorf("an added model: %d %s", resp.StatusCode, body)
 	}
-	wantError(t, do(t, over, "/v1/messages", hello), 400, "invalid_request_error", `"claude-sonnet-4-5"`)
+	cloudtest.WantError(t, do(t, over, "/v1/messages", hello), 400, "invalid_request_error", `"claude-sonnet-4-5"`)
 }
 
 // TestRetryResigned: each Do signs for its own moment, so a retry after

@@ -258,11 +258,5 @@ func mapStatus(status string, code int) (int, string) {
 	case "INTERNAL", "UNKNOWN", "DATA_LOSS":
 		return http.StatusInternalServerError, "api_error"
 	}
-	switch {
-	case code == http.StatusServiceUnavailable:
-		return 529, "overloaded_error"
-	case code >= 400 && code < 600:
-		return code, cloudwire.TypeForStatus(code)
-	}
-	return http.StatusBadGateway, "api_error"
+	return cloudwire.ByStatus(code)
 }

@@ -54,26 +54,6 @@ func do(t *testing.T, c *Client, path, body string, hdr ...string) *http.Respons
 	return resp
 }
 
-func wantError(t *testing.T, resp *http.Response, status int, typ string, parts ...string) {
-	t.Helper()
-	body := cloudtest.Body(t, resp)
-	var e struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if resp.StatusCode != status || json.Unmarshal([]byte(body), &e) != nil || e.Type != "error" || e.Error.Type != typ {
-		t.Fatalf("answer %d %s; want %d with an error of type %s", resp.StatusCode, body, status, typ)
-	}
-	for _, p := range parts {
-		if !strings.Contains(e.Error.Message, p) {
-			t.Errorf("message %q; want it to say %q", e.Error.Message, p)
-		}
-	}
-}
-
 func TestRawPredict(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
@@ -164,7 +144,7 @@ func TestErrorsMapped(t *testing.T) {
 			if c.fault != "" {
 				hdr = []string{"x-sim-fault", c.fault}
 			}
-			wantError(t, do(t, newClient(t, s.URL, nil, hdr...), "/v1/messages", c.body), c.status, c.typ, c.cause)
+			cloudtest.WantError(t, do(t, newClient(t, s.URL, nil, hdr...), "/v1/messages", c.body), c.status, c.typ, c.cause)
 		})
 	}
 	t.Run("wrong token", func(t *testing.T) {
@@ -173,7 +153,7 @@ func TestErrorsMapped(t *testing.T) {
 		if resp.Header.Get("Www-Authenticate") != "" {
 			t.Errorf("a challenge header reached the client")
 		}
-		wantError(t, resp, 401, "authentication_error", `vertex backend "gcp"`, "UNAUTHENTICATED", "check the Google credentials")
+		cloudtest.WantError(t, resp, 401, "authentication_error", `vertex backend "gcp"`, "UNAUTHENTICATED", "check the Google credentials")
 	})
 }
 
@@ -200,7 +180,7 @@ func TestGoogleErrorShapes(t *testing.T) {
 		{"NOT_FOUND", `{"error":{"code":404,"message":"Publisher Model was not found","status":"NOT_FOUND"}}`, 404, "not_found_error"},
 	} {
 		answer.Store([2]string{tc.status, tc.body})
-		wantError(t, do(t, c, "/v1/messages", hello), tc.want, tc.typ, tc.status)
+		cloudtest.WantError(t, do(t, c, "/v1/messages", hello), tc.want, tc.typ, tc.status)
 	}
 }
 
@@ -296,8 +276,8 @@ func TestHosts(t *testing.T) {
 func TestUnmappedModelAndBatches(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
-	wantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)), 400, "invalid_request_error", `"claude-nonesuch-9"`, `vertex backend "gcp"`)
-	wantError(t, do(t, c, "/v1/messages/batches", `{}`), 400, "invalid_request_error", "Message Batches are not offered")
+	cloudtest.WantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)), 400, "invalid_request_error", `"claude-nonesuch-9"`, `vertex backend "gcp"`)
+	cloudtest.WantError(t, do(t, c, "/v1/messages/batches", `{}`), 400, "invalid_request_error", "Message Batches are not offered")
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached Vertex; want none", n)
 	}

@@ -183,3 +183,29 @@ func CachedBody(model string, stream bool) string {
 		`{"role":"assistant","content":"Looking."},{"role":"user","content":[{"type":"text","text":"go on","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}`,
 		model, stream, long, long, long)
 }
+
+// WantError checks that resp is the Anthropic error of status and typ, as
+// JSON, whose message says each of parts; it returns the body.
+func WantError(t testing.TB, resp *http.Response, status int, typ string, parts ...string) string {
+	t.Helper()
+	body := Body(t, resp)
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != status || json.Unmarshal([]byte(body), &e) != nil || e.Type != "error" || e.Error.Type != typ {
+		t.Fatalf("answer %d %s; want %d with an error of type %s", resp.StatusCode, body, status, typ)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("error Content-Type %q; want application/json", ct)
+	}
+	for _, p := range parts {
+		if !strings.Contains(e.Error.Message, p) {
+			t.Errorf("message %q; want it to say %q", e.Error.Message, p)
+		}
+	}
+	return body
+}

@@ -116,8 +116,22 @@ func statusText(code int) string {
 	return http.StatusText(code)
 }
 
-// TypeForStatus is the Anthropic error type the API answers with status.
-func TypeForStatus(status int) string {
+// ByStatus is the Anthropic status and error type for a cloud's error
+// that names no type this package knows: its HTTP status, with a 503 as
+// the API's overload (529), and anything else not an error status as a
+// bad gateway.
+func ByStatus(status int) (int, string) {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		return 529, "overloaded_error"
+	case status >= 400 && status < 600:
+		return status, typeForStatus(status)
+	}
+	return http.StatusBadGateway, "api_error"
+}
+
+// typeForStatus is the Anthropic error type the API answers with status.
+func typeForStatus(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"
