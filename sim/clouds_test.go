@@ -10,7 +10,6 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	sdkbedrock "github.com/anthropics/anthropic-sdk-go/bedrock"
 	"github.com/anthropics/anthropic-sdk-go/option"
-	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	sdkvertex "github.com/anthropics/anthropic-sdk-go/vertex"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/sluicehq/sluice/internal/cloudtest"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // The simulator's cloud paths, checked with the clients people use
@@ -205,7 +205,7 @@ func TestAnthropicSDKBedrock(t *testing.T) {
 		t.Errorf("anthropic_beta %v; want the header's beta in the body", sent["anthropic_beta"])
 	}
 
-	acc := accumulate(t, c.Messages.NewStreaming(ctx, p))
+	acc := sim.CollectV1(t, c.Messages.NewStreaming(ctx, p))
 	if acc.Content[0].Text != msg.Content[0].Text {
 		t.Errorf("streamed %q; want %q", acc.Content[0].Text, msg.Content[0].Text)
 	}
@@ -256,7 +256,7 @@ func TestAnthropicSDKVertex(t *testing.T) {
 		t.Errorf("path %q; want rawPredict of the model", got)
 	}
 
-	acc := accumulate(t, c.Messages.NewStreaming(ctx, p))
+	acc := sim.CollectV1(t, c.Messages.NewStreaming(ctx, p))
 	if acc.Content[0].Text != msg.Content[0].Text {
 		t.Errorf("streamed %q; want %q", acc.Content[0].Text, msg.Content[0].Text)
 	}
@@ -288,17 +288,3 @@ func TestAnthropicSDKVertex(t *testing.T) {
 	}
 }
 
-// accumulate reads a stream to its end into the message it makes.
-func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) anthropic.Message {
-	t.Helper()
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("Accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	return acc
-}
