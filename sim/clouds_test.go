@@ -287,4 +287,3 @@ func TestAnthropicSDKVertex(t *testing.T) {
 		t.Errorf("vertex stats %+v; want 6 requests, 3 answered 200", got)
 	}
 }
-
