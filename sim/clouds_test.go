@@ -146,6 +146,15 @@ func TestBedrockRuntimeErrors(t *testing.T) {
 	if err := invoke(runtimeClient(t, s.URL, cloudtest.SecretAccessKey), `{"anthropic_version":"bedrock-2023-05-31","model":"x","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`); !errors.As(err, &invalid) || !strings.Contains(invalid.ErrorMessage(), "extraneous key [model]") {
 		t.Errorf("a body with model: %v; want a ValidationException naming the key", err)
 	}
+	var internal *brtypes.InternalServerException
+	if err := invoke(runtimeClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "500"), invokeBody); !errors.As(err, &internal) {
+		t.Errorf("500 fault: %v; want an InternalServerException", err)
+	}
+	_, err := runtimeClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "429").InvokeModelWithResponseStream(ctx,
+		&bedrockruntime.InvokeModelWithResponseStreamInput{ModelId: aws.String(bedrockModel), Body: []byte(invokeBody)})
+	if !errors.As(err, &throttled) {
+		t.Errorf("429 fault on a stream: %v; want a ThrottlingException before any event", err)
+	}
 	var denied *brtypes.AccessDeniedException
 	if err := invoke(runtimeClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "403"), invokeBody); !errors.As(err, &denied) {
 		t.Errorf("403 fault: %v; want an AccessDeniedException", err)
@@ -168,8 +177,8 @@ func TestBedrockRuntimeErrors(t *testing.T) {
 	if err := st.GetStream().Err(); !errors.As(err, &unavailable) || n == 0 {
 		t.Errorf("midstream error after %d events: %v; want chunks, then a ServiceUnavailableException", n, err)
 	}
-	if got := s.Stats().Backends["bedrock"].ByStatus; got["429"] != 1 || got["503"] != 1 || got["400"] != 1 || got["403"] != 2 {
-		t.Errorf("bedrock statuses %v; want one 429, one 503, one 400 and two 403", got)
+	if got := s.Stats().Backends["bedrock"].ByStatus; got["429"] != 2 || got["503"] != 1 || got["400"] != 1 || got["403"] != 2 || got["500"] != 1 {
+		t.Errorf("bedrock statuses %v; want two 429, one 503, one 400, two 403 and one 500", got)
 	}
 }
 
@@ -283,7 +292,15 @@ func TestAnthropicSDKVertex(t *testing.T) {
 	if _, err := client("not-the-token").Messages.New(ctx, p); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), "UNAUTHENTICATED") {
 		t.Errorf("wrong token: %v; want a 401 UNAUTHENTICATED", err)
 	}
-	if got := s.Stats().Backends["vertex"]; got.Requests != 6 || got.ByStatus["200"] != 3 {
-		t.Errorf("vertex stats %+v; want 6 requests, 3 answered 200", got)
+	stream := client(cloudtest.VertexToken, "x-sim-fault", "midstream-error").Messages.NewStreaming(ctx, p)
+	events := 0
+	for stream.Next() {
+		events++
+	}
+	if err := stream.Err(); !errors.As(err, &apiErr) || events == 0 || !strings.Contains(err.Error(), "overloaded_error") {
+		t.Errorf("midstream error after %d events: %v; want events, then the API's overloaded_error", events, err)
+	}
+	if got := s.Stats().Backends["vertex"]; got.Requests != 7 || got.ByStatus["200"] != 4 {
+		t.Errorf("vertex stats %+v; want 7 requests, 4 answered 200", got)
 	}
 }

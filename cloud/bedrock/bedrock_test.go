@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -167,6 +168,20 @@ func TestMidstreamExceptionIsAnErrorEvent(t *testing.T) {
 	last := evs[len(evs)-1]
 	if len(evs) < 2 || last[0] != "error" || !strings.Contains(last[1], `"overloaded_error"`) || !strings.Contains(last[1], "serviceUnavailableException") {
 		t.Errorf("events %v; want Messages events, then an overloaded_error event naming the exception", evs)
+	}
+}
+
+// TestCutStreamIsAReadError: a stream whose connection drops mid-way ends
+// with a read error, not a clean end the relay would take for a whole
+// answer.
+func TestCutStreamIsAReadError(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	c := newClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "reset")
+	resp := do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || !strings.Contains(string(b), "event: message_start") {
+		t.Errorf("read %q, then %v; want the first events, then an error", b, err)
 	}
 }
 
