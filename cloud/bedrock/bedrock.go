@@ -59,6 +59,10 @@ type Options struct {
 	Models map[string]string
 	// HTTPClient sends the requests; nil means a client of its own.
 	HTTPClient *http.Client
+	// Profile, when set, names the shared config profile the default
+	// chain reads (as AWS_PROFILE does, for this backend alone): two
+	// Bedrock backends in two accounts each take their own.
+	Profile string
 	// Credentials, when set, replaces the default chain (environment,
 	// shared config and SSO, web identity, container and instance roles):
 	// tests give credentials.NewStaticCredentialsProvider. It is wrapped
@@ -98,7 +102,11 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 	}
 	creds := opt.Credentials
 	if creds == nil {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(opt.Region))
+		load := []func(*config.LoadOptions) error{config.WithRegion(opt.Region)}
+		if opt.Profile != "" {
+			load = append(load, config.WithSharedConfigProfile(opt.Profile))
+		}
+		cfg, err := config.LoadDefaultConfig(ctx, load...)
 		if err != nil {
 			return nil, fmt.Errorf("bedrock: load the AWS default configuration: %w", err)
 		}

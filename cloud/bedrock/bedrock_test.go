@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -463,5 +464,35 @@ func TestLeakCheckFindsAPlantedSecret(t *testing.T) {
 	texts := []string{"nothing here", "bedrock backend: ValidationException: signed with s3cret-key", "neither"}
 	if got := cloudtest.Leaks("s3cret-key", texts...); len(got) != 1 || got[0] != texts[1] {
 		t.Errorf("Leaks found %q; want the one text that quotes the secret", got)
+	}
+}
+
+// TestProfile: a backend's profile picks its own credentials from the
+// shared files, over the environment's.
+func TestProfile(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	dir := t.TempDir()
+	creds := dir + "/credentials"
+	if err := os.WriteFile(creds, []byte("[east]\naws_access_key_id = "+cloudtest.AccessKeyID+"\naws_secret_access_key = "+cloudtest.SecretAccessKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+	t.Setenv("AWS_CONFIG_FILE", dir+"/none")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAOTHERACCOUNT0000") // another account's, in the environment
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "other-secret")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for _, c := range []struct {
+		profile string
+		want    int
+	}{{"east", 200}, {"", 403}} {
+		b, err := New(context.Background(), Options{Region: "us-east-1", Endpoint: s.URL, Profile: c.profile, HTTPClient: cloudtest.Client(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := do(t, b, "/v1/messages", hello)
+		if body := cloudtest.Body(t, resp); resp.StatusCode != c.want {
+			t.Errorf("profile %q: %d %s; want %d", c.profile, resp.StatusCode, body, c.want)
+		}
 	}
 }

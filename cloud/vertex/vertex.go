@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -54,6 +55,11 @@ type Options struct {
 	Models map[string]string
 	// HTTPClient sends the requests; nil means a client of its own.
 	HTTPClient *http.Client
+	// CredentialsFile, when set, is the credentials JSON this backend
+	// uses instead of the default ones (as GOOGLE_APPLICATION_CREDENTIALS
+	// does, for this backend alone): a service account key, an external
+	// account (workload identity federation) or an authorized user file.
+	CredentialsFile string
 	// TokenSource gives the bearer tokens; nil means Google's Application
 	// Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's
 	// application-default login, the metadata server, workload identity)
@@ -100,7 +106,14 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 		return nil, err
 	}
 	ts := opt.TokenSource
-	if ts == nil {
+	switch {
+	case ts == nil && opt.CredentialsFile != "":
+		creds, err := credentialsFile(ctx, opt.CredentialsFile)
+		if err != nil {
+			return nil, err
+		}
+		ts = creds.TokenSource
+	case ts == nil:
 		creds, err := google.FindDefaultCredentials(ctx, Scope)
 		if err != nil {
 			return nil, fmt.Errorf("vertex: find Google application default credentials: %w", err)
@@ -113,6 +126,32 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 		region:  opt.Region,
 		tokens:  oauth2.ReuseTokenSource(nil, ts),
 	}, nil
+}
+
+// credentialsFile reads a credentials JSON of one of the kinds ADC reads,
+// refusing any other (a file of another type could make the library
+// fetch from a place the file names).
+func credentialsFile(ctx context.Context, path string) (*google.Credentials, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("vertex: read the credentials file: %w", err)
+	}
+	var head struct {
+		Type google.CredentialsType `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("vertex: credentials file %s is not JSON", path)
+	}
+	switch head.Type {
+	case google.ServiceAccount, google.ExternalAccount, google.AuthorizedUser:
+	default:
+		return nil, fmt.Errorf("vertex: credentials file %s is of type %q; want service_account, external_account or authorized_user", path, head.Type)
+	}
+	creds, err := google.CredentialsFromJSONWithType(ctx, data, head.Type, Scope)
+	if err != nil {
+		return nil, fmt.Errorf("vertex: credentials file %s: %w", path, err)
+	}
+	return creds, nil
 }
 
 // Do answers in, a client's Messages request, through Vertex AI.

@@ -3,10 +3,15 @@ package vertex
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -296,5 +301,73 @@ func TestCacheControlKept(t *testing.T) {
 	want := cloudtest.CacheControls(t, []byte(body))
 	if got := cloudtest.CacheControls(t, s.Last(t).Body); len(want) != 4 || !reflect.DeepEqual(got, want) {
 		t.Errorf("cache_control at Vertex %v; want the client's %v", got, want)
+	}
+}
+
+// serviceAccount writes a service account key file whose token endpoint
+// is a loopback server handing out the simulator's token; it returns the
+// file and a count of token fetches.
+func serviceAccount(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetched atomic.Int64
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("assertion") == "" {
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+			return
+		}
+		fetched.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": cloudtest.VertexToken, "token_type": "Bearer", "expires_in": 3600})
+	}))
+	t.Cleanup(tokens.Close)
+	sa, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "sim-project", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "sluice@sim-project.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": tokens.URL + "/token",
+	})
+	file := t.TempDir() + "/sa.json"
+	if err := os.WriteFile(file, sa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, &fetched
+}
+
+// TestApplicationDefaultCredentials: with no token source, the key file
+// GOOGLE_APPLICATION_CREDENTIALS names is found, its token fetched from
+// its token endpoint once and reused.
+func TestApplicationDefaultCredentials(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	file, fetched := serviceAccount(t)
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	for _, opt := range []Options{{}, {CredentialsFile: file}} {
+		fetched.Store(0)
+		opt.Project, opt.Region, opt.Endpoint, opt.HTTPClient = "sim-project", "us-east5", s.URL, cloudtest.Client(t)
+		c, err := New(context.Background(), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			resp := do(t, c, "/v1/messages", hello)
+			if body := cloudtest.Body(t, resp); resp.StatusCode != 200 {
+				t.Fatalf("file %q: %d %s", opt.CredentialsFile, resp.StatusCode, body)
+			}
+		}
+		if n := fetched.Load(); n != 1 {
+			t.Errorf("file %q: %d token fetches for 2 requests; want 1", opt.CredentialsFile, n)
+		}
+	}
+	other := t.TempDir() + "/other.json"
+	_ = os.WriteFile(other, []byte(`{"type":"impersonated_service_account"}`), 0o600)
+	if _, err := New(context.Background(), Options{Project: "p", Region: "global", CredentialsFile: other}); err == nil || !strings.Contains(err.Error(), "impersonated_service_account") {
+		t.Errorf("a file of another type: %v; want it refused by its type", err)
 	}
 }
