@@ -496,3 +496,22 @@ func TestProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestARNModel: an inference profile ARN, slashes and colons, is one path
+// segment, signed as sent.
+func TestARNModel(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	arn := "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0"
+	c, err := New(context.Background(), Options{Region: "us-east-1", Endpoint: s.URL, Models: map[string]string{"claude-haiku-4-5": arn},
+		Credentials: credentials.NewStaticCredentialsProvider(cloudtest.AccessKeyID, cloudtest.SecretAccessKey, ""), HTTPClient: cloudtest.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-haiku-4-5", 1))
+	if body := cloudtest.Body(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `"model":"claude-haiku-4-5-20251001"`) {
+		t.Errorf("answer %d %s; want a reply from the profile's model", resp.StatusCode, body)
+	}
+	if got, want := s.Last(t).Path, "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fus.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke"; got != want {
+		t.Errorf("path %s; want %s", got, want)
+	}
+}
