@@ -515,3 +515,12 @@ func TestARNModel(t *testing.T) {
 		t.Errorf("path %s; want %s", got, want)
 	}
 }
+
+// TestOfficialSDKThroughBackend: the Go SDK, speaking the Messages API to
+// a relay in front of this backend, accepts every answer.
+func TestOfficialSDKThroughBackend(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	cloudtest.CheckWithSDK(t, "claude-sonnet-4-5", func(hdr ...string) upstream.Backend {
+		return newClient(t, s.URL, cloudtest.SecretAccessKey, hdr...)
+	})
+}

@@ -371,3 +371,12 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		t.Errorf("a file of another type: %v; want it refused by its type", err)
 	}
 }
+
+// TestOfficialSDKThroughBackend: the Go SDK, speaking the Messages API to
+// a relay in front of this backend, accepts every answer.
+func TestOfficialSDKThroughBackend(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	cloudtest.CheckWithSDK(t, "claude-sonnet-4-5", func(hdr ...string) upstream.Backend {
+		return newClient(t, s.URL, nil, hdr...)
+	})
+}

@@ -6,7 +6,9 @@ package cloudtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +17,11 @@ import (
 	"sync"
 	"testing"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // The simulator's test credentials in these tests: made-up values.
@@ -208,4 +214,102 @@ func WantError(t testing.TB, resp *http.Response, status int, typ string, parts 
 		}
 	}
 	return body
+}
+
+// Relay serves b as sluice's relay does: each request handed to Do, the
+// answer's status, headers and body passed on, a stream flushed as it
+// comes; a failure to get an answer is a 502. It lets an official client
+// speak the Messages API to a cloud backend in a test.
+func Relay(t testing.TB, b upstream.Backend) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := b.Do(r.Context(), r, r.Body, r.ContentLength)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+				_ = http.NewResponseController(w).Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// CheckWithSDK drives the official Go SDK, as a client of sluice would,
+// through Relay at backends newBackend makes (hdr: test headers for the
+// simulator behind them): a reply, the same reply streamed, a count, a
+// rate limit and an overload as the API's errors, an in-band stream error
+// and a refused batch. model is a first-party id the backends map.
+func CheckWithSDK(t *testing.T, model string, newBackend func(hdr ...string) upstream.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	client := func(hdr ...string) *anthropic.Client {
+		c := anthropic.NewClient(option.WithAPIKey("sk-ant-client-key"), option.WithBaseURL(Relay(t, newBackend(hdr...))), option.WithMaxRetries(0))
+		return &c
+	}
+	c := client()
+	p := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
+	msg, err := c.Messages.New(ctx, p)
+	if err != nil {
+		t.Fatalf("Messages.New: %v", err)
+	}
+	if len(msg.Content) == 0 || msg.Content[0].Text == "" || msg.StopReason != "end_turn" {
+		t.Fatalf("reply %+v; want text ending end_turn", msg)
+	}
+	stream := c.Messages.NewStreaming(ctx, p)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatalf("Accumulate: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if acc.Content[0].Text != msg.Content[0].Text || acc.Usage.OutputTokens != msg.Usage.OutputTokens {
+		t.Errorf("streamed %q (%d tokens); want %q (%d)", acc.Content[0].Text, acc.Usage.OutputTokens, msg.Content[0].Text, msg.Usage.OutputTokens)
+	}
+	n, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: p.Model, Messages: p.Messages})
+	if err != nil || n.InputTokens != msg.Usage.InputTokens {
+		t.Errorf("CountTokens = %+v, %v; want the reply's %d input tokens", n, err, msg.Usage.InputTokens)
+	}
+
+	var apiErr *anthropic.Error
+	for _, f := range []struct {
+		fault  string
+		status int
+		typ    string
+	}{{"429", 429, "rate_limit_error"}, {"529", 529, "overloaded_error"}} {
+		_, err := client("x-sim-fault", f.fault).Messages.New(ctx, p)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != f.status || !strings.Contains(apiErr.RawJSON(), `"type":"`+f.typ+`"`) || apiErr.RequestID == "" {
+			t.Errorf("fault %s: %v; want the API's %d %s with a request id", f.fault, err, f.status, f.typ)
+		}
+	}
+	stream = client("x-sim-fault", "midstream-error").Messages.NewStreaming(ctx, p)
+	events := 0
+	for stream.Next() {
+		events++
+	}
+	if err := stream.Err(); err == nil || events == 0 || !strings.Contains(err.Error(), "overloaded_error") {
+		t.Errorf("midstream error after %d events: %v; want events, then overloaded_error", events, err)
+	}
+	_, err = c.Messages.Batches.New(ctx, anthropic.MessageBatchNewParams{Requests: []anthropic.MessageBatchNewParamsRequest{{CustomID: "a", Params: anthropic.MessageBatchNewParamsRequestParams{Model: p.Model, MaxTokens: p.MaxTokens, Messages: p.Messages}}}})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), "Message Batches are not offered") {
+		t.Errorf("a batch: %v; want a 400 that says batches are not offered", err)
+	}
 }
