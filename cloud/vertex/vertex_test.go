@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -158,7 +159,10 @@ func TestErrorsMapped(t *testing.T) {
 		if resp.Header.Get("Www-Authenticate") != "" {
 			t.Errorf("a challenge header reached the client")
 		}
-		cloudtest.WantError(t, resp, 401, "authentication_error", `vertex backend "gcp"`, "UNAUTHENTICATED", "check the Google credentials")
+		body := cloudtest.WantError(t, resp, 401, "authentication_error", `vertex backend "gcp"`, "UNAUTHENTICATED", "check the Google credentials")
+		if leaks := cloudtest.Leaks("PLANTED-not-the-token", body, fmt.Sprint(resp.Header)); len(leaks) > 0 {
+			t.Errorf("the token leaked into the answer: %q", leaks)
+		}
 	})
 }
 
