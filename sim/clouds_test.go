@@ -237,6 +237,7 @@ func TestAnthropicSDKBedrock(t *testing.T) {
 	for stream.Next() {
 		n++
 	}
+	stream.Close()
 	if err := stream.Err(); err == nil || n == 0 || !strings.Contains(err.Error(), "serviceUnavailableException") {
 		t.Errorf("midstream error after %d events: %v; want events, then the exception as the stream's error", n, err)
 	}
@@ -297,6 +298,7 @@ func TestAnthropicSDKVertex(t *testing.T) {
 	for stream.Next() {
 		events++
 	}
+	stream.Close()
 	if err := stream.Err(); !errors.As(err, &apiErr) || events == 0 || !strings.Contains(err.Error(), "overloaded_error") {
 		t.Errorf("midstream error after %d events: %v; want events, then the API's overloaded_error", events, err)
 	}

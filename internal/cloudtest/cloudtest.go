@@ -281,6 +281,7 @@ func CheckWithSDK(t *testing.T, model string, newBackend func(hdr ...string) ups
 	if err := stream.Err(); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
+	stream.Close()
 	if acc.Content[0].Text != msg.Content[0].Text || acc.Usage.OutputTokens != msg.Usage.OutputTokens {
 		t.Errorf("streamed %q (%d tokens); want %q (%d)", acc.Content[0].Text, acc.Usage.OutputTokens, msg.Content[0].Text, msg.Usage.OutputTokens)
 	}
@@ -305,6 +306,7 @@ func CheckWithSDK(t *testing.T, model string, newBackend func(hdr ...string) ups
 	for stream.Next() {
 		events++
 	}
+	stream.Close()
 	if err := stream.Err(); err == nil || events == 0 || !strings.Contains(err.Error(), "overloaded_error") {
 		t.Errorf("midstream error after %d events: %v; want events, then overloaded_error", events, err)
 	}
