@@ -42,32 +42,10 @@ func newClient(t *testing.T, url, secret string, hdr ...string) *Client {
 	return c
 }
 
-// clientRequest is a client's request to sluice, as the relay hands it on.
-func clientRequest(path, body string) *http.Request {
-	in := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-	in.Header.Set("x-api-key", "sk-ant-client-key")
-	in.Header.Set("anthropic-version", "2023-06-01")
-	in.Header.Set("content-type", "application/json")
-	return in
-}
-
-func do(t *testing.T, c *Client, path, body string, hdr ...string) *http.Response {
-	t.Helper()
-	in := clientRequest(path, body)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		in.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(context.Background(), in, strings.NewReader(body), int64(len(body)))
-	if err != nil {
-		t.Fatalf("Do: %v", err)
-	}
-	return resp
-}
-
 func TestInvokeJSON(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
-	resp := do(t, c, "/v1/messages", hello, "anthropic-beta", "context-1m-2025-08-07, interleaved-thinking-2025-05-14")
+	resp := cloudtest.Do(t, c, "/v1/messages", hello, "anthropic-beta", "context-1m-2025-08-07, interleaved-thinking-2025-05-14")
 	body := cloudtest.Body(t, resp)
 	var msg struct {
 		Type    string                  `json:"type"`
@@ -131,8 +109,8 @@ func events(t *testing.T, resp *http.Response) [][2]string {
 func TestInvokeStream(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
-	plain := cloudtest.Body(t, do(t, c, "/v1/messages", hello))
-	resp := do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	plain := cloudtest.Body(t, cloudtest.Do(t, c, "/v1/messages", hello))
+	resp := cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.Header.Get("Request-Id") == "" {
 		t.Fatalf("answer %d %v; want 200 text/event-stream with a Request-Id", resp.StatusCode, resp.Header)
 	}
@@ -165,7 +143,7 @@ func TestInvokeStream(t *testing.T) {
 func TestMidstreamExceptionIsAnErrorEvent(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "midstream-error")
-	evs := events(t, do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	evs := events(t, cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
 	last := evs[len(evs)-1]
 	if len(evs) < 2 || last[0] != "error" || !strings.Contains(last[1], `"overloaded_error"`) || !strings.Contains(last[1], "serviceUnavailableException") {
 		t.Errorf("events %v; want Messages events, then an overloaded_error event naming the exception", evs)
@@ -178,7 +156,7 @@ func TestMidstreamExceptionIsAnErrorEvent(t *testing.T) {
 func TestCutStreamIsAReadError(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey, "x-sim-fault", "reset")
-	resp := do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	resp := cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err == nil || !strings.Contains(string(b), "event: message_start") {
@@ -194,9 +172,9 @@ func TestCountTokens(t *testing.T) {
 			InputTokens int `json:"input_tokens"`
 		} `json:"usage"`
 	}
-	_ = json.Unmarshal([]byte(cloudtest.Body(t, do(t, c, "/v1/messages", hello))), &reply)
+	_ = json.Unmarshal([]byte(cloudtest.Body(t, cloudtest.Do(t, c, "/v1/messages", hello))), &reply)
 	count := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hello"}]}`
-	resp := do(t, c, "/v1/messages/count_tokens", count)
+	resp := cloudtest.Do(t, c, "/v1/messages/count_tokens", count)
 	body := cloudtest.Body(t, resp)
 	if want := `{"input_tokens":` + itoa(reply.Usage.InputTokens) + `}`; resp.StatusCode != 200 || body != want {
 		t.Errorf("count_tokens %d %s; want %s", resp.StatusCode, body, want)
@@ -210,31 +188,15 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestErrorsMapped(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
-	for _, c := range []struct {
-		name, fault, body string
-		status            int
-		typ, cause        string
-	}{
-		{"throttled", "429", hello, 429, "rate_limit_error", "ThrottlingException"},
-		{"unavailable", "529", hello, 529, "overloaded_error", "ServiceUnavailableException"},
-		{"denied", "403", hello, 403, "permission_error", "AccessDeniedException"},
-		{"invalid", "", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hello"}]}`, 400, "invalid_request_error", "ValidationException"},
-		{"internal", "500", hello, 500, "api_error", "InternalServerException"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var hdr []string
-			if c.fault != "" {
-				hdr = []string{"x-sim-fault", c.fault}
-			}
-			resp := do(t, newClient(t, s.URL, cloudtest.SecretAccessKey, hdr...), "/v1/messages", c.body)
-			if resp.Header.Get("Request-Id") == "" {
-				t.Errorf("no Request-Id from the cloud's x-amzn-RequestId")
-			}
-			cloudtest.WantError(t, resp, c.status, c.typ, `bedrock backend "east"`, c.cause)
-		})
-	}
+	cloudtest.CheckErrors(t, `bedrock backend "east"`, []cloudtest.ErrorCase{
+		{Name: "throttled", Fault: "429", Body: hello, Status: 429, Type: "rate_limit_error", Cause: "ThrottlingException"},
+		{Name: "unavailable", Fault: "529", Body: hello, Status: 529, Type: "overloaded_error", Cause: "ServiceUnavailableException"},
+		{Name: "denied", Fault: "403", Body: hello, Status: 403, Type: "permission_error", Cause: "AccessDeniedException"},
+		{Name: "invalid", Fault: "", Body: `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hello"}]}`, Status: 400, Type: "invalid_request_error", Cause: "ValidationException"},
+		{Name: "internal", Fault: "500", Body: hello, Status: 500, Type: "api_error", Cause: "InternalServerException"},
+	}, func(hdr ...string) upstream.Backend { return newClient(t, s.URL, cloudtest.SecretAccessKey, hdr...) })
 	t.Run("wrong signature", func(t *testing.T) {
-		resp := do(t, newClient(t, s.URL, "not-the-secret"), "/v1/messages", hello)
+		resp := cloudtest.Do(t, newClient(t, s.URL, "not-the-secret"), "/v1/messages", hello)
 		cloudtest.WantError(t, resp, 403, "permission_error", "InvalidSignatureException", "check the AWS credentials")
 	})
 }
@@ -267,9 +229,9 @@ func TestMapStatus(t *testing.T) {
 func TestUnmappedModelAndOtherEndpoints(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
-	cloudtest.WantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)),
+	cloudtest.WantError(t, cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)),
 		400, "invalid_request_error", `"claude-nonesuch-9"`, `bedrock backend "east"`)
-	cloudtest.WantError(t, do(t, c, "/v1/messages/batches", `{"requests":[]}`), 400, "invalid_request_error", "Message Batches are not offered")
+	cloudtest.WantError(t, cloudtest.Do(t, c, "/v1/messages/batches", `{"requests":[]}`), 400, "invalid_request_error", "Message Batches are not offered")
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached Bedrock; want none", n)
 	}
@@ -278,11 +240,11 @@ func TestUnmappedModelAndOtherEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := do(t, over, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1))
+	resp := cloudtest.Do(t, over, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1))
 	if body := cloudtest.Body(t, resp); resp.StatusCode != 200 {
 		t.Errorf("an added model: %d %s", resp.StatusCode, body)
 	}
-	cloudtest.WantError(t, do(t, over, "/v1/messages", hello), 400, "invalid_request_error", `"claude-sonnet-4-5"`)
+	cloudtest.WantError(t, cloudtest.Do(t, over, "/v1/messages", hello), 400, "invalid_request_error", `"claude-sonnet-4-5"`)
 }
 
 // TestRetryResigned: each Do signs for its own moment, so a retry after
@@ -293,7 +255,7 @@ func TestRetryResigned(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for i, at := range []time.Time{t0, t0.Add(2 * time.Second)} {
 		c.now = func() time.Time { return at }
-		if resp := do(t, c, "/v1/messages", hello); resp.StatusCode != 200 {
+		if resp := cloudtest.Do(t, c, "/v1/messages", hello); resp.StatusCode != 200 {
 			t.Fatalf("attempt %d: %d %s", i, resp.StatusCode, cloudtest.Body(t, resp))
 		} else {
 			resp.Body.Close()
@@ -322,7 +284,7 @@ func TestDefaultCredentialChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp := do(t, c, "/v1/messages", hello); resp.StatusCode != 200 {
+	if resp := cloudtest.Do(t, c, "/v1/messages", hello); resp.StatusCode != 200 {
 		t.Fatalf("signed from the environment: %d %s", resp.StatusCode, cloudtest.Body(t, resp))
 	} else {
 		resp.Body.Close()
@@ -337,7 +299,7 @@ func TestNoConnection(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	c := newClient(t, "http://"+addr, cloudtest.SecretAccessKey)
-	_, err = c.Do(context.Background(), clientRequest("/v1/messages", hello), strings.NewReader(hello), int64(len(hello)))
+	_, err = c.Do(context.Background(), cloudtest.Request("/v1/messages", hello), strings.NewReader(hello), int64(len(hello)))
 	var ue *upstream.Error
 	if !errors.As(err, &ue) || !ue.Dial || ue.Upstream != "http://"+addr {
 		t.Errorf("Do to a closed port: %v; want an *upstream.Error with Dial set", err)
@@ -353,7 +315,7 @@ func TestCacheControlKept(t *testing.T) {
 	s := cloudtest.Start(t, cfg)
 	c := newClient(t, s.URL, cloudtest.SecretAccessKey)
 	body := cloudtest.CachedBody("claude-sonnet-4-5", false)
-	resp := do(t, c, "/v1/messages", body)
+	resp := cloudtest.Do(t, c, "/v1/messages", body)
 	var reply struct {
 		Usage struct {
 			CacheCreation int `json:"cache_creation_input_tokens"`
@@ -393,7 +355,7 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	}
 
 	s := cloudtest.Start(t, cloudtest.Config()) // its secret is not the planted one
-	resp := do(t, planted(s.URL), "/v1/messages", hello)
+	resp := cloudtest.Do(t, planted(s.URL), "/v1/messages", hello)
 	if resp.StatusCode != 403 {
 		t.Errorf("a wrong secret: %d; want 403", resp.StatusCode)
 	}
@@ -432,10 +394,10 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	defer fake.Close()
 	fc := planted(fake.URL)
 	fc.b.HTTP = cloudtest.Client(t, "X-Quote", "multi")
-	answer(do(t, fc, "/v1/messages", hello))
+	answer(cloudtest.Do(t, fc, "/v1/messages", hello))
 	fc.b.HTTP = cloudtest.Client(t)
-	answer(do(t, fc, "/v1/messages", hello))
-	answer(do(t, fc, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	answer(cloudtest.Do(t, fc, "/v1/messages", hello))
+	answer(cloudtest.Do(t, fc, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -443,7 +405,7 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	}
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
-	_, err = planted(closed).Do(context.Background(), clientRequest("/v1/messages", hello), strings.NewReader(hello), int64(len(hello)))
+	_, err = planted(closed).Do(context.Background(), cloudtest.Request("/v1/messages", hello), strings.NewReader(hello), int64(len(hello)))
 	texts = append(texts, fmt.Sprint(err))
 
 	if len(texts) < 9 {
@@ -490,7 +452,7 @@ func TestProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := do(t, b, "/v1/messages", hello)
+		resp := cloudtest.Do(t, b, "/v1/messages", hello)
 		if body := cloudtest.Body(t, resp); resp.StatusCode != c.want {
 			t.Errorf("profile %q: %d %s; want %d", c.profile, resp.StatusCode, body, c.want)
 		}
@@ -507,7 +469,7 @@ func TestARNModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-haiku-4-5", 1))
+	resp := cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-haiku-4-5", 1))
 	if body := cloudtest.Body(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `"model":"claude-haiku-4-5-20251001"`) {
 		t.Errorf("answer %d %s; want a reply from the profile's model", resp.StatusCode, body)
 	}

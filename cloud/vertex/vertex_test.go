@@ -45,25 +45,10 @@ func newClient(t *testing.T, url string, ts oauth2.TokenSource, hdr ...string) *
 	return c
 }
 
-func do(t *testing.T, c *Client, path, body string, hdr ...string) *http.Response {
-	t.Helper()
-	in := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-	in.Header.Set("x-api-key", "sk-ant-client-key")
-	in.Header.Set("anthropic-version", "2023-06-01")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		in.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(context.Background(), in, strings.NewReader(body), int64(len(body)))
-	if err != nil {
-		t.Fatalf("Do: %v", err)
-	}
-	return resp
-}
-
 func TestRawPredict(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
-	resp := do(t, c, "/v1/messages", hello, "anthropic-beta", "context-1m-2025-08-07")
+	resp := cloudtest.Do(t, c, "/v1/messages", hello, "anthropic-beta", "context-1m-2025-08-07")
 	body := cloudtest.Body(t, resp)
 	var msg struct {
 		Type    string                  `json:"type"`
@@ -95,7 +80,7 @@ func TestRawPredict(t *testing.T) {
 func TestStreamRawPredict(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
-	resp := do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
+	resp := cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, `"max_tokens"`, `"stream":true,"max_tokens"`, 1))
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("answer %d %v; want an event stream", resp.StatusCode, resp.Header)
 	}
@@ -118,7 +103,7 @@ func TestStreamRawPredict(t *testing.T) {
 func TestCountTokens(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
-	resp := do(t, c, "/v1/messages/count_tokens", `{"model":"claude-haiku-4-5","messages":[{"role":"user","content":"hello"}]}`)
+	resp := cloudtest.Do(t, c, "/v1/messages/count_tokens", `{"model":"claude-haiku-4-5","messages":[{"role":"user","content":"hello"}]}`)
 	body := cloudtest.Body(t, resp)
 	var n struct {
 		InputTokens int `json:"input_tokens"`
@@ -134,28 +119,16 @@ func TestCountTokens(t *testing.T) {
 
 func TestErrorsMapped(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
-	for _, c := range []struct {
-		name, fault, body string
-		status            int
-		typ, cause        string
-	}{
-		{"exhausted", "429", hello, 429, "rate_limit_error", "RESOURCE_EXHAUSTED"},
-		{"unavailable", "529", hello, 529, "overloaded_error", "UNAVAILABLE"},
-		{"internal", "500", hello, 500, "api_error", "INTERNAL"},
+	cloudtest.CheckErrors(t, `vertex backend "gcp"`, []cloudtest.ErrorCase{
+		{Name: "exhausted", Fault: "429", Body: hello, Status: 429, Type: "rate_limit_error", Cause: "RESOURCE_EXHAUSTED"},
+		{Name: "unavailable", Fault: "529", Body: hello, Status: 529, Type: "overloaded_error", Cause: "UNAVAILABLE"},
+		{Name: "internal", Fault: "500", Body: hello, Status: 500, Type: "api_error", Cause: "INTERNAL"},
 		// Claude's own refusal keeps the API's shape and words.
-		{"invalid", "", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hello"}]}`, 400, "invalid_request_error", "max_tokens"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var hdr []string
-			if c.fault != "" {
-				hdr = []string{"x-sim-fault", c.fault}
-			}
-			cloudtest.WantError(t, do(t, newClient(t, s.URL, nil, hdr...), "/v1/messages", c.body), c.status, c.typ, c.cause)
-		})
-	}
+		{Name: "invalid", Fault: "", Body: `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hello"}]}`, Status: 400, Type: "invalid_request_error", Cause: "max_tokens", AsIs: true},
+	}, func(hdr ...string) upstream.Backend { return newClient(t, s.URL, nil, hdr...) })
 	t.Run("wrong token", func(t *testing.T) {
 		ts := oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "PLANTED-not-the-token"})
-		resp := do(t, newClient(t, s.URL, ts), "/v1/messages", hello)
+		resp := cloudtest.Do(t, newClient(t, s.URL, ts), "/v1/messages", hello)
 		if resp.Header.Get("Www-Authenticate") != "" {
 			t.Errorf("a challenge header reached the client")
 		}
@@ -189,7 +162,7 @@ func TestGoogleErrorShapes(t *testing.T) {
 		{"NOT_FOUND", `{"error":{"code":404,"message":"Publisher Model was not found","status":"NOT_FOUND"}}`, 404, "not_found_error"},
 	} {
 		answer.Store([2]string{tc.status, tc.body})
-		cloudtest.WantError(t, do(t, c, "/v1/messages", hello), tc.want, tc.typ, tc.status)
+		cloudtest.WantError(t, cloudtest.Do(t, c, "/v1/messages", hello), tc.want, tc.typ, tc.status)
 	}
 }
 
@@ -231,7 +204,7 @@ func TestTokenReusedUntilExpiry(t *testing.T) {
 	long := &countingSource{life: time.Hour}
 	c := newClient(t, s.URL, long)
 	for range 3 {
-		cloudtest.Body(t, do(t, c, "/v1/messages", hello))
+		cloudtest.Body(t, cloudtest.Do(t, c, "/v1/messages", hello))
 	}
 	if n := long.n.Load(); n != 1 {
 		t.Errorf("%d token fetches for 3 requests; want 1 (cached)", n)
@@ -240,7 +213,7 @@ func TestTokenReusedUntilExpiry(t *testing.T) {
 	short := &countingSource{life: 5 * time.Second}
 	c = newClient(t, s.URL, short)
 	for range 2 {
-		cloudtest.Body(t, do(t, c, "/v1/messages", hello))
+		cloudtest.Body(t, cloudtest.Do(t, c, "/v1/messages", hello))
 	}
 	if n := short.n.Load(); n != 2 {
 		t.Errorf("%d fetches of a token about to expire for 2 requests; want 2", n)
@@ -285,8 +258,8 @@ func TestHosts(t *testing.T) {
 func TestUnmappedModelAndBatches(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := newClient(t, s.URL, nil)
-	cloudtest.WantError(t, do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)), 400, "invalid_request_error", `"claude-nonesuch-9"`, `vertex backend "gcp"`)
-	cloudtest.WantError(t, do(t, c, "/v1/messages/batches", `{}`), 400, "invalid_request_error", "Message Batches are not offered")
+	cloudtest.WantError(t, cloudtest.Do(t, c, "/v1/messages", strings.Replace(hello, "claude-sonnet-4-5", "claude-nonesuch-9", 1)), 400, "invalid_request_error", `"claude-nonesuch-9"`, `vertex backend "gcp"`)
+	cloudtest.WantError(t, cloudtest.Do(t, c, "/v1/messages/batches", `{}`), 400, "invalid_request_error", "Message Batches are not offered")
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached Vertex; want none", n)
 	}
@@ -298,7 +271,7 @@ func TestCacheControlKept(t *testing.T) {
 	s := cloudtest.Start(t, cfg)
 	c := newClient(t, s.URL, nil)
 	body := cloudtest.CachedBody("claude-sonnet-4-5", true)
-	resp := do(t, c, "/v1/messages", body)
+	resp := cloudtest.Do(t, c, "/v1/messages", body)
 	if got := cloudtest.Body(t, resp); resp.StatusCode != 200 || !strings.Contains(got, `"cache_creation_input_tokens":`) || strings.Contains(got, `"cache_creation_input_tokens":0,`) {
 		t.Errorf("answer %d %.300s; want a stream that wrote the cache", resp.StatusCode, got)
 	}
@@ -360,7 +333,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			resp := do(t, c, "/v1/messages", hello)
+			resp := cloudtest.Do(t, c, "/v1/messages", hello)
 			if body := cloudtest.Body(t, resp); resp.StatusCode != 200 {
 				t.Fatalf("file %q: %d %s", opt.CredentialsFile, resp.StatusCode, body)
 			}

@@ -315,3 +315,59 @@ func CheckWithSDK(t *testing.T, model string, newBackend func(hdr ...string) ups
 		t.Errorf("a batch: %v; want a 400 that says batches are not offered", err)
 	}
 }
+
+// Request is a client's request to sluice as the relay hands it to a
+// backend: the client's key and API version, and hdr (name, value pairs).
+func Request(path, body string, hdr ...string) *http.Request {
+	in := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	in.Header.Set("x-api-key", "sk-ant-client-key")
+	in.Header.Set("anthropic-version", "2023-06-01")
+	in.Header.Set("content-type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		in.Header.Set(hdr[i], hdr[i+1])
+	}
+	return in
+}
+
+// Do hands b a client's request (see Request) and returns its answer.
+func Do(t testing.TB, b upstream.Backend, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	resp, err := b.Do(context.Background(), Request(path, body, hdr...), strings.NewReader(body), int64(len(body)))
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return resp
+}
+
+// ErrorCase is a simulator fault (or a body the cloud refuses) and the
+// Anthropic error a backend must answer for it, naming cause.
+type ErrorCase struct {
+	Name, Fault, Body string
+	Status            int
+	Type, Cause       string
+	// AsIs: the cloud answered in the Anthropic shape and the backend
+	// passes it on untouched, so the message does not name the backend.
+	AsIs bool
+}
+
+// CheckErrors runs each case through a backend newBackend makes with the
+// fault's test header; every answer must also name the backend (label).
+func CheckErrors(t *testing.T, label string, cases []ErrorCase, newBackend func(hdr ...string) upstream.Backend) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			var hdr []string
+			if c.Fault != "" {
+				hdr = []string{"x-sim-fault", c.Fault}
+			}
+			resp := Do(t, newBackend(hdr...), "/v1/messages", c.Body)
+			if resp.Header.Get("Request-Id") == "" {
+				t.Errorf("no Request-Id from the cloud's request id")
+			}
+			names := label
+			if c.AsIs {
+				names = c.Cause
+			}
+			WantError(t, resp, c.Status, c.Type, names, c.Cause)
+		})
+	}
+}
