@@ -113,7 +113,26 @@ type Config struct {
 	// MaxRecorded of them, with no credential headers: fixtures of what
 	// a real client sends.
 	RecordDir string
+
+	// BedrockAccessKeyID and BedrockSecretAccessKey are the test
+	// credentials the Bedrock paths (/model/{id}/invoke, …) check SigV4
+	// signatures against; with no access key id every Bedrock request is
+	// refused (403 UnrecognizedClientException).
+	BedrockAccessKeyID     string
+	BedrockSecretAccessKey string
+	// VertexToken is the bearer token the Vertex AI paths
+	// (/v1/projects/…/publishers/anthropic/models/…) accept; empty
+	// refuses every Vertex request (401 UNAUTHENTICATED).
+	VertexToken string
 }
+
+// Test credentials `sluice sim` accepts by default on its cloud paths:
+// made-up values, to be given to a client pointed at the simulator.
+const (
+	DefaultBedrockAccessKeyID     = "AKIASLUICESIMULATOR0"
+	DefaultBedrockSecretAccessKey = "sluice-sim-bedrock-secret-access-key"
+	DefaultVertexToken            = "sluice-sim-vertex-token"
+)
 
 // CapacityStep is the upstream's capacity from From after the server
 // started: Capacity generation slots (0: unlimited) and a 529 from
@@ -150,6 +169,10 @@ func DefaultConfig() Config {
 		BatchDuration:      2 * time.Second,
 		BatchExpiry:        24 * time.Hour,
 		SlowStreamInterval: time.Second,
+
+		BedrockAccessKeyID:     DefaultBedrockAccessKeyID,
+		BedrockSecretAccessKey: DefaultBedrockSecretAccessKey,
+		VertexToken:            DefaultVertexToken,
 	}
 }
 
@@ -206,6 +229,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ToolUseMax, "tool-use-max", c.ToolUseMax, "no auto tool call once the conversation holds this many tool results (0 = no limit)")
 	fs.StringVar(&c.ToolUseName, "tool-use-name", c.ToolUseName, "the tool an auto tool call calls when offered (\"\" = chosen from the request)")
 	fs.StringVar(&c.RecordDir, "record-dir", c.RecordDir, "write every API request (headers without credentials, exact body) to this folder")
+	fs.StringVar(&c.BedrockAccessKeyID, "bedrock-access-key-id", c.BedrockAccessKeyID, "the AWS access key id whose SigV4 signatures the Bedrock paths accept (\"\" = refuse all)")
+	fs.StringVar(&c.BedrockSecretAccessKey, "bedrock-secret-access-key", c.BedrockSecretAccessKey, "the secret access key the Bedrock paths check signatures with (a test value, never a real key)")
+	fs.StringVar(&c.VertexToken, "vertex-token", c.VertexToken, "the bearer token the Vertex AI paths accept (\"\" = refuse all)")
 }
 
 // spikeList is the flag.Value form of []Spike: FROM-TO:FACTOR[,...].

@@ -14,7 +14,7 @@ import (
 // the x-sim-fault-key header, or else the request body's hash, so an SDK's
 // retry of the same request gets through.
 var faultNames = map[string]bool{
-	"429": true, "500": true, "529": true, "hang": true, "reset": true,
+	"403": true, "429": true, "500": true, "529": true, "hang": true, "reset": true,
 	"slow-stream": true, "bad-json": true, "midstream-error": true, "huge-event": true,
 }
 
@@ -96,6 +96,8 @@ func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, fault, _ str
 		e = apierror.New(429, "rate_limit_error", "This request would exceed your rate limit (injected fault); retry after retry-after")
 	case "500":
 		e = apierror.New(500, "api_error", "Internal server error (injected fault); retry the request")
+	case "403":
+		e = apierror.New(403, "permission_error", "Your credentials do not permit this request (injected fault)")
 	default:
 		e = apierror.New(529, "overloaded_error", "Overloaded (injected fault); retry with backoff")
 	}

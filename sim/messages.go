@@ -117,7 +117,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 
 	fault, key := s.pickFault(r, p.hash)
 	switch fault {
-	case "429", "500", "529":
+	case "403", "429", "500", "529":
 		lim.writeHeaders(w.Header(), now)
 		s.writeFault(w, r, fault, key)
 		return

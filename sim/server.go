@@ -78,6 +78,10 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("GET /v1/messages/batches/{id}/results", s.handleBatchResults)
 	mux.HandleFunc("GET /v1/models", s.handleModelList)
 	mux.HandleFunc("GET /v1/models/{id}", s.handleModelGet)
+	mux.HandleFunc("POST /model/{model}/invoke", s.handleBedrock)
+	mux.HandleFunc("POST /model/{model}/invoke-with-response-stream", s.handleBedrock)
+	mux.HandleFunc("POST /model/{model}/count-tokens", s.handleBedrock)
+	mux.HandleFunc("POST "+vertexPrefix+"{project}/locations/{location}/publishers/anthropic/models/{op}", s.handleVertex)
 	mux.HandleFunc("GET /sim/stats", s.handleStats)
 	mux.HandleFunc("POST /sim/reset", s.handleReset)
 	mux.HandleFunc("GET /sim/batch-items", s.handleBatchItems)
@@ -109,8 +113,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		backend := backendOf(r.URL.Path)
 		s.stats.credential(r.Header)
-		defer func() { s.stats.finish(sw.Status()) }()
+		defer func() { s.stats.finish(backend, sw.Status()) }()
 	}
 
 	// Route first so an unknown path is 404 even without credentials, and a
@@ -128,7 +133,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, errNotFound("no route for "+r.Method+" "+r.URL.Path+"; see the API reference for the available endpoints"))
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, "/v1/") && !hasCredentials(r) {
+	// The clouds' handlers check their own credentials, and answer in
+	// their own shapes.
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, vertexPrefix) && !hasCredentials(r) {
 		writeError(sw, apierror.New(401, "authentication_error", "missing credentials: send an x-api-key header or Authorization: Bearer <key>"))
 		return
 	}

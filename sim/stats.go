@@ -3,6 +3,7 @@ package sim
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice/price"
@@ -28,8 +29,21 @@ type Stats struct {
 	// Credentials counts the API requests by the credential each carried,
 	// named by its header ("x-api-key" or "bearer"), a space, and the
 	// credential's short hash (request.Tenant's), never the credential:
-	// so a test can tell which key reached the upstream.
+	// so a test can tell which key reached the upstream. A SigV4-signed
+	// Bedrock request counts as "sigv4" and the hash of its access key
+	// id (its signature changes with every request).
 	Credentials map[string]int64 `json:"credentials"`
+	// Backends counts the API requests by the API they spoke: "anthropic"
+	// (/v1/…), "bedrock" (/model/…) or "vertex" (/v1/projects/…), each
+	// with its statuses as the client saw them (a Bedrock throttle is a
+	// 429, its overload a 503).
+	Backends map[string]BackendStats `json:"backends"`
+}
+
+// BackendStats counts one API's requests.
+type BackendStats struct {
+	Requests int64            `json:"requests"`
+	ByStatus map[string]int64 `json:"by_status"`
 }
 
 // TokenStats counts the tokens of completed replies and batch items.
@@ -45,18 +59,26 @@ type statsRecorder struct {
 	requests int64
 	byStatus map[int]int64
 	creds    map[string]int64
+	backends map[string]map[int]int64
 	tokens   TokenStats
 	cost     float64
 	inCost   float64
 }
 
-func (r *statsRecorder) finish(status int) {
+func (r *statsRecorder) finish(backend string, status int) {
 	if status == 0 {
 		status = http.StatusOK // a handler that wrote nothing answered 200
 	}
 	r.mu.Lock()
 	r.requests++
 	r.byStatus[status]++
+	if r.backends == nil {
+		r.backends = map[string]map[int]int64{}
+	}
+	if r.backends[backend] == nil {
+		r.backends[backend] = map[int]int64{}
+	}
+	r.backends[backend][status]++
 	r.mu.Unlock()
 }
 
@@ -67,7 +89,11 @@ func (r *statsRecorder) credential(h http.Header) {
 		seen = append(seen, "x-api-key "+request.Tenant(http.Header{"X-Api-Key": {k}}))
 	}
 	if a := h.Get("Authorization"); a != "" {
-		seen = append(seen, "bearer "+request.Tenant(http.Header{"Authorization": {a}}))
+		if akid, ok := sigV4KeyID(a); ok {
+			seen = append(seen, "sigv4 "+request.Tenant(http.Header{"X-Api-Key": {akid}}))
+		} else {
+			seen = append(seen, "bearer "+request.Tenant(http.Header{"Authorization": {a}}))
+		}
 	}
 	r.mu.Lock()
 	if r.creds == nil {
@@ -77,6 +103,16 @@ func (r *statsRecorder) credential(h http.Header) {
 		r.creds[s]++
 	}
 	r.mu.Unlock()
+}
+
+// sigV4KeyID is the access key id of a SigV4 Authorization header.
+func sigV4KeyID(auth string) (string, bool) {
+	rest, ok := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 Credential=")
+	if !ok {
+		return "", false
+	}
+	akid, _, ok := strings.Cut(rest, "/")
+	return akid, ok
 }
 
 func (r *statsRecorder) record(model string, u usage, batch bool) {
@@ -117,6 +153,15 @@ func (s *Server) Stats() Stats {
 	for c, n := range r.creds {
 		st.Credentials[c] = n
 	}
+	st.Backends = make(map[string]BackendStats, len(r.backends))
+	for b, by := range r.backends {
+		bs := BackendStats{ByStatus: make(map[string]int64, len(by))}
+		for code, n := range by {
+			bs.Requests += n
+			bs.ByStatus[strconv.Itoa(code)] = n
+		}
+		st.Backends[b] = bs
+	}
 	return st
 }
 
@@ -128,6 +173,7 @@ func (s *Server) Reset() {
 	r.requests, r.tokens, r.cost, r.inCost = 0, TokenStats{}, 0, 0
 	clear(r.byStatus)
 	clear(r.creds)
+	clear(r.backends)
 	r.mu.Unlock()
 	s.capacity.resetPeak()
 	s.cache.reset()
