@@ -12,6 +12,7 @@ package assemble
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"log/slog"
 	"strconv"
 	"time"
@@ -246,11 +247,37 @@ func buildRoutes(cfg config.Config, env Env, room dispatch.BucketStore) (*route.
 	if err != nil {
 		return nil, nil, err
 	}
+	if room != nil {
+		seedLimits(cfg.Backends, pool, room)
+	}
 	var router route.Router = route.Affinity{}
 	if cfg.RoutePolicy == config.RouteRoundRobin {
 		router = &route.RoundRobin{}
 	}
 	return pool, router, nil
+}
+
+// seedLimits gives the keys of each backend that declares its limits
+// (requests_per_minute and the rest) buckets of that size, full, as the
+// headers of an answer would: a cloud's answers say none, so its keys are
+// paced by what the file says, and a 429 holds them as any key's.
+func seedLimits(backends []config.Backend, pool *route.Pool, store dispatch.BucketStore) {
+	now := time.Now()
+	for _, b := range backends {
+		h := http.Header{}
+		for kind, n := range map[string]int{"requests": b.RequestsPerMinute, "input-tokens": b.InputTokensPerMinute, "output-tokens": b.OutputTokensPerMinute} {
+			if n > 0 {
+				h.Set("anthropic-ratelimit-"+kind+"-limit", strconv.Itoa(n))
+				h.Set("anthropic-ratelimit-"+kind+"-remaining", strconv.Itoa(n))
+			}
+		}
+		if len(h) == 0 {
+			continue
+		}
+		for _, k := range pool.Backend(b.Name).Keys {
+			store.Observe(k.Hash, pace.Debit{}, http.StatusOK, h, now)
+		}
+	}
 }
 
 // buildGate is the gate: BATCH_MAX_CONCURRENCY slots shared with the

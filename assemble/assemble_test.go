@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -240,9 +241,22 @@ func TestBackendsRoute(t *testing.T) {
 		t.Errorf("a cloud backend without Env.Cloud: %v", err)
 	}
 	c.Backends = c.Backends[:2]
+	// Limits the file declares pace the backend's keys from the start.
+	c.Backends[0].InputTokensPerMinute = 1000
+	ps = build(t, c, env)
+	store, now := ps.Buckets.Buckets, time.Now()
+	for _, k := range ps.Routes.Keys {
+		store.Take(k.Hash, pace.Cost{Input: 900, Output: 1}, now)
+	}
+	if at := store.FitsAt(ps.Routes.Keys[0].Hash, pace.Cost{Input: 500, Output: 1}, now); !at.After(now) {
+		t.Error("a key of input_tokens_per_minute = 1000 takes 500 more input tokens at once after 900")
+	}
+	if at := store.FitsAt(ps.Routes.Keys[1].Hash, pace.Cost{Input: 500, Output: 1}, now); at.After(now) {
+		t.Error("a key without declared limits holds a request")
+	}
 	c.GateBackend = config.GateRedis
 	c.RedisURL = "redis://127.0.0.1:1"
-	f := &fakeShared{}
+	f := &fakeShared{buckets: &pace.Buckets{}}
 	build(t, c, Env{Getenv: env.Getenv, Shared: f})
 	if got := strings.Join(f.asked, ", "); got != "buckets, gate, lane a/1, lane b/1, routes, cache" {
 		t.Errorf("asked the shared store for %s; want the buckets, the gate, a lane per key, the routes' news and the cache groups", got)

@@ -27,7 +27,8 @@ import (
 const backendsKey = "backends"
 
 // backendKeys are the keys one backend's table takes.
-var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "weight", "bulk", "region", "project", "endpoint", "models"}
+var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "weight", "bulk", "region", "project", "endpoint", "models", "profile", "credentials_file",
+	"requests_per_minute", "input_tokens_per_minute", "output_tokens_per_minute"}
 
 // Backend is one upstream backend the config file declares.
 type Backend struct {
@@ -48,11 +49,19 @@ type Backend struct {
 	Weight float64
 	// Bulk says the bulk endpoint's batches go to its first key.
 	Bulk bool
-	// A cloud's place (the clouds are described beside the routing, in docs/routing.md): its region, its project
+	// A cloud's place (see docs/clouds.md): its region, its project
 	// (Vertex), an endpoint that replaces the region's, and the model
 	// ids it answers to by the first-party id a client sends.
 	Region, Project, Endpoint string
 	Models                    map[string]string
+	// Profile is the AWS shared-config profile a Bedrock backend's
+	// credentials come from; CredentialsFile the Google credentials file
+	// a Vertex backend's do. Empty: each cloud's default chain.
+	Profile, CredentialsFile string
+	// Limits are each key's rate limits per minute, when its answers do
+	// not say them (a cloud's carry no anthropic-ratelimit-* headers):
+	// requests, input tokens, output tokens; 0, not known.
+	RequestsPerMinute, InputTokensPerMinute, OutputTokensPerMinute int
 }
 
 // MaxBackendKeys bounds the keys of all backends together: a router
@@ -71,6 +80,11 @@ type fileBackend struct {
 	Project        string            `toml:"project"`
 	Endpoint       string            `toml:"endpoint"`
 	Models         map[string]string `toml:"models"`
+	Profile        string            `toml:"profile"`
+	Credentials    string            `toml:"credentials_file"`
+	RPM            int               `toml:"requests_per_minute"`
+	ITPM           int               `toml:"input_tokens_per_minute"`
+	OTPM           int               `toml:"output_tokens_per_minute"`
 }
 
 var errBackendsNotArray = errors.New("backends must be an array of tables ([[backends]]), one per backend")
@@ -132,7 +146,8 @@ func decodeBackends(name string, data []byte) ([]Backend, error) {
 func (fb fileBackend) backend() (Backend, []string) {
 	var errs []string
 	b := Backend{Name: fb.Name, Kind: fb.Kind, Keys: fb.Keys, MaxConcurrency: fb.MaxConcurrency, Weight: fb.Weight, Bulk: fb.Bulk,
-		Region: fb.Region, Project: fb.Project, Endpoint: fb.Endpoint, Models: fb.Models}
+		Region: fb.Region, Project: fb.Project, Endpoint: fb.Endpoint, Models: fb.Models, Profile: fb.Profile, CredentialsFile: fb.Credentials,
+		RequestsPerMinute: fb.RPM, InputTokensPerMinute: fb.ITPM, OutputTokensPerMinute: fb.OTPM}
 	if b.Kind == "" {
 		b.Kind = "anthropic"
 	}
@@ -149,18 +164,24 @@ func (fb fileBackend) backend() (Backend, []string) {
 		if len(b.Keys) == 0 {
 			errs = append(errs, `keys is missing: name at least one, as "env:NAME" or "file:PATH"`)
 		}
-		if fb.Region != "" || fb.Project != "" || fb.Endpoint != "" || fb.Models != nil {
-			errs = append(errs, "region, project, endpoint and models are for kind bedrock or vertex")
+		if fb.Region != "" || fb.Project != "" || fb.Endpoint != "" || fb.Models != nil || fb.Profile != "" || fb.Credentials != "" {
+			errs = append(errs, "region, project, endpoint, models, profile and credentials_file are for kind bedrock or vertex")
 		}
 	case "bedrock", "vertex":
 		if len(b.Keys) > 0 {
-			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/routing.md)")
+			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/clouds.md)")
 		}
 		if fb.Region == "" {
 			errs = append(errs, "region is missing")
 		}
 		if b.Kind == "vertex" && fb.Project == "" {
 			errs = append(errs, "project is missing")
+		}
+		if b.Kind == "bedrock" && (fb.Project != "" || fb.Credentials != "") {
+			errs = append(errs, "project and credentials_file are for kind vertex")
+		}
+		if b.Kind == "vertex" && fb.Profile != "" {
+			errs = append(errs, "profile is for kind bedrock")
 		}
 	default:
 		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock or vertex", fb.Kind))
@@ -186,6 +207,9 @@ func (fb fileBackend) backend() (Backend, []string) {
 	}
 	if fb.MaxConcurrency < 0 || fb.MaxConcurrency > 100000 {
 		errs = append(errs, "max_concurrency must be from 1 to 100000 (or left out)")
+	}
+	if fb.RPM < 0 || fb.ITPM < 0 || fb.OTPM < 0 {
+		errs = append(errs, "requests_per_minute, input_tokens_per_minute and output_tokens_per_minute must be 0 or more")
 	}
 	if fb.Weight < 0 || fb.Weight > 1000 || fb.Weight != fb.Weight {
 		errs = append(errs, "weight must be from 0 to 1000 (or left out)")

@@ -36,7 +36,7 @@ const (
 // function that takes this replica out of Redis once the server has
 // drained.
 func buildParts(cfg config.Config, log *slog.Logger) (*assemble.Parts, []prometheus.Collector, func(), error) {
-	env := assemble.Env{Log: log}
+	env := assemble.Env{Log: log, Cloud: cloudBackend}
 	var shared *sharedRedis
 	closeShared := func() {}
 	if cfg.Enabled && cfg.GateBackend == config.GateRedis {

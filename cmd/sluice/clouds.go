@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/cloud/bedrock"
+	"github.com/sluicehq/sluice/cloud/vertex"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/upstream"
+)
+
+// cloudBackend builds the client of a config file's backend of kind
+// bedrock or vertex (see docs/clouds.md). Only a configuration that
+// declares one calls it: a first-party request never passes through the
+// clouds' libraries.
+func cloudBackend(b config.Backend) (upstream.Backend, error) {
+	ctx := context.Background()
+	switch b.Kind {
+	case bedrock.Kind:
+		return bedrock.New(ctx, bedrock.Options{Name: b.Name, Region: b.Region, Endpoint: b.Endpoint, Models: b.Models, Profile: b.Profile})
+	case vertex.Kind:
+		return vertex.New(ctx, vertex.Options{Name: b.Name, Project: b.Project, Region: b.Region, Endpoint: b.Endpoint, Models: b.Models,
+			CredentialsFile: b.CredentialsFile})
+	}
+	return nil, fmt.Errorf("no cloud of kind %q", b.Kind)
+}
