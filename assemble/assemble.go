@@ -12,8 +12,8 @@ package assemble
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
