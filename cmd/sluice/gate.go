@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/cloud"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
@@ -36,7 +37,7 @@ const (
 // function that takes this replica out of Redis once the server has
 // drained.
 func buildParts(cfg config.Config, log *slog.Logger) (*assemble.Parts, []prometheus.Collector, func(), error) {
-	env := assemble.Env{Log: log, Cloud: cloudBackend}
+	env := assemble.Env{Log: log, Cloud: cloud.New}
 	var shared *sharedRedis
 	closeShared := func() {}
 	if cfg.Enabled && cfg.GateBackend == config.GateRedis {

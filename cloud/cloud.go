@@ -1,4 +1,8 @@
-package main
+// Package cloud builds the client of a config file's backend of kind
+// bedrock or vertex (packages cloud/bedrock and cloud/vertex; see
+// docs/clouds.md). Only a configuration that declares one calls it: a
+// first-party request never passes through the clouds' libraries.
+package cloud
 
 import (
 	"context"
@@ -10,11 +14,10 @@ import (
 	"github.com/sluicehq/sluice/upstream"
 )
 
-// cloudBackend builds the client of a config file's backend of kind
-// bedrock or vertex (see docs/clouds.md). Only a configuration that
-// declares one calls it: a first-party request never passes through the
-// clouds' libraries.
-func cloudBackend(b config.Backend) (upstream.Backend, error) {
+// New is the client of b, a backend of kind bedrock or vertex, with its
+// credentials from its cloud's default chain (or the profile or
+// credentials file it names).
+func New(b config.Backend) (upstream.Backend, error) {
 	ctx := context.Background()
 	switch b.Kind {
 	case bedrock.Kind:
