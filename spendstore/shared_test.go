@@ -141,4 +141,3 @@ func TestDSNNotInErrors(t *testing.T) {
 		t.Errorf("the error quotes the DSN: %v", err)
 	}
 }
-
