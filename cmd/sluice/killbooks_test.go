@@ -400,7 +400,7 @@ func TestSharedBooksSurviveAKilledReplica(t *testing.T) {
 	}()
 	l.waitFor(t, "a", 60)
 	time.Sleep(2500 * time.Millisecond) // a few writes before the kill, which lands mid-interval
-	kill := time.Now() // before: the answers of the interval up to the signal
+	kill := time.Now()                  // before: the answers of the interval up to the signal
 	a.kill()
 	aDead.Store(true)
 	nb, _ := l.count("b", time.Time{})
