@@ -68,10 +68,12 @@ type bookProcess struct {
 
 const killAdminKey = "admin-key-for-the-kill-test"
 
-func startBookProcess(t *testing.T, name, upstream string, env ...string) *bookProcess {
+// startBookProcess runs `sluice serve args...` before upstream with env
+// on top of the test's, and waits until it is ready.
+func startBookProcess(t *testing.T, name, upstream string, args []string, env ...string) *bookProcess {
 	t.Helper()
 	addr, admin := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(sluicebin.Path(t), "serve")
+	cmd := exec.Command(sluicebin.Path(t), append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), "LISTEN_ADDR="+addr, "ADMIN_LISTEN_ADDR="+admin, "ADMIN_KEY="+killAdminKey, "UPSTREAM_URL="+upstream,
 		"UI_ENABLED=0", "LOG_LEVEL=warn", "RETRY_MAX_ATTEMPTS=1", "DRAIN_TIMEOUT_S=10", "SHUTDOWN_DELAY_S=0")
 	cmd.Env = append(cmd.Env, env...)
@@ -240,16 +242,32 @@ func (l *killLoad) waitFor(t *testing.T, from string, n int) {
 // client sees it: a JSON answer's usage, or a stream's message_start and
 // last message_delta. An answer not got in full is an error.
 func priceOne(c *http.Client, base, body string, stream bool) (float64, error) {
+	return priceAs(c, base, body, stream, "")
+}
+
+// statusError is an answer that was not a 200.
+type statusError struct {
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("status %d: %s", e.status, e.body) }
+
+// priceAs is priceOne as tenant (x-sluice-tenant; "": none).
+func priceAs(c *http.Client, base, body string, stream bool, tenant string) (float64, error) {
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("X-Api-Key", "sk-kill-test")
+	if tenant != "" {
+		req.Header.Set("X-Sluice-Tenant", tenant)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-		return 0, fmt.Errorf("status %d", resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		return 0, &statusError{resp.StatusCode, string(b)}
 	}
 	type usage struct {
 		Input      int64 `json:"input_tokens"`
@@ -382,8 +400,8 @@ func TestSharedBooksSurviveAKilledReplica(t *testing.T) {
 	dsn := pgtest.Start(t)
 	s, up := killSim(t)
 	env := []string{"SPEND_STORE=" + dsn, "DATA_DIR=" + t.TempDir()}
-	a := startBookProcess(t, "a", up, env...)
-	b := startBookProcess(t, "b", up, env...)
+	a := startBookProcess(t, "a", up, nil, env...)
+	b := startBookProcess(t, "b", up, nil, env...)
 	var aDead atomic.Bool
 	l := startKillLoad(4, func(w int) *bookProcess {
 		if w%2 == 0 && !aDead.Load() {
@@ -451,7 +469,7 @@ func TestBooksSurviveAKill(t *testing.T) {
 	s, up := killSim(t)
 	dir := t.TempDir()
 	env := []string{"SPEND_STORE=sqlite", "DATA_DIR=" + dir}
-	first := startBookProcess(t, "first", up, env...)
+	first := startBookProcess(t, "first", up, nil, env...)
 	var cur atomic.Pointer[bookProcess]
 	cur.Store(first)
 	l := startKillLoad(4, func(int) *bookProcess { return cur.Load() })
@@ -466,7 +484,7 @@ func TestBooksSurviveAKill(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	kill := time.Now()
 	first.kill()
-	second := startBookProcess(t, "second", up, env...)
+	second := startBookProcess(t, "second", up, nil, env...)
 	cur.Store(second)
 	l.waitFor(t, "second", 60)
 	l.stop()
