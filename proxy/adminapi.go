@@ -115,7 +115,7 @@ func (p *Proxy) adminSpend(w http.ResponseWriter, r *http.Request) {
 		}
 		p.log.Error("admin API: reading the spend books failed", "err", err)
 		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusServiceUnavailable, Type: "api_error",
-			Message: "the spend books could not be read (see sluice's log); retry later"})
+			Message: "the spend books could not be read (see sluice's log); retry later. Meanwhile spend is held in memory, to be written when the books take it, and budgets are enforced from memory (GET /admin/budgets says how much was spent)"})
 		return
 	}
 	if q.Get("format") == "csv" {
@@ -154,6 +154,20 @@ type adminStore struct {
 	Shared       bool   `json:"shared"`
 	Failing      bool   `json:"failing"`
 	EnforcedFrom string `json:"budgets_enforced_from"`
+}
+
+// BooksNote is what the page says of the spend books when it matters:
+// while they cannot be written (or, shared, read), spend is held in
+// memory and budgets are enforced from it; "" otherwise.
+func (p *Proxy) BooksNote() string {
+	st := p.adminStore()
+	switch {
+	case st.EnforcedFrom == "memory":
+		return "The shared spend books (" + st.Where + ") cannot be written or read now: spend is held in memory and written when they can be, and budgets are enforced from memory (this replica's count, and the other replicas' as last read)."
+	case st.Failing:
+		return "The spend books (" + st.Where + ") cannot be written now: spend is held in memory and written when they can be; budgets are enforced from memory."
+	}
+	return ""
 }
 
 func (p *Proxy) adminStore() adminStore {

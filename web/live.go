@@ -63,6 +63,9 @@ type Gauges struct {
 	// Spend is what each tenant spent on each model since sluice started,
 	// the liveSpend costliest pairs (see package spend).
 	Spend []spend.TenantModel `json:"spend,omitempty"`
+	// Books, when set, says the spend books cannot be written (or read)
+	// and budgets are enforced from memory (proxy.BooksNote).
+	Books string `json:"books,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
@@ -72,7 +75,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
 			Slots: st.Capacity, Adaptive: cfg.GateLimit == config.GateLimitAdaptive, MaxSlots: cfg.MaxConcurrency,
 			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
-			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend)}
+			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend), Books: p.BooksNote()}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
@@ -86,7 +89,7 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 func (g Gauges) equal(o Gauges) bool {
 	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
 		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
-		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend)
+		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend) && g.Books == o.Books
 }
 
 // LiveWave is one flushed window.

@@ -739,6 +739,9 @@ function live() {
       return tr;
     }));
     if (!spent.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 4; td.textContent = "no spend yet"; tr.append(td); sp.append(tr); }
+    // The books' outage, when there is one: budgets enforced from memory.
+    const bn = $("live-books");
+    bn.textContent = gz.books || ""; bn.hidden = !gz.books;
     // Why cache writes happened, the costliest first (the server sends
     // at most one row per block label).
     const cw = $("live-cache-writes"), writes = gz.cache_writes || [];
