@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,16 +26,6 @@ import (
 // sluiceBinary is the sluice command, built once per test binary.
 func sluiceBinary(t *testing.T) string { return sluicebin.Path(t) }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // replica is one running `sluice serve`.
 type replica struct {
 	t    *testing.T
@@ -47,7 +36,7 @@ type replica struct {
 
 func startReplica(t *testing.T, env map[string]string) *replica {
 	t.Helper()
-	port := freePort(t)
+	port := pgtest.FreePort(t)
 	cmd := exec.Command(sluiceBinary(t), "serve")
 	cmd.Env = append(os.Environ(), "LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(port), "BULK_ENABLED=1", "UI_ENABLED=0", "LOG_LEVEL=warn")
 	for k, v := range env {

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // the "sqlite" driver, no cgo
 
+	"github.com/sluicehq/sluice/internal/sqlq"
 	"github.com/sluicehq/sluice/spend"
 )
 
@@ -551,16 +552,5 @@ func (s *Store) q(query string) string {
 	if !s.pg {
 		return query
 	}
-	var b strings.Builder
-	n := 0
-	for _, c := range query {
-		if c != '?' {
-			b.WriteRune(c)
-			continue
-		}
-		n++
-		b.WriteByte('$')
-		b.WriteString(strconv.Itoa(n))
-	}
-	return b.String()
+	return sqlq.Dollar(query)
 }

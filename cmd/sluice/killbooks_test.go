@@ -3,19 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,15 +144,7 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return "127.0.0.1:" + strconv.Itoa(pgtest.FreePort(t)) }
 
 // answer is one answer a client got in full: from which sluice, what its
 // usage cost, and when its last byte came.
@@ -170,6 +161,7 @@ type killLoad struct {
 	answers []answer
 	cut     map[string]int // requests that failed, by sluice: sent, no full answer
 	done    chan struct{}
+	once    sync.Once
 	wg      sync.WaitGroup
 }
 
@@ -209,7 +201,10 @@ func startKillLoad(workers int, target func(w int) *bookProcess) *killLoad {
 	return l
 }
 
-func (l *killLoad) stop() { close(l.done); l.wg.Wait() }
+// stop stops the clients and waits for them; again, it does nothing.
+func (l *killLoad) stop() {
+	l.once.Do(func() { close(l.done); l.wg.Wait() })
+}
 
 // count is how many answers from came, and their cost, at or after since.
 func (l *killLoad) count(from string, since time.Time) (n int, usd float64) {
@@ -409,13 +404,7 @@ func TestSharedBooksSurviveAKilledReplica(t *testing.T) {
 		}
 		return b
 	})
-	defer func() {
-		select {
-		case <-l.done:
-		default:
-			l.stop()
-		}
-	}()
+	defer l.stop()
 	l.waitFor(t, "a", 60)
 	time.Sleep(2500 * time.Millisecond) // a few writes before the kill, which lands mid-interval
 	kill := time.Now()                  // before: the answers of the interval up to the signal
@@ -473,13 +462,7 @@ func TestBooksSurviveAKill(t *testing.T) {
 	var cur atomic.Pointer[bookProcess]
 	cur.Store(first)
 	l := startKillLoad(4, func(int) *bookProcess { return cur.Load() })
-	defer func() {
-		select {
-		case <-l.done:
-		default:
-			l.stop()
-		}
-	}()
+	defer l.stop()
 	l.waitFor(t, "first", 60)
 	time.Sleep(2500 * time.Millisecond)
 	kill := time.Now()
@@ -490,19 +473,7 @@ func TestBooksSurviveAKill(t *testing.T) {
 	l.stop()
 	second.stop(t)
 
-	books, err := spendstore.Open(true, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer books.Close()
-	lines, err := books.Query(context.Background(), spendstore.Filter{Period: "all"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var usd float64
-	for _, ln := range lines {
-		usd += ln.USD
-	}
+	usd, _ := booksTotal(t, dir)
 	// The second life was stopped as usual: all its answers are in the
 	// books; what is left is the first's.
 	_, secondGot := l.count("second", time.Time{})

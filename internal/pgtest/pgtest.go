@@ -72,7 +72,7 @@ func Start(t testing.TB) string {
 	if out, err := run(initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	srv := run(filepath.Join(binDir, "postgres"), "-D", data, "-k", dir, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "max_connections=100")
 	logs := &syncWriter{w: &bytes.Buffer{}}
 	srv.Stderr = logs
@@ -99,7 +99,8 @@ func Start(t testing.TB) string {
 	}
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback port free now, for a server a test starts.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
