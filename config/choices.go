@@ -140,9 +140,9 @@ func ParseBenchRuns(s string) (BenchRuns, error) { return benchRuns.parse(s) }
 type SpendStore uint8
 
 const (
-	SpendStoreMemory SpendStore = iota // in memory, from sluice's start (the default)
-	SpendStoreSQLite                   // DATA_DIR/spend.db, across restarts
-	SpendStorePostgres                 // PostgreSQL by DSN (Config.SpendStoreDSN), shared by replicas
+	SpendStoreMemory   SpendStore = iota // in memory, from sluice's start (the default)
+	SpendStoreSQLite                     // DATA_DIR/spend.db, across restarts
+	SpendStorePostgres                   // PostgreSQL by DSN (Config.SpendStoreDSN), shared by replicas
 )
 
 // spendStores are the words; SpendStorePostgres is given by its DSN.
