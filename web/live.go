@@ -56,6 +56,9 @@ type Gauges struct {
 	// Tenants are the tracked tenants' counts (at most TENANT_MAX and
 	// other), the busiest liveTenants of them.
 	Tenants []dispatch.TenantStats `json:"tenants,omitempty"`
+	// Books, when set, says the spend books cannot be written (or read)
+	// and budgets are enforced from memory (proxy.BooksNote).
+	Books string `json:"books,omitempty"`
 	// CacheWrites is why answers wrote to the prompt cache since sluice
 	// started, by the first block that differs (see package cachewhy),
 	// the most tokens that could have been read first.
@@ -63,9 +66,6 @@ type Gauges struct {
 	// Spend is what each tenant spent on each model since sluice started,
 	// the liveSpend costliest pairs (see package spend).
 	Spend []spend.TenantModel `json:"spend,omitempty"`
-	// Books, when set, says the spend books cannot be written (or read)
-	// and budgets are enforced from memory (proxy.BooksNote).
-	Books string `json:"books,omitempty"`
 }
 
 // GaugesOf reads the gauges of p, which runs with cfg.
@@ -75,21 +75,22 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 		g := Gauges{Windowed: cfg.Enabled, MaxSize: cfg.MaxSize, MaxWaitMS: int(cfg.MaxWait.Milliseconds()),
 			Slots: st.Capacity, Adaptive: cfg.GateLimit == config.GateLimitAdaptive, MaxSlots: cfg.MaxConcurrency,
 			InFlight: st.InFlight, Queued: p.Queued(), Buckets: p.RateLimitBuckets(), Tenants: p.Tenants(),
-			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend), Books: p.BooksNote()}
+			CacheWrites: p.CacheWrites(), Spend: p.SpendByTenantModel(liveSpend)}
 		for i := range g.Buckets {
 			// Whole tokens: a bucket refilling by fractions of a token
 			// between two looks is no news to a watcher.
 			g.Buckets[i].Level = math.Round(g.Buckets[i].Level)
 		}
+		g.Books = p.BooksNote()
 		return g
 	}
 }
 
 // equal reports whether g and o show the same.
 func (g Gauges) equal(o Gauges) bool {
-	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
+	return g.Books == o.Books && g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
 		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
-		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend) && g.Books == o.Books
+		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend)
 }
 
 // LiveWave is one flushed window.

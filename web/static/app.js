@@ -726,6 +726,9 @@ function live() {
       return tr;
     }));
     if (!tenants.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 6; td.textContent = "no tenants yet"; tr.append(td); tt.append(tr); }
+    // The books' outage, when there is one: budgets enforced from memory.
+    const bn = $("live-books");
+    bn.textContent = gz.books || ""; bn.hidden = !gz.books;
     // Spend by tenant and model, the costliest first (the server sends
     // at most ten pairs).
     const sp = $("live-spend"), spent = gz.spend || [];
@@ -739,9 +742,6 @@ function live() {
       return tr;
     }));
     if (!spent.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 4; td.textContent = "no spend yet"; tr.append(td); sp.append(tr); }
-    // The books' outage, when there is one: budgets enforced from memory.
-    const bn = $("live-books");
-    bn.textContent = gz.books || ""; bn.hidden = !gz.books;
     // Why cache writes happened, the costliest first (the server sends
     // at most one row per block label).
     const cw = $("live-cache-writes"), writes = gz.cache_writes || [];
