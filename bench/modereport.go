@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -65,6 +67,41 @@ type ModeReport struct {
 	// Tenants are the figures of each tenant of a tenants workload, in
 	// the order the scenario names them.
 	Tenants []TenantReport `json:"tenants,omitempty"`
+	// Budgets are the scenario's budgets (sluice.budgets), in its order,
+	// as sluice counted them by the run's end.
+	Budgets []BudgetReport `json:"budgets,omitempty"`
+}
+
+// BudgetReport is one tenant's budget in one mode: its limit, what
+// sluice counted the tenant spent, past the limit by how much (the
+// answers of requests in flight when it was crossed), and how many of
+// its requests were refused (402 billing_error).
+type BudgetReport struct {
+	Tenant       string  `json:"tenant"`
+	LimitUSD     float64 `json:"limit_usd"`
+	SpentUSD     float64 `json:"spent_usd"`
+	OvershootUSD float64 `json:"overshoot_usd"`
+	Refused      int     `json:"refused"`
+}
+
+// budgetReports are the figures of the budgets on tenants, from what
+// sluice counted (st) and the records' refusals.
+func budgetReports(st []budget.Status, tenants []string, recs []Record) []BudgetReport {
+	var out []BudgetReport
+	for _, tn := range tenants {
+		i := slices.IndexFunc(st, func(s budget.Status) bool { return s.Name == budgetName(tn) })
+		if i < 0 {
+			continue
+		}
+		b := BudgetReport{Tenant: tn, LimitUSD: st[i].Limit, SpentUSD: st[i].Spent, OvershootUSD: st[i].Overshoot}
+		for _, r := range recs {
+			if r.Tenant == tn && r.ErrorType == "billing_error" {
+				b.Refused++
+			}
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // TenantReport is one tenant's figures in one mode: its goodput over its

@@ -178,6 +178,7 @@ func newReport(sc *Scenario, results []*ModeResult) *Report {
 		r.Arrivals = len(res.Records)
 		m := modeReport(res)
 		m.Tenants = tenantReports(res.Records, tenants)
+		m.Budgets = budgetReports(res.Budgets, tenants, res.Records)
 		m.Phases = phaseReports(res, sc.phases())
 		r.Modes = append(r.Modes, m)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/sim"
@@ -93,6 +94,8 @@ type ModeResult struct {
 	// size of the bucket Samples' InputBucket reads; 0 when there is no
 	// such limit or the simulator is external (its bucket is not sampled).
 	InputBucketSize int
+	// Budgets are the scenario's budgets as sluice had them at the end.
+	Budgets []budget.Status
 }
 
 // Record is one request, as written to trace.jsonl.

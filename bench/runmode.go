@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -51,6 +52,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 
 	base := upURL
 	var p *proxy.Proxy
+	var budgets *budget.Set // the scenario's, read when the run is over
 	if mode != ModeDirect {
 		cfg := sc.ModeConfig(mode)
 		u, err := url.Parse(upURL)
@@ -80,7 +82,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		if err != nil {
 			return nil, err
 		}
-		popt.Parts = *parts
+		popt.Parts, budgets = *parts, parts.Budgets
 		p, err = proxy.New(cfg, popt)
 		if err != nil {
 			return nil, err
@@ -198,6 +200,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		return nil, err
 	}
 	res.Sim = st
+	res.Budgets = budgets.Statuses() // every answer counted: the run waited for them
 
 	ms := func(t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
 	opt2 := func(t time.Time) *float64 {

@@ -122,6 +122,15 @@ type Sluice struct {
 	// for mode bulk; zero keeps the defaults.
 	BulkMaxWait Duration `json:"bulk_max_wait"`
 	BulkPoll    Duration `json:"bulk_poll"`
+	// Budgets are spend budgets on tenants of a tenants workload, each a
+	// day's USD (the config file's [[budgets]]; see docs/spend.md).
+	Budgets []BudgetSpec `json:"budgets"`
+}
+
+// BudgetSpec is a day's budget in USD on one tenant of the workload.
+type BudgetSpec struct {
+	Tenant string  `json:"tenant"`
+	USD    float64 `json:"usd"`
 }
 
 // Client is how the load generator behaves, modelled on the official SDKs.

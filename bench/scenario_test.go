@@ -143,6 +143,12 @@ func TestShort(t *testing.T) {
 				t.Errorf("short spike %+v %+v", s.Workload, s.Sim)
 			}
 		}},
+		{"budget", func(t *testing.T, l, s *Scenario) {
+			// The runaway meets its budget as far into the shorter run.
+			if b := s.Sluice.Budgets; len(b) != 1 || b[0].USD != l.Sluice.Budgets[0].USD/10 || l.Sluice.Budgets[0].USD != 1 {
+				t.Errorf("short budget's budgets %+v; long %+v", b, l.Sluice.Budgets)
+			}
+		}},
 		{"burst", func(t *testing.T, l, s *Scenario) {
 			if s.Workload.N != 16 { // twice the 8 slots, of 64
 				t.Errorf("short burst n %d; want 16", s.Workload.N)

@@ -64,6 +64,14 @@ func (sc *Scenario) validate() error {
 	if sc.Verdict != "" && verdictKinds[sc.Verdict] == nil {
 		return fmt.Errorf("verdict: %q is not one of %s", sc.Verdict, strings.Join(VerdictKinds(), ", "))
 	}
+	for i, b := range sc.Sluice.Budgets {
+		if !slices.ContainsFunc(sc.Workload.Tenants, func(t TenantWorkload) bool { return t.Name == b.Tenant }) {
+			return fmt.Errorf("sluice.budgets[%d].tenant: %q is not one of workload.tenants", i, b.Tenant)
+		}
+		if !(b.USD > 0) || slices.IndexFunc(sc.Sluice.Budgets, func(o BudgetSpec) bool { return o.Tenant == b.Tenant }) != i {
+			return fmt.Errorf("sluice.budgets[%d]: usd must be above 0, and a tenant has one budget", i)
+		}
+	}
 	if a := sc.Alone; a != nil {
 		if a.Scenario == "" || a.Tenant == "" {
 			return errors.New("alone: needs scenario and tenant")

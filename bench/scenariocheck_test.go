@@ -25,10 +25,13 @@ func TestScenarioErrorsNameTheField(t *testing.T) {
 		{"{\n\"workload\": {,}}", `line 2`},
 		{`{"modes":["plain","fast"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "fast"`},
 		{`{"modes":["plain","plain"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "plain" is named twice`},
-		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of bulk, cache, capacity, latency`},
+		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of budget, bulk, cache, capacity, latency`},
 		{`{"alone":{"scenario":"x"},"workload":{"kind":"burst","n":1}}`, `alone: needs scenario and tenant`},
 		{`{"workload":{"kind":"burst","n":1,"shape":"cursor"}}`, `workload.shape: "cursor"`},
 		{`{"workload":{"kind":"burst","n":1,"shape":"claude-code","shared_prefix_tokens":9000}}`, `workload.shape: claude-code brings its own`},
+		{`{"sluice":{"budgets":[{"tenant":"z","usd":1}]},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `sluice.budgets[0].tenant: "z"`},
+		{`{"sluice":{"budgets":[{"tenant":"a","usd":0}]},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `sluice.budgets[0]: usd must be above 0`},
+		{`{"sluice":{"budgets":[{"tenant":"a","usd":1},{"tenant":"a","usd":2}]},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `sluice.budgets[1]`},
 		{`{"alone":{"scenario":"x","tenant":"z"},"workload":{"kind":"tenants","tenants":[{"name":"a","kind":"burst","n":1}]}}`, `alone.tenant: "z"`},
 	} {
 		_, err := ParseScenario([]byte(tc.json), "t.json", nil)

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -86,7 +89,27 @@ func (s Sluice) apply(c *config.Config) {
 	if v := s.BulkPoll; v > 0 {
 		c.BulkPoll = v.D()
 	}
+	if len(s.Budgets) > 0 {
+		c.Budgets = nil
+		for _, b := range s.Budgets {
+			c.Budgets = append(c.Budgets, b.spec())
+		}
+	}
 }
+
+// spec is b as sluice takes it: the tenant is the one sluice names the
+// bench tenant's requests by (TENANT_FROM=key: a short hash of its API
+// key, sk-bench-<tenant>), and the budget is named after the bench
+// tenant. validate refused one spec.Check would.
+func (b BudgetSpec) spec() budget.Spec {
+	sp := budget.Spec{Name: budgetName(b.Tenant), Tenant: request.Tenant(http.Header{"X-Api-Key": {"sk-bench-" + b.Tenant}}),
+		Unit: budget.USD, Limit: b.USD, Period: budget.Day}
+	_ = sp.Check()
+	return sp
+}
+
+// budgetName is the name of the budget on a bench tenant.
+func budgetName(tenant string) string { return "bench:" + tenant }
 
 // ClientTimeout is the per-attempt timeout.
 func (sc *Scenario) ClientTimeout() time.Duration {

@@ -38,6 +38,12 @@ func (sc *Scenario) Short(f float64) *Scenario {
 	for i := range w.Steps {
 		w.Steps[i].Duration = scaled(w.Steps[i].Duration, f)
 	}
+	// A budget shrinks with the spend: the tenant meets it as far into
+	// the run.
+	out.Sluice.Budgets = slices.Clone(sc.Sluice.Budgets)
+	for i := range out.Sluice.Budgets {
+		out.Sluice.Budgets[i].USD *= f
+	}
 	w.Tenants = slices.Clone(sc.Workload.Tenants)
 	for i := range w.Tenants {
 		t := &w.Tenants[i]

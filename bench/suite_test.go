@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +119,20 @@ func checkInvariants(t *testing.T, sc *Scenario, rep *Report, dir string) {
 	for _, m := range rep.Modes {
 		if m.Lost != 0 || m.Sent != m.Offered || m.Succeeded+m.Failed != m.Sent || m.Offered == 0 {
 			t.Errorf("%s %s: offered %d, sent %d, succeeded %d, failed %d, lost %d; want none lost", rep.Scenario, m.Mode, m.Offered, m.Sent, m.Succeeded, m.Failed, m.Lost)
+		}
+		// A tenant under a budget meets it and is refused past it; the
+		// others are not.
+		for _, b := range m.Budgets {
+			if b.Refused == 0 || b.SpentUSD < b.LimitUSD || math.Abs(b.OvershootUSD-(b.SpentUSD-b.LimitUSD)) > 1e-9 {
+				t.Errorf("%s %s: budget of %s: %+v; want it met, and requests refused past it", rep.Scenario, m.Mode, b.Tenant, b)
+			}
+		}
+		if len(m.Budgets) > 0 {
+			for _, tr := range m.Tenants {
+				if !slices.ContainsFunc(m.Budgets, func(b BudgetReport) bool { return b.Tenant == tr.Tenant }) && tr.Succeeded != tr.Sent {
+					t.Errorf("%s %s: tenant %s, under no budget, had %d of %d served", rep.Scenario, m.Mode, tr.Tenant, tr.Succeeded, tr.Sent)
+				}
+			}
 		}
 		if cfg := sc.ModeConfig(m.Mode); m.Windowed && cfg.GateLimit == config.GateLimitStatic {
 			// The gate never passes its cap. The simulator's count of calls

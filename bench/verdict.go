@@ -124,6 +124,7 @@ var verdictKinds = map[string]func(in *verdictInput) ScenarioVerdict{
 	"tenants":   tenantsVerdict,
 	"capacity":  capacityVerdict,
 	"bulk":      bulkVerdict,
+	"budget":    budgetVerdict,
 }
 
 // VerdictKinds lists the kinds a scenario's "verdict" may name.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 )
 
 // latencyVerdict, for load the upstream can carry: what the window costs
@@ -204,5 +205,91 @@ func capacityVerdict(in *verdictInput) ScenarioVerdict {
 		text, _, _, _ := shown(in.vals(o, all), func(v float64) string { return fmt.Sprintf("%.0f ms", v) })
 		b.note(o + " " + text)
 	}
+	return b.done(len(in.runs))
+}
+
+// budgetVerdict, for a tenant whose runaway loop meets its budget while
+// the others go on: what the runaway spent of its budget (the overshoot:
+// what was in flight when it was crossed) and how many of its requests
+// were refused, then the others' served share and their worst p99 as a
+// multiple of their p99 alone (the companion run without the runaway,
+// same mode), which decide: a budget should leave them untouched.
+func budgetVerdict(in *verdictInput) ScenarioVerdict {
+	s, base := in.pick([]string{ModeWindowed}, []string{ModePlain})
+	b := newVerdict(s, base)
+	first := in.runs[0].Mode(s)
+	if first == nil || len(first.Budgets) == 0 {
+		b.note("no budget in the scenario")
+		return b.done(len(in.runs))
+	}
+	runaway := first.Budgets[0]
+	budgetOf := func(m *ModeReport) BudgetReport {
+		for _, br := range m.Budgets {
+			if br.Tenant == runaway.Tenant {
+				return br
+			}
+		}
+		return BudgetReport{}
+	}
+	spent := func(m *ModeReport) float64 { return budgetOf(m).SpentUSD }
+	b.pair("runaway_spent", runaway.Tenant+" spent", in.vals(s, spent), in.vals(base, spent), usd, -1)
+	over := func(m *ModeReport) float64 { br := budgetOf(m); return quotient(br.OvershootUSD, br.LimitUSD) }
+	b.add("runaway_overshoot", fmt.Sprintf("of its $%.2f budget: overshoot", runaway.LimitUSD), in.vals(s, over), pct, -1)
+	refused := func(m *ModeReport) float64 { return float64(budgetOf(m).Refused) }
+	b.pair("runaway_refused", "402s", in.vals(s, refused), in.vals(base, refused), count, -1)
+
+	budgeted := func(tenant string) bool {
+		return slices.ContainsFunc(first.Budgets, func(br BudgetReport) bool { return br.Tenant == tenant })
+	}
+	served := func(m *ModeReport) float64 {
+		sent, ok := 0, 0
+		for _, t := range m.Tenants {
+			if !budgeted(t.Tenant) {
+				sent, ok = sent+t.Sent, ok+t.Succeeded
+			}
+		}
+		return quotient(float64(ok), float64(sent))
+	}
+	ss, bs := in.vals(s, served), in.vals(base, served)
+	b.pair("others_served", "the others served", ss, bs, pct, judge(ss, bs, 0, true))
+	// worst is the others' worst p99 in mode, over its p99 alone when the
+	// companion ran, run by run.
+	worst := func(mode string) []float64 {
+		out := make([]float64, len(in.runs))
+		for i, r := range in.runs {
+			m := r.Mode(mode)
+			if m == nil {
+				continue
+			}
+			for _, t := range m.Tenants {
+				if budgeted(t.Tenant) || t.LatencyMS.N == 0 {
+					continue
+				}
+				v := t.LatencyMS.P99
+				if i < len(in.alone) {
+					a := in.alone[i].Mode(mode)
+					if a == nil && len(in.alone[i].Modes) > 0 {
+						a = &in.alone[i].Modes[0]
+					}
+					if a == nil {
+						continue
+					}
+					j := slices.IndexFunc(a.Tenants, func(at TenantReport) bool { return at.Tenant == t.Tenant })
+					if j < 0 || a.Tenants[j].LatencyMS.N == 0 {
+						continue
+					}
+					v = quotient(v, a.Tenants[j].LatencyMS.P99)
+				}
+				out[i] = max(out[i], v)
+			}
+		}
+		return out
+	}
+	format, floor := func(v float64) string { return times(v) + " alone" }, 0.0
+	if len(in.alone) == 0 {
+		format, floor = func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, VerdictFloorMS
+	}
+	sw, bw := worst(s), worst(base)
+	b.pair("others_p99", "their worst p99", sw, bw, format, judge(sw, bw, floor, false))
 	return b.done(len(in.runs))
 }

@@ -166,3 +166,27 @@ func TestScenarioVerdictJudgesSeedBySeed(t *testing.T) {
 	r.Modes = r.Repeats[0].Modes
 	checkLine(t, VerdictOf("latency", r, nil, ""), "wins", "p50 -200 ms [-250 ms .. ±0 ms]")
 }
+
+func TestBudgetVerdict(t *testing.T) {
+	tenants := func(aP99 float64, bOK int) []TenantReport {
+		return []TenantReport{{Tenant: "runaway", Sent: 400, Succeeded: 100, LatencyMS: Percentiles{N: 100, P99: 9000}},
+			{Tenant: "a", Sent: 40, Succeeded: 40, LatencyMS: Percentiles{N: 40, P99: aP99}},
+			{Tenant: "b", Sent: 40, Succeeded: bOK, LatencyMS: Percentiles{N: bOK, P99: 1000}}}
+	}
+	budgets := func(spent float64, refused int) []BudgetReport {
+		return []BudgetReport{{Tenant: "runaway", LimitUSD: 1, SpentUSD: spent, OvershootUSD: spent - 1, Refused: refused}}
+	}
+	r := rep(
+		mode(ModePlain, func(m *ModeReport) { m.Tenants, m.Budgets = tenants(2000, 36), budgets(1.3, 290) }),
+		mode(ModeWindowed, func(m *ModeReport) { m.Tenants, m.Budgets = tenants(1050, 40), budgets(1.12, 300) }))
+	alone := rep(
+		mode(ModePlain, func(m *ModeReport) { m.Tenants = tenants(1000, 40)[1:] }),
+		mode(ModeWindowed, func(m *ModeReport) { m.Tenants = tenants(1000, 40)[1:] }))
+	checkLine(t, VerdictOf("budget", r, alone, "a"), "wins",
+		"windowed wins vs plain: runaway spent $1.1200 vs $1.3000, of its $1.00 budget: overshoot 12%, 402s 300 vs 290, the others served 100% vs 95%, their worst p99 1.05× alone vs 2.00× alone")
+	// The others untouched in both: a tie.
+	r.Modes[0].Tenants = tenants(1040, 40)
+	checkLine(t, VerdictOf("budget", r, alone, "a"), "ties", "the others served 100% vs 100%, their worst p99 1.05× alone vs 1.04× alone")
+	// Without the companion: their p99 itself.
+	checkLine(t, VerdictOf("budget", r, nil, "a"), "ties", "their worst p99 1050 ms vs 1040 ms")
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,9 @@ type Set struct {
 	refused, warnings *prometheus.CounterVec
 	// events are the webhook's queue (Notify); nil without one.
 	events chan Event
+	// shared: the budgets are refreshed from shared books (Share); stale:
+	// the last refresh failed.
+	shared, stale atomic.Bool
 }
 
 // tracked is one budget and its spend in its current period.
@@ -35,7 +39,10 @@ type tracked struct {
 	Spec
 	mu           sync.Mutex
 	start, reset time.Time
-	spent        float64 // in Unit
+	spent        float64 // in Unit: this replica's count and others
+	// others is the part of spent that other replicas sharing the books
+	// spent in this period, as last read (Share).
+	others float64
 	// warned and crossed say the soft and hard thresholds were passed in
 	// this period, so that each is logged once a period.
 	warned, crossed bool
@@ -109,6 +116,12 @@ func (s *Set) add(t *tracked, e spend.Entry, now time.Time) {
 	}
 	t.mu.Lock()
 	t.roll(now)
+	s.bump(t, n, now)
+}
+
+// bump adds n to t's spend this period and warns of what it crossed.
+// Under t.mu, which it releases.
+func (s *Set) bump(t *tracked, n float64, now time.Time) {
 	was := t.spent
 	t.spent += n
 	if t.crossed {
@@ -149,7 +162,7 @@ func (t *tracked) roll(now time.Time) {
 	}
 	t.start = t.Start(now)
 	t.reset = t.Reset(t.start)
-	t.spent, t.overshoot, t.warned, t.crossed = 0, 0, false, false
+	t.spent, t.others, t.overshoot, t.warned, t.crossed = 0, 0, 0, false, false
 }
 
 // Refuse is the error for a request of r's tenant or key when one of

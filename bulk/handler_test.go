@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // PostgreSQL's TEXT takes neither a NUL nor bytes that are not UTF-8, and
@@ -16,7 +18,7 @@ import (
 // group, so one client sending such submissions kept failing everyone
 // else's. They are now refused with 400 before the store.
 func TestUnstorableTextIsRefusedAndFailsNobodyElse(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t)
 	h := newHarness(t, Config{Store: dsn, WebhookSecret: "whsec-test"})
 	poisons := []struct {
 		name string

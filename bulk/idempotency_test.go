@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // Two replicas sharing PostgreSQL: a client that sends one submission,
@@ -15,7 +17,7 @@ import (
 // answered 500 (measured: 33 of 300 in 30 rounds), and so was the
 // duplicate, instead of 202 with the request the other replica stored.
 func TestIdempotencyKeyRaceAcrossReplicasFailsNobody(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t)
 	a := newHarness(t, Config{Store: dsn, Secret: "s", MaxWait: time.Hour})
 	b := newHarness(t, Config{Store: dsn, Secret: "s", MaxWait: time.Hour})
 	var mu sync.Mutex

@@ -2,25 +2,20 @@ package bulk
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -30,16 +25,6 @@ import (
 
 // sluiceBinary is the sluice command, built once per test binary.
 func sluiceBinary(t *testing.T) string { return sluicebin.Path(t) }
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // replica is one running `sluice serve`.
 type replica struct {
@@ -51,7 +36,7 @@ type replica struct {
 
 func startReplica(t *testing.T, env map[string]string) *replica {
 	t.Helper()
-	port := freePort(t)
+	port := pgtest.FreePort(t)
 	cmd := exec.Command(sluiceBinary(t), "serve")
 	cmd.Env = append(os.Environ(), "LISTEN_ADDR=127.0.0.1:"+strconv.Itoa(port), "BULK_ENABLED=1", "UI_ENABLED=0", "LOG_LEVEL=warn")
 	for k, v := range env {
@@ -192,7 +177,7 @@ func TestCrashSafetySQLite(t *testing.T) {
 }
 
 func TestCrashSafetyPostgreSQL(t *testing.T) {
-	crashSafety(t, map[string]string{"BULK_STORE": startPostgres(t), "DATA_DIR": t.TempDir()})
+	crashSafety(t, map[string]string{"BULK_STORE": pgtest.Start(t), "DATA_DIR": t.TempDir()})
 }
 
 func crashSafety(t *testing.T, env map[string]string) {
@@ -255,7 +240,7 @@ func crashSafety(t *testing.T, env map[string]string) {
 // picked up by two replicas at once, each sweeping all of them into its
 // windows; the row locks let each request go into exactly one batch.
 func TestReplicasSubmitOnce(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t)
 	s, upURL := startSim(t)
 	env := func(wait string) map[string]string {
 		return map[string]string{"UPSTREAM_URL": upURL, "BULK_POLL_MS": "200", "BULK_SECRET": "replicas", "BULK_STORE": dsn,
@@ -275,79 +260,4 @@ func TestReplicasSubmitOnce(t *testing.T) {
 	b.awaitAll(ids)
 	c.awaitAll(ids[:5])
 	wantOnce(t, s, ids)
-}
-
-// startPostgres starts a PostgreSQL server of its own for the test, in a
-// temporary directory on a free loopback port, and returns its DSN.
-// Outside CI a machine without PostgreSQL skips; in CI it fails.
-func startPostgres(t *testing.T) string {
-	t.Helper()
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	initdb := ""
-	if len(bins) > 0 {
-		initdb = bins[len(bins)-1]
-	} else if p, err := exec.LookPath("initdb"); err == nil {
-		initdb = p
-	}
-	if initdb == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
-		}
-		t.Skip("PostgreSQL is not installed: apt-get install postgresql")
-	}
-	binDir := filepath.Dir(initdb)
-	dir, err := os.MkdirTemp("", "sluice-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	// PostgreSQL refuses to run as root: then it runs as the postgres
-	// user the Debian package made.
-	run := func(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatal("running as root and there is no postgres user to run PostgreSQL as")
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		run = func(name string, args ...string) *exec.Cmd {
-			c := exec.Command(name, args...)
-			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-			c.Dir = dir
-			return c
-		}
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := run(initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	srv := run(filepath.Join(binDir, "postgres"), "-D", data, "-k", dir, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "max_connections=100")
-	logs := &syncWriter{w: &bytes.Buffer{}}
-	srv.Stderr = logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// SIGQUIT: immediate shutdown, no checkpoint; the data is thrown away.
-	t.Cleanup(func() { srv.Process.Signal(syscall.SIGQUIT); srv.Wait() })
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	db, _ := sql.Open("pgx", dsn)
-	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return dsn
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PostgreSQL did not start: %v\n%s", err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

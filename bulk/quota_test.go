@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // quotaBody is a submission of exactly n bytes (as stored: no
@@ -88,7 +90,7 @@ func TestPendingQuotaPerKey(t *testing.T) {
 // Two replicas sharing PostgreSQL: one key's submissions sent to both at
 // once store no more than the quota between them.
 func TestPendingQuotaAcrossReplicas(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t)
 	cfg := Config{Store: dsn, Secret: "s", MaxWait: time.Hour, MaxPendingBytes: 10 * 1000}
 	a, b := newHarness(t, cfg), newHarness(t, cfg)
 	body := quotaBody(t, 1000)

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
 	_ "modernc.org/sqlite"             // the "sqlite" driver, no cgo
+
+	"github.com/sluicehq/sluice/internal/sqlq"
 )
 
 // Request statuses, as GET /v1/bulk/messages/{id} reports them.
@@ -101,18 +102,7 @@ func (s *Store) q(query string) string {
 	if !s.pg {
 		return query
 	}
-	var b strings.Builder
-	n := 0
-	for _, c := range query {
-		if c == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+	return sqlq.Dollar(query)
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -140,11 +140,13 @@ func ParseBenchRuns(s string) (BenchRuns, error) { return benchRuns.parse(s) }
 type SpendStore uint8
 
 const (
-	SpendStoreMemory SpendStore = iota // in memory, from sluice's start (the default)
-	SpendStoreSQLite                   // DATA_DIR/spend.db, across restarts
+	SpendStoreMemory   SpendStore = iota // in memory, from sluice's start (the default)
+	SpendStoreSQLite                     // DATA_DIR/spend.db, across restarts
+	SpendStorePostgres                   // PostgreSQL by DSN (Config.SpendStoreDSN), shared by replicas
 )
 
-var spendStores = choice[SpendStore]{"memory", "sqlite"}
+// spendStores are the words; SpendStorePostgres is given by its DSN.
+var spendStores = choice[SpendStore]{"memory", "sqlite", "postgres"}
 
 func (v SpendStore) String() string { return spendStores.name(v) }
 

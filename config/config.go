@@ -91,6 +91,7 @@ type Config struct {
 	BulkPoll          time.Duration // BULK_POLL_MS
 	BulkSecret        string        // BULK_SECRET (never logged)
 	SpendStore        SpendStore    // SPEND_STORE
+	SpendStoreDSN     string        // SPEND_STORE's postgres:// DSN under SpendStorePostgres (a secret: never logged)
 	AdminKey          string        // ADMIN_KEY (never logged)
 	BudgetWebhookURL  string        // BUDGET_WEBHOOK_URL (may hold a token: never logged)
 	BulkWebhookSecret string        // BULK_WEBHOOK_SECRET (never logged)
@@ -333,9 +334,20 @@ var Settings = []Setting{
 			c.DataDir = v
 			return nil
 		}},
-	{Env: "SPEND_STORE", Flag: "spend-store", Default: "memory", Accepts: "memory or sqlite",
-		Meaning: "Where the spend books are kept (what each tenant, key and model spent, by quarter hour; see docs/spend.md): in memory, from sluice's start, or SQLite in DATA_DIR (spend.db), which survives a restart so that budgets hold across it.",
-		apply:   set(spendStores, func(c *Config) *SpendStore { return &c.SpendStore })},
+	{Env: "SPEND_STORE", Flag: "spend-store", Default: "memory", Accepts: "memory, sqlite, or a postgres:// or postgresql:// DSN",
+		Meaning: "Where the spend books are kept (what each tenant, key and model spent, by quarter hour; see docs/spend.md): in memory, from sluice's start; SQLite in DATA_DIR (spend.db), which survives a restart so that budgets hold across it; or PostgreSQL, which several replicas share so that a budget holds across them (each reads the others' spend every second). The DSN is never logged.",
+		apply: func(c *Config, v string) error {
+			if strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://") {
+				c.SpendStore, c.SpendStoreDSN = SpendStorePostgres, v
+				return nil
+			}
+			s, err := spendStores.parse(v)
+			if err != nil || s == SpendStorePostgres {
+				return errors.New("not memory, sqlite, nor a postgres:// DSN")
+			}
+			c.SpendStore, c.SpendStoreDSN = s, ""
+			return nil
+		}, secret: true},
 	{Env: "BUDGET_WEBHOOK_URL", Flag: "budget-webhook-url", Default: "", Accepts: "an http:// or https:// URL, or empty",
 		Meaning: "Where a JSON event is POSTed when a budget's soft threshold (warn_at) or its limit is first passed in a period (see docs/spend.md). Empty: none; the log line and the metrics stay. The URL may hold a token: never logged.",
 		apply: func(c *Config, v string) error {

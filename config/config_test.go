@@ -205,3 +205,22 @@ func TestBulkKeyWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// SPEND_STORE takes memory, sqlite or a PostgreSQL DSN, which holds a
+// password: a value refused is not repeated in the error.
+func TestSpendStore(t *testing.T) {
+	for v, want := range map[string]SpendStore{"memory": SpendStoreMemory, "sqlite": SpendStoreSQLite,
+		"postgres://u:pw@db:5432/books": SpendStorePostgres, "postgresql://db/books?sslmode=require": SpendStorePostgres} {
+		c, err := Load(nil, env(map[string]string{"SPEND_STORE": v}))
+		if err != nil || c.SpendStore != want || (want == SpendStorePostgres) != (c.SpendStoreDSN == v) {
+			t.Errorf("SPEND_STORE=%q: %v, DSN %q, %v; want %v", v, c.SpendStore, c.SpendStoreDSN, err, want)
+		}
+	}
+	const secret = "s3cret-pw"
+	for _, v := range []string{"postgress://u:" + secret + "@db/books", "postgres", "mysql://u:" + secret + "@db"} {
+		_, err := Load(nil, env(map[string]string{"SPEND_STORE": v}))
+		if err == nil || !strings.Contains(err.Error(), "SPEND_STORE") || strings.Contains(err.Error(), secret) {
+			t.Errorf("SPEND_STORE=%q: err = %v; want a refusal naming SPEND_STORE, without the password", v, err)
+		}
+	}
+}

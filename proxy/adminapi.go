@@ -115,7 +115,7 @@ func (p *Proxy) adminSpend(w http.ResponseWriter, r *http.Request) {
 		}
 		p.log.Error("admin API: reading the spend books failed", "err", err)
 		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusServiceUnavailable, Type: "api_error",
-			Message: "the spend books could not be read (see sluice's log); retry later"})
+			Message: "the spend books could not be read (see sluice's log); retry later. Meanwhile spend is held in memory, to be written when the books take it, and budgets are enforced from memory (GET /admin/budgets says how much was spent)"})
 		return
 	}
 	if q.Get("format") == "csv" {
@@ -132,20 +132,56 @@ func (p *Proxy) adminSpend(w http.ResponseWriter, r *http.Request) {
 		HasMore  bool              `json:"has_more"`
 		NextPage string            `json:"next_page,omitempty"`
 		Store    adminStore        `json:"store"`
-	}{Data: page, HasMore: offset+limit < len(lines), Store: adminStore{Where: p.books.Where(), Durable: p.books.Durable(), Failing: p.books.Failing()}}
+	}{Data: page, HasMore: offset+limit < len(lines), Store: p.adminStore()}
 	if out.HasMore {
 		out.NextPage = strconv.Itoa(offset + limit)
 	}
 	writeJSON(w, out)
 }
 
-// adminStore is what /admin/spend says of the books: where, whether they
-// survive a restart, and whether writes are failing (the spend then held
-// in memory, and counted in the answer).
+// adminStore is what the admin API says of the books: where, whether
+// they survive a restart and are shared by replicas, whether writes (or
+// reads of the other replicas' spend) are failing, the spend then held in
+// memory and counted in /admin/spend's answer, and what budgets are
+// enforced from: "shared" (this replica's count and the other replicas'
+// as read every budget.RefreshEvery), "memory" (shared books that cannot
+// be read or written now: this replica's count and the last read), or
+// "local" (books of this replica's own: each replica's budgets bind its
+// own traffic).
 type adminStore struct {
-	Where   string `json:"where"`
-	Durable bool   `json:"durable"`
-	Failing bool   `json:"failing"`
+	Where        string `json:"where"`
+	Durable      bool   `json:"durable"`
+	Shared       bool   `json:"shared"`
+	Failing      bool   `json:"failing"`
+	EnforcedFrom string `json:"budgets_enforced_from"`
+}
+
+// BooksNote is what the page says of the spend books when it matters:
+// while they cannot be written (or, shared, read), spend is held in
+// memory and budgets are enforced from it; "" otherwise.
+func (p *Proxy) BooksNote() string {
+	st := p.adminStore()
+	switch {
+	case st.EnforcedFrom == "memory":
+		return "The shared spend books (" + st.Where + ") cannot be written or read now: spend is held in memory and written when they can be, and budgets are enforced from memory (this replica's count, and the other replicas' as last read)."
+	case st.Failing:
+		return "The spend books (" + st.Where + ") cannot be written now: spend is held in memory and written when they can be; budgets are enforced from memory."
+	}
+	return ""
+}
+
+func (p *Proxy) adminStore() adminStore {
+	if p.books == nil {
+		return adminStore{Where: "none", EnforcedFrom: "local"}
+	}
+	st := adminStore{Where: p.books.Where(), Durable: p.books.Durable(), Shared: p.books.Shared(), Failing: p.books.Failing(), EnforcedFrom: "local"}
+	if st.Shared {
+		st.EnforcedFrom = "shared"
+		if st.Failing || p.budgets.FromMemory() {
+			st.EnforcedFrom = "memory"
+		}
+	}
+	return st
 }
 
 // adminBudgets is GET /admin/budgets: every budget, what was spent of it
@@ -164,8 +200,9 @@ func (p *Proxy) adminBudgets(w http.ResponseWriter, r *http.Request) {
 		st = []budget.Status{}
 	}
 	writeJSON(w, struct {
-		Data any `json:"data"`
-	}{st})
+		Data  any        `json:"data"`
+		Store adminStore `json:"store"`
+	}{st, p.adminStore()})
 }
 
 // money is an amount as CSV writes it: no exponent, to the micro-dollar

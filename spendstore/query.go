@@ -36,7 +36,10 @@ var Periods = []string{"day", "week", "month", "all"}
 
 // Query is the books' lines f selects, the earliest period first and,
 // within one, the most spent first. What was heard and not yet written is
-// written first, so that the answer is up to the moment.
+// written first, so that the answer is up to the moment. Shared books
+// (PostgreSQL) hold every replica's lines, as far as each has written
+// them (once a FlushEvery); the lines of one tenant, key, model and
+// period are summed across replicas.
 func (s *Store) Query(ctx context.Context, f Filter) ([]Line, error) {
 	if !slices.Contains(Periods, f.Period) {
 		return nil, fmt.Errorf("period %q: want one of %s", f.Period, strings.Join(Periods, ", "))
@@ -44,7 +47,7 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Line, error) {
 	_ = s.Flush() // a failing store is read as it is; its held spend is counted below
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	q := `SELECT bucket - bucket % 86400, tenant, key, model, SUM(usd), SUM(estimated_usd), SUM(tokens), SUM(answers) FROM spend WHERE 1 = 1`
+	q := `SELECT bucket - bucket % 86400, tenant, key, model, SUM(usd), SUM(estimated_usd), CAST(SUM(tokens) AS BIGINT), CAST(SUM(answers) AS BIGINT) FROM spend WHERE 1 = 1`
 	var args []any
 	for _, c := range []struct{ col, v string }{{"tenant", f.Tenant}, {"key", f.Key}, {"model", f.Model}} {
 		if c.v != "" {
@@ -61,7 +64,7 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Line, error) {
 		args = append(args, f.To.Unix())
 	}
 	q += " GROUP BY 1, 2, 3, 4"
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, s.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("spend store %s: %w", s.where, err)
 	}
@@ -94,12 +97,12 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Line, error) {
 		return nil, fmt.Errorf("spend store %s: %w", s.where, err)
 	}
 	s.mu.Lock() // held in memory while the store fails
-	for k, a := range s.pending {
+	s.eachHeld(func(k row, a *amount) {
 		if (f.Tenant == "" || k.tenant == f.Tenant) && (f.Key == "" || k.key == f.Key) && (f.Model == "" || k.model == f.Model) &&
 			(f.From.IsZero() || k.bucket >= f.From.Unix()) && (f.To.IsZero() || k.bucket < f.To.Unix()) {
 			add(k.bucket-k.bucket%86400, k.tenant, k.key, k.model, *a)
 		}
-	}
+	})
 	s.mu.Unlock()
 	out := make([]Line, 0, len(sums))
 	for _, l := range sums {

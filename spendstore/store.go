@@ -1,28 +1,37 @@
 // Package spendstore keeps the spend books: what each tenant, key and
 // model spent in each quarter hour, in SQLite (DATA_DIR/spend.db, which
-// survives a restart, or in memory). It hears every answer's spend from
-// the ledger (it is a spend.Sink) into a table in memory, and writes that
-// table in one transaction a second, off the request path; a write that
-// fails keeps its spend in memory and is tried again, so that a store
-// outage never blocks or fails a request. It answers the budgets' load at
-// start (budget.Books) and the admin API's queries.
+// survives a restart, or in memory) or in PostgreSQL, which several
+// replicas share. It hears every answer's spend from the ledger (it is a
+// spend.Sink) into a table in memory, and writes that table in one
+// transaction a second, off the request path; a write that fails keeps
+// its spend in memory and is tried again, so that a store outage never
+// blocks or fails a request. It answers the budgets' load at start
+// (budget.Books), on PostgreSQL what the other replicas spent
+// (budget.Shared), and the admin API's queries.
 package spendstore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // the "sqlite" driver, no cgo
 
+	"github.com/sluicehq/sluice/internal/sqlq"
 	"github.com/sluicehq/sluice/spend"
 )
 
@@ -40,17 +49,32 @@ type Store struct {
 	where string
 	log   *slog.Logger
 	now   func() time.Time
+	// pg: the books are PostgreSQL's, shared by replicas; each writes its
+	// rows under its own replica name, so that what the others spent is
+	// the rows not its own.
+	pg      bool
+	replica string
+	dsn     string // a secret: only to cut it out of an error's text
 
 	mu      sync.Mutex
 	pending map[row]*amount
+	// unsent is a write that failed, tried again as it was (its seq the
+	// same) before anything newer: on PostgreSQL a commit whose answer
+	// was lost is then recognised by its seq and not counted twice.
+	// Under wmu.
+	unsent *batch
+	seq    int64
 	// wmu orders a write against a read of the books and what is held:
 	// a spend is in one or the other, never neither, for a reader.
 	wmu sync.Mutex
 
 	// failing is set while writes fail: the spend is held in memory.
-	failing  atomic.Bool
-	failures prometheus.Counter
-	held     prometheus.GaugeFunc
+	// readFailing while the other replicas' spend cannot be read:
+	// budgets hold from what this replica counted and the last read.
+	failing     atomic.Bool
+	readFailing atomic.Bool
+	failures    prometheus.Counter
+	held        prometheus.GaugeFunc
 
 	stop chan struct{}
 	done chan struct{}
@@ -67,6 +91,16 @@ type row struct {
 type amount struct {
 	usd, estimated  float64
 	tokens, answers int64
+}
+
+func (a *amount) add(b *amount) {
+	a.usd, a.estimated, a.tokens, a.answers = a.usd+b.usd, a.estimated+b.estimated, a.tokens+b.tokens, a.answers+b.answers
+}
+
+// batch is one write: its rows and its number among this replica's.
+type batch struct {
+	seq  int64
+	rows map[row]*amount
 }
 
 // Open opens the books: durable, dataDir/spend.db, kept across restarts
@@ -98,19 +132,78 @@ func Open(durable bool, dataDir string, log *slog.Logger) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1) // kept: an in-memory database lives as long as its connection
-	s := &Store{db: db, where: where, log: log, now: time.Now, pending: map[row]*amount{}, stop: make(chan struct{}), done: make(chan struct{}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_spend_store_failures_total",
-			Help: "Writes of the spend books that failed; their spend is held in memory and written when the store takes it."}),
-	}
-	s.held = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_spend_store_pending_rows",
-		Help: "Rows of spend heard and not yet written to the books (a second's worth, or more while the store fails)."},
-		func() float64 { s.mu.Lock(); defer s.mu.Unlock(); return float64(len(s.pending)) })
+	s := newStore(db, where, log)
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	go s.run()
 	return s, nil
+}
+
+// OpenPostgres opens the books in the PostgreSQL at dsn (a postgres:// or
+// postgresql:// URL, a secret: it is never logged nor put in an error),
+// shared with every replica given the same: each writes its own rows, and
+// Others reads what the rest spent. It starts the writer; Close stops it
+// after a last write.
+func OpenPostgres(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("spend store: open PostgreSQL: %s", redact(err, dsn))
+	}
+	db.SetMaxOpenConns(4) // the writer, the budgets' reads, the admin API
+	s := newStore(db, "postgresql", log)
+	s.pg, s.replica, s.dsn = true, replicaName(), dsn
+	if err := s.migratePostgres(ctx); err != nil {
+		db.Close()
+		return nil, errors.New(redact(err, dsn))
+	}
+	go s.run()
+	return s, nil
+}
+
+func newStore(db *sql.DB, where string, log *slog.Logger) *Store {
+	s := &Store{db: db, where: where, log: log, now: time.Now, pending: map[row]*amount{}, stop: make(chan struct{}), done: make(chan struct{}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_spend_store_failures_total",
+			Help: "Writes of the spend books that failed; their spend is held in memory and written when the store takes it."}),
+	}
+	s.held = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_spend_store_pending_rows",
+		Help: "Rows of spend heard and not yet written to the books (a second's worth, or more while the store fails)."},
+		func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			n := len(s.pending)
+			if u := s.unsent; u != nil {
+				n += len(u.rows)
+			}
+			return float64(n)
+		})
+	return s
+}
+
+// replicaName names this process's rows in shared books: the host, the
+// process and a random part, so that a restarted replica (the same host
+// and maybe the same pid) writes rows of its own and counts the rows of
+// its past life among the others'.
+func replicaName() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b)
+}
+
+// redact is err's text with the DSN, and its password, cut out.
+func redact(err error, dsn string) string {
+	msg := strings.ReplaceAll(err.Error(), dsn, "[SPEND_STORE]")
+	if u, perr := url.Parse(dsn); perr == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "[password]")
+		}
+	}
+	return msg
 }
 
 // schema is the books' table, version 1 (PRAGMA user_version).
@@ -130,6 +223,54 @@ CREATE INDEX IF NOT EXISTS spend_by_tenant ON spend (tenant, bucket);
 CREATE INDEX IF NOT EXISTS spend_by_key ON spend (key, bucket);
 PRAGMA user_version = 1;`
 
+// pgSchema is the books' tables on PostgreSQL: spend as SQLite's with the
+// replica that wrote each row in its key, and spend_writes, the last write
+// of each replica by its number, so that a write retried after its commit
+// was lost is not counted twice.
+const pgSchema = `
+CREATE TABLE IF NOT EXISTS spend (
+	bucket BIGINT NOT NULL,
+	tenant TEXT NOT NULL,
+	key TEXT NOT NULL,
+	model TEXT NOT NULL,
+	replica TEXT NOT NULL,
+	usd DOUBLE PRECISION NOT NULL,
+	estimated_usd DOUBLE PRECISION NOT NULL,
+	tokens BIGINT NOT NULL,
+	answers BIGINT NOT NULL,
+	PRIMARY KEY (bucket, tenant, key, model, replica)
+);
+CREATE INDEX IF NOT EXISTS spend_by_tenant ON spend (tenant, bucket);
+CREATE INDEX IF NOT EXISTS spend_by_key ON spend (key, bucket);
+CREATE TABLE IF NOT EXISTS spend_writes (
+	replica TEXT NOT NULL,
+	seq BIGINT NOT NULL,
+	at BIGINT NOT NULL,
+	PRIMARY KEY (replica, seq)
+);`
+
+func (s *Store) migratePostgres(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("spend store: PostgreSQL: %w", err)
+	}
+	defer tx.Rollback()
+	// Replicas starting together create the tables one at a time (the
+	// bulk store's migrations hold lock 5151).
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(5152)`); err != nil {
+		return fmt.Errorf("spend store: PostgreSQL: lock: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, pgSchema); err != nil {
+		return fmt.Errorf("spend store: PostgreSQL: create the tables: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("spend store: PostgreSQL: %w", err)
+	}
+	return nil
+}
+
 func (s *Store) migrate() error {
 	var v int
 	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
@@ -144,15 +285,24 @@ func (s *Store) migrate() error {
 	return nil
 }
 
-// Where names the store for logs: its file, or memory.
+// Where names the store for logs: its file, memory, or postgresql (never
+// the DSN).
 func (s *Store) Where() string { return s.where }
 
 // Durable says the books survive a restart.
 func (s *Store) Durable() bool { return s.where != "memory" }
 
-// Failing says the last write failed: the spend since is held in memory
-// (and budgets hold from memory).
-func (s *Store) Failing() bool { return s.failing.Load() }
+// Shared says several replicas keep these books together (PostgreSQL).
+func (s *Store) Shared() bool { return s.pg }
+
+// Replica is the name this process's rows carry in shared books; "" when
+// they are not shared.
+func (s *Store) Replica() string { return s.replica }
+
+// Failing says the last write failed, or the last read of the other
+// replicas' spend: the spend since is held in memory, and budgets hold
+// from what this replica counted.
+func (s *Store) Failing() bool { return s.failing.Load() || s.readFailing.Load() }
 
 // Spent adds e to the quarter hour it is heard in. No I/O: the writer
 // takes it.
@@ -189,18 +339,41 @@ func (s *Store) run() {
 }
 
 // Flush writes what was heard since the last write, in one transaction.
-// On failure it is kept, to be written with the next.
+// On failure it is kept, to be written as it was before anything newer.
 func (s *Store) Flush() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if s.unsent != nil {
+		if err := s.tryWrite(s.unsent); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.unsent = nil
+		s.mu.Unlock()
+	}
 	s.mu.Lock()
-	batch := s.pending
+	b := &batch{rows: s.pending}
 	s.pending = map[row]*amount{}
-	s.mu.Unlock()
-	if len(batch) == 0 {
+	if len(b.rows) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	err := s.write(batch)
+	s.seq++
+	b.seq = s.seq
+	s.unsent = b // held, in the readers' sight, until written
+	s.mu.Unlock()
+	if err := s.tryWrite(b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.unsent = nil
+	s.mu.Unlock()
+	return nil
+}
+
+// tryWrite writes b, and says when the store starts and stops failing.
+func (s *Store) tryWrite(b *batch) error {
+	err := s.write(b)
 	if err == nil {
 		if s.failing.Swap(false) {
 			s.log.Info("spend store: writing again; the spend held in memory is written", "store", s.where)
@@ -209,22 +382,31 @@ func (s *Store) Flush() error {
 	}
 	s.failures.Inc()
 	if !s.failing.Swap(true) {
-		s.log.Error("spend store: a write failed; spend is held in memory and budgets hold from it until the store takes it", "store", s.where, "err", err)
+		s.log.Error("spend store: a write failed; spend is held in memory and budgets hold from it until the store takes it", "store", s.where, "err", s.errText(err))
 	}
-	s.mu.Lock()
-	for k, a := range batch {
-		p := s.pending[k]
-		if p == nil {
-			s.pending[k] = a
-			continue
-		}
-		p.usd, p.estimated, p.tokens, p.answers = p.usd+a.usd, p.estimated+a.estimated, p.tokens+a.tokens, p.answers+a.answers
-	}
-	s.mu.Unlock()
 	return err
 }
 
-func (s *Store) write(batch map[row]*amount) error {
+// errText is err's text for a log: a DSN a driver quoted is cut out.
+func (s *Store) errText(err error) string {
+	if s.dsn == "" {
+		return err.Error()
+	}
+	return redact(err, s.dsn)
+}
+
+// upsert adds a row's amounts to what the books hold.
+const upsert = `INSERT INTO spend (bucket, tenant, key, model, usd, estimated_usd, tokens, answers)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (bucket, tenant, key, model) DO UPDATE SET usd = spend.usd + excluded.usd,
+		estimated_usd = spend.estimated_usd + excluded.estimated_usd, tokens = spend.tokens + excluded.tokens, answers = spend.answers + excluded.answers`
+
+const pgUpsert = `INSERT INTO spend (bucket, tenant, key, model, usd, estimated_usd, tokens, answers, replica)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	ON CONFLICT (bucket, tenant, key, model, replica) DO UPDATE SET usd = spend.usd + excluded.usd,
+		estimated_usd = spend.estimated_usd + excluded.estimated_usd, tokens = spend.tokens + excluded.tokens, answers = spend.answers + excluded.answers`
+
+func (s *Store) write(b *batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -232,16 +414,40 @@ func (s *Store) write(batch map[row]*amount) error {
 		return err
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO spend (bucket, tenant, key, model, usd, estimated_usd, tokens, answers)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (bucket, tenant, key, model) DO UPDATE SET usd = usd + excluded.usd,
-			estimated_usd = estimated_usd + excluded.estimated_usd, tokens = tokens + excluded.tokens, answers = answers + excluded.answers`)
+	q := upsert
+	if s.pg {
+		// This write's number, in the same transaction as its rows: a
+		// write that committed though its answer was lost is found here
+		// when it is tried again, and not added twice.
+		res, err := tx.ExecContext(ctx, `INSERT INTO spend_writes (replica, seq, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			s.replica, b.seq, s.now().Unix())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return nil // written already
+		}
+		// Only the last write of each replica is needed; a day keeps a
+		// dead replica's.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM spend_writes WHERE (replica = $1 AND seq < $2) OR at < $3`,
+			s.replica, b.seq, s.now().Add(-24*time.Hour).Unix()); err != nil {
+			return err
+		}
+		q = pgUpsert
+	}
+	st, err := tx.PrepareContext(ctx, q)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	for k, a := range batch {
-		if _, err := st.ExecContext(ctx, k.bucket, k.tenant, k.key, k.model, a.usd, a.estimated, a.tokens, a.answers); err != nil {
+	for k, a := range b.rows {
+		args := []any{k.bucket, k.tenant, k.key, k.model, a.usd, a.estimated, a.tokens, a.answers}
+		if s.pg {
+			args = append(args, s.replica)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -269,25 +475,82 @@ func (s *Store) Collectors() []prometheus.Collector {
 // the books and what is not written yet. from is on a bucket's edge (a
 // budget's period start: every zone's midnight is).
 func (s *Store) Since(from time.Time, tenant, key string) (usd float64, tokens int64, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	usd, tokens, err = s.sum(from, tenant, key, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	s.eachHeld(func(k row, a *amount) {
+		if k.bucket >= from.Unix() && (tenant != "" && k.tenant == tenant || tenant == "" && k.key == key) {
+			usd, tokens = usd+a.usd, tokens+a.tokens
+		}
+	})
+	s.mu.Unlock()
+	return usd, tokens, nil
+}
+
+// Others sums what tenant (or, when tenant is "", key) spent from from on
+// by the other replicas sharing the books, as far as they have written it
+// (each writes once a FlushEvery); 0 when the books are not shared. It
+// does not wait for this replica's writer. While it fails the store says
+// Failing.
+func (s *Store) Others(from time.Time, tenant, key string) (usd float64, tokens int64, err error) {
+	if !s.pg {
+		return 0, 0, nil
+	}
+	usd, tokens, err = s.sum(from, tenant, key, true)
+	if err != nil {
+		if !s.readFailing.Swap(true) {
+			s.log.Error("spend store: reading the other replicas' spend failed; budgets hold from this replica's count and the last read until it succeeds", "store", s.where, "err", s.errText(err))
+		}
+		return 0, 0, err
+	}
+	if s.readFailing.Swap(false) {
+		s.log.Info("spend store: reading the other replicas' spend again", "store", s.where)
+	}
+	return usd, tokens, nil
+}
+
+// sum is the books' sum for tenant or key from from on; only the other
+// replicas' rows with others.
+func (s *Store) sum(from time.Time, tenant, key string, others bool) (usd float64, tokens int64, err error) {
 	col, who := "tenant", tenant
 	if tenant == "" {
 		col, who = "key", key
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	err = s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(usd), 0), COALESCE(SUM(tokens), 0) FROM spend WHERE `+col+` = ? AND bucket >= ?`,
-		who, from.Unix()).Scan(&usd, &tokens)
-	if err != nil {
+	q := `SELECT COALESCE(SUM(usd), 0), CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM spend WHERE ` + col + ` = ? AND bucket >= ?`
+	args := []any{who, from.Unix()}
+	if others {
+		q += ` AND replica <> ?`
+		args = append(args, s.replica)
+	}
+	if err = s.db.QueryRowContext(ctx, s.q(q), args...).Scan(&usd, &tokens); err != nil {
 		return 0, 0, fmt.Errorf("spend store %s: %w", s.where, err)
 	}
-	s.mu.Lock()
+	return usd, tokens, nil
+}
+
+// eachHeld calls f with every row heard and not yet written: the pending and
+// a write that failed. Under s.mu.
+func (s *Store) eachHeld(f func(row, *amount)) {
 	for k, a := range s.pending {
-		if k.bucket >= from.Unix() && (tenant != "" && k.tenant == tenant || tenant == "" && k.key == key) {
-			usd, tokens = usd+a.usd, tokens+a.tokens
+		f(k, a)
+	}
+	if s.unsent != nil {
+		for k, a := range s.unsent.rows {
+			f(k, a)
 		}
 	}
-	s.mu.Unlock()
-	return usd, tokens, nil
+}
+
+// q rewrites ? placeholders as $1, $2... for PostgreSQL.
+func (s *Store) q(query string) string {
+	if !s.pg {
+		return query
+	}
+	return sqlq.Dollar(query)
 }

@@ -57,6 +57,9 @@ type Gauges struct {
 	// Tenants are the tracked tenants' counts (at most TENANT_MAX and
 	// other), the busiest liveTenants of them.
 	Tenants []dispatch.TenantStats `json:"tenants,omitempty"`
+	// Books, when set, says the spend books cannot be written (or read)
+	// and budgets are enforced from memory (proxy.BooksNote).
+	Books string `json:"books,omitempty"`
 	// CacheWrites is why answers wrote to the prompt cache since sluice
 	// started, by the first block that differs (see package cachewhy),
 	// the most tokens that could have been read first.
@@ -82,13 +85,14 @@ func GaugesOf(p *proxy.Proxy, cfg config.Config) func() Gauges {
 			// between two looks is no news to a watcher.
 			g.Buckets[i].Level = math.Round(g.Buckets[i].Level)
 		}
+		g.Books = p.BooksNote()
 		return g
 	}
 }
 
 // equal reports whether g and o show the same.
 func (g Gauges) equal(o Gauges) bool {
-	return g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
+	return g.Books == o.Books && g.Windowed == o.Windowed && g.MaxSize == o.MaxSize && g.MaxWaitMS == o.MaxWaitMS && g.Slots == o.Slots &&
 		g.Adaptive == o.Adaptive && g.MaxSlots == o.MaxSlots && g.InFlight == o.InFlight && g.Queued == o.Queued && slices.Equal(g.Buckets, o.Buckets) && slices.Equal(g.Tenants, o.Tenants) &&
 		slices.Equal(g.CacheWrites, o.CacheWrites) && slices.Equal(g.Spend, o.Spend) && slices.Equal(g.Backends, o.Backends)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -30,7 +31,7 @@ func runBench(args []string) error {
 		o := fs.Output()
 		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
 			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n\n"+
-			"       sluice bench --suite [--short] [--repeat N] --out DIR\n"+
+			"       sluice bench --suite [--short] [--repeat N] [--scenario NAME,...] --out DIR\n"+
 			"       sluice bench --replay FILE [--speed X] [--capacity N] [--rpm N] [--itpm N] [--otpm N] [--out DIR]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
 			"and prints the modes side by side. With --overhead, measures what sluice adds to a call instead: an\n"+
@@ -98,14 +99,22 @@ func runBench(args []string) error {
 
 // runSuite is sluice bench --suite: every built-in scenario, one report.
 func runSuite(fs *flag.FlagSet, out string, short bool, repeat int, quiet bool, args []string) error {
-	var set []string
+	var set, only []string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "scenario" || f.Name == "modes" || f.Name == "upstream" {
+		switch f.Name {
+		case "modes", "upstream":
 			set = append(set, f.Name)
+		case "scenario": // some of the suite's scenarios, each with its companion
+			only = strings.Split(f.Value.String(), ",")
 		}
 	})
 	if len(set) > 0 {
-		return fmt.Errorf("bench: --suite runs every scenario through its own modes; drop --%s", strings.Join(set, " and --"))
+		return fmt.Errorf("bench: --suite runs each scenario through its own modes; drop --%s", strings.Join(set, " and --"))
+	}
+	for _, n := range only {
+		if !slices.Contains(bench.SuiteScenarios(), n) {
+			return fmt.Errorf("bench: --suite --scenario %q: not one of the suite's scenarios (%s)", n, strings.Join(bench.SuiteScenarios(), ", "))
+		}
 	}
 	if out == "" {
 		return errors.New("bench: --suite needs --out DIR for its report")
@@ -113,7 +122,7 @@ func runSuite(fs *flag.FlagSet, out string, short bool, repeat int, quiet bool, 
 	if err := bench.CheckSuiteOutDir(out); err != nil {
 		return err
 	}
-	opt := bench.SuiteOptions{Short: short, Repeat: repeat, Command: "sluice bench " + strings.Join(args, " ")}
+	opt := bench.SuiteOptions{Short: short, Repeat: repeat, Scenarios: only, Command: "sluice bench " + strings.Join(args, " ")}
 	if !quiet {
 		opt.Progress = os.Stderr
 	}

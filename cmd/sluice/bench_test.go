@@ -34,7 +34,8 @@ func TestBenchSuiteFlags(t *testing.T) {
 	}{
 		{[]string{"--short", "--quiet"}, "--short goes with --suite"},
 		{[]string{"--suite", "--quiet"}, "--suite needs --out"},
-		{[]string{"--suite", "--scenario", "burst", "--out", dir}, "drop --scenario"},
+		{[]string{"--suite", "--scenario", "noisy-neighbour-alone", "--out", dir}, "not one of the suite's scenarios"},
+		{[]string{"--suite", "--scenario", "burst,nope", "--out", dir}, `"nope": not one of`},
 		{[]string{"--suite", "--modes", "plain", "--out", dir}, "drop --modes"},
 		{[]string{"--suite", "--repeat", "0", "--out", dir}, "--repeat 0"},
 	} {

@@ -33,6 +33,25 @@ func booksConfig(t *testing.T, up, dir string) config.Config {
 	return cfg
 }
 
+// booksTotal is what the SQLite books in dir hold in all: USD and
+// answers.
+func booksTotal(t *testing.T, dir string) (usd float64, answers int64) {
+	t.Helper()
+	books, err := spendstore.Open(true, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer books.Close()
+	lines, err := books.Query(context.Background(), spendstore.Filter{Period: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		usd, answers = usd+l.USD, answers+l.Answers
+	}
+	return usd, answers
+}
+
 // sluiceAt serves cfg on a loopback listener; stop drains it as sluice
 // serve does (the requests in flight answered, then the books closed).
 func sluiceAt(t *testing.T, cfg config.Config) (base string, stop func()) {
@@ -113,20 +132,7 @@ func TestBooksSurviveARestartMidLoad(t *testing.T) {
 	wg.Wait()
 	stop()
 
-	books, err := spendstore.Open(true, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer books.Close()
-	lines, err := books.Query(context.Background(), spendstore.Filter{Period: "all"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var usd float64
-	var answers int64
-	for _, l := range lines {
-		usd, answers = usd+l.USD, answers+l.Answers
-	}
+	usd, answers := booksTotal(t, dir)
 	want := s.Stats().CostUSD
 	t.Logf("%d answers (%d sent), $%.6f in the books, $%.6f by the simulator", answered.Load(), sent.Load(), usd, want)
 	if answers != answered.Load() {

@@ -27,19 +27,29 @@ func startBulk(ctx context.Context, cfg config.Config, log *slog.Logger, sp *spe
 	return s, nil
 }
 
-// openBooks opens the spend books (SPEND_STORE) and starts each budget's
-// period with what the books say was spent in it before this start.
-func openBooks(cfg config.Config, log *slog.Logger, budgets *budget.Set) (*spendstore.Store, error) {
-	books, err := spendstore.Open(cfg.SpendStore == config.SpendStoreSQLite, cfg.DataDir, log)
-	if err != nil {
-		return nil, err
+// openBooks opens the spend books (SPEND_STORE). With books of its own
+// it starts each budget's period with what the books say was spent in it
+// before this start; with books shared by replicas (PostgreSQL) the
+// budgets read what the other replicas spent, now and every
+// budget.RefreshEvery, until stop.
+func openBooks(ctx context.Context, cfg config.Config, log *slog.Logger, budgets *budget.Set) (books *spendstore.Store, stop func(), err error) {
+	if cfg.SpendStore == config.SpendStorePostgres {
+		books, err = spendstore.OpenPostgres(ctx, cfg.SpendStoreDSN, log)
+	} else {
+		books, err = spendstore.Open(cfg.SpendStore == config.SpendStoreSQLite, cfg.DataDir, log)
 	}
-	if err := budgets.Load(books); err != nil {
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() {}
+	if books.Shared() {
+		stop = budgets.Share(books)
+	} else if err := budgets.Load(books); err != nil {
 		books.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if books.Durable() {
-		log.Info("spend books on", "store", books.Where())
+		log.Info("spend books on", "store", books.Where(), "shared", books.Shared(), "replica", books.Replica())
 	}
-	return books, nil
+	return books, stop, nil
 }

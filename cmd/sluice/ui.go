@@ -48,7 +48,7 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	flushSpans = func() { flush(); closeShared() } // and this replica leaves the shared gate
 	// One spend ledger: the proxy's answers and the bulk results.
 	opt.Spend = proxy.NewSpend(cfg)
-	books, err := openBooks(cfg, log, parts.Budgets)
+	books, stopShare, err := openBooks(ctx, cfg, log, parts.Budgets)
 	if err != nil {
 		flushSpans()
 		return nil, err
@@ -60,7 +60,7 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	stopWebhook := parts.Budgets.Notify(cfg.BudgetWebhookURL, nil)
 	opt.Books, opt.Collectors = books, append(opt.Collectors, books.Collectors()...)
 	closeBooks := flushSpans
-	flushSpans = func() { books.Close(); stopWebhook(); closeBooks() }
+	flushSpans = func() { stopShare(); books.Close(); stopWebhook(); closeBooks() }
 	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()

@@ -726,6 +726,9 @@ function live() {
       return tr;
     }));
     if (!tenants.length) { const tr = document.createElement("tr"), td = document.createElement("td"); td.colSpan = 6; td.textContent = "no tenants yet"; tr.append(td); tt.append(tr); }
+    // The books' outage, when there is one: budgets enforced from memory.
+    const bn = $("live-books");
+    bn.textContent = gz.books || ""; bn.hidden = !gz.books;
     // Spend by tenant and model, the costliest first (the server sends
     // at most ten pairs).
     const sp = $("live-spend"), spent = gz.spend || [];
