@@ -20,7 +20,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/cloud"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/cloudtest"
 	"github.com/sluicehq/sluice/internal/sluicebin"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sim"
@@ -207,6 +209,98 @@ func TestClaudeCodeThroughSluice(t *testing.T) {
 			}
 			if res.Type != "result" || res.Subtype != "success" || res.IsError || res.Result == "" {
 				t.Fatalf("claude's result = %+v; want a success with text\n%.2000s", res, out)
+			}
+		})
+	}
+}
+
+// startCloudStack runs sluice serve's stack, windowed, routed to one
+// backend of kind (bedrock or vertex) on a simulator that speaks that
+// cloud's protocol with test credentials, which the clouds' default
+// chains find in the environment (a service account file for Vertex).
+func startCloudStack(t *testing.T, kind string) (string, *cloudtest.Sim) {
+	t.Helper()
+	s := cloudtest.Start(t, cloudtest.Config())
+	t.Setenv("AWS_ACCESS_KEY_ID", cloudtest.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", cloudtest.SecretAccessKey)
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	sa, _ := cloudtest.ServiceAccount(t)
+	cfg := config.Default()
+	cfg.Enabled = true
+	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
+	cfg.Backends = []config.Backend{map[string]config.Backend{
+		"bedrock": {Name: "aws", Kind: "bedrock", Region: "us-east-1", Endpoint: s.URL},
+		"vertex":  {Name: "gcp", Kind: "vertex", Region: "us-east5", Project: "sim-project", Endpoint: s.URL, CredentialsFile: sa},
+	}[kind]}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	cfg.PublicURL, _ = url.Parse(base)
+	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler), Cloud: cloud.New})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := (&proxy.Server{Proxy: p, Log: slog.New(slog.DiscardHandler)}).Start(ln)
+	t.Cleanup(func() { stop() })
+	return base, s
+}
+
+// TestClientsThroughSluiceToEachCloud: the official TypeScript SDK
+// (message, stream, tool use, count_tokens, a cached pair) and Claude
+// Code speak the Messages API to sluice routed to a simulated Bedrock
+// and a simulated Vertex AI; the cloud saw only its own protocol.
+func TestClientsThroughSluiceToEachCloud(t *testing.T) {
+	requireClients(t)
+	bin := claudeBinary(t)
+	for _, kind := range []string{"bedrock", "vertex"} {
+		t.Run(kind, func(t *testing.T) {
+			base, s := startCloudStack(t, kind)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "sdk-check.mjs")
+			cmd.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-ts-sdk", "SLUICE_SKIP_CHECKS=models,batch")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("sdk-check.mjs: %v\n%s", err, out)
+			}
+			claude := exec.CommandContext(ctx, bin, "-p", "Say hello in five words.", "--output-format", "json")
+			claude.Dir = t.TempDir()
+			// Its default model (claude-opus-5-5 in the version installed)
+			// is newer than the clouds' built-in tables: a team on a cloud
+			// names the model its account enables, as here, or maps it
+			// in the backend's models table (docs/clouds.md).
+			claude.Env = append(os.Environ(), "HOME="+t.TempDir(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-claude-code",
+				"ANTHROPIC_MODEL=claude-sonnet-4-5", "ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
+				"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+			var stderr strings.Builder
+			claude.Stderr = &stderr
+			out, err := claude.Output()
+			if err != nil {
+				t.Fatalf("claude -p: %v\nstdout: %.2000s\nstderr: %.2000s", err, out, stderr.String())
+			}
+			var res struct {
+				Subtype string `json:"subtype"`
+				IsError bool   `json:"is_error"`
+				Result  string `json:"result"`
+			}
+			if err := json.Unmarshal(out, &res); err != nil || res.Subtype != "success" || res.IsError || res.Result == "" {
+				t.Fatalf("claude's result = %+v (%v); want a success with text\n%.2000s", res, err, out)
+			}
+			want := map[string]string{"bedrock": "/model/", "vertex": "/v1/projects/"}[kind]
+			for _, r := range s.Requests() {
+				if !strings.HasPrefix(r.Path, want) {
+					t.Errorf("the cloud was called at %s; want only its own paths (%s...)", r.Path, want)
+				}
+			}
+			if len(s.Requests()) < 6 {
+				t.Errorf("%d calls reached the cloud; want the SDK's and Claude Code's", len(s.Requests()))
 			}
 		})
 	}
