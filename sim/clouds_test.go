@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go"
 	sdkbedrock "github.com/anthropics/anthropic-sdk-go/bedrock"
@@ -302,7 +303,13 @@ func TestAnthropicSDKVertex(t *testing.T) {
 	if err := stream.Err(); !errors.As(err, &apiErr) || events == 0 || !strings.Contains(err.Error(), "overloaded_error") {
 		t.Errorf("midstream error after %d events: %v; want events, then the API's overloaded_error", events, err)
 	}
-	if got := s.Stats().Backends["vertex"]; got.Requests != 7 || got.ByStatus["200"] != 4 {
+	// The cut stream is counted when its handler returns, which may be
+	// just after its client has read the error and gone.
+	got := s.Stats().Backends["vertex"]
+	for deadline := time.Now().Add(5 * time.Second); got.Requests < 7 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		got = s.Stats().Backends["vertex"]
+	}
+	if got.Requests != 7 || got.ByStatus["200"] != 4 {
 		t.Errorf("vertex stats %+v; want 7 requests, 4 answered 200", got)
 	}
 }
