@@ -110,6 +110,13 @@ func BenchmarkAddedLatency(b *testing.B) {
 		// and the write run on the recorder's goroutine).
 		{"plain-recorded", func(b *testing.B) string { return target(b, false, nil, Options{Recorder: benchRecorder(b)}) }},
 		{"plain-budgeted", func(b *testing.B) string { return target(b, false, budgeted, books(b)) }},
+		// [[backends]] of one key: what routing costs a request (the
+		// choice, its lane in the gate, the key put on the call).
+		{"plain-routed", func(b *testing.B) string { return target(b, false, oneBackend(b, up.URL)) }},
+		{"windowed-size1-routed", func(b *testing.B) string {
+			route := oneBackend(b, up.URL)
+			return target(b, true, func(c *config.Config) { c.MaxSize = 1; route(c) })
+		}},
 		{"windowed-size1-budgeted", func(b *testing.B) string {
 			return target(b, true, func(c *config.Config) { c.MaxSize = 1; budgeted(c) }, books(b))
 		}},
@@ -180,3 +187,12 @@ var benchLogger = func() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }()
+
+// oneBackend is a config edit that routes over one backend of one key on
+// the upstream at base.
+func oneBackend(b *testing.B, base string) func(*config.Config) {
+	b.Setenv("SLUICE_BENCH_ROUTE_KEY", "sk-ant-bench-routed")
+	return func(c *config.Config) {
+		c.Backends = []config.Backend{{Name: "only", Kind: "anthropic", URL: mustURL(b, base), Keys: []string{"env:SLUICE_BENCH_ROUTE_KEY"}}}
+	}
+}
