@@ -174,6 +174,38 @@ func TestTypeScriptSDKThroughSluice(t *testing.T) {
 	}
 }
 
+// claudeSays runs one non-interactive Claude Code prompt against the
+// sluice at base, with env on top of its own, and fails the test unless
+// it comes back a success with text.
+func claudeSays(t *testing.T, bin, base string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-p", "Say hello in five words.", "--output-format", "json")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-claude-code",
+		"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+	cmd.Env = append(cmd.Env, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("claude -p: %v\nstdout: %.2000s\nstderr: %.2000s", err, out, stderr.String())
+	}
+	var res struct {
+		Type    string `json:"type"`
+		Subtype string `json:"subtype"`
+		IsError bool   `json:"is_error"`
+		Result  string `json:"result"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("claude's output is not its JSON result: %v\n%.2000s", err, out)
+	}
+	if res.Type != "result" || res.Subtype != "success" || res.IsError || res.Result == "" {
+		t.Fatalf("claude's result = %+v; want a success with text\n%.2000s", res, out)
+	}
+}
+
 // TestClaudeCodeThroughSluice runs one non-interactive Claude Code prompt
 // against a quiet `sluice demo` and against sluice serve's stack in front
 // of the simulator; each must come back a success.
@@ -185,31 +217,7 @@ func TestClaudeCodeThroughSluice(t *testing.T) {
 		start func(*testing.T) string
 	}{{"demo", startDemo}, {"serve", startServe}} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := tc.start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "-p", "Say hello in five words.", "--output-format", "json")
-			cmd.Dir = t.TempDir()
-			cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-claude-code",
-				"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("claude -p: %v\nstdout: %.2000s\nstderr: %.2000s", err, out, stderr.String())
-			}
-			var res struct {
-				Type    string `json:"type"`
-				Subtype string `json:"subtype"`
-				IsError bool   `json:"is_error"`
-				Result  string `json:"result"`
-			}
-			if err := json.Unmarshal(out, &res); err != nil {
-				t.Fatalf("claude's output is not its JSON result: %v\n%.2000s", err, out)
-			}
-			if res.Type != "result" || res.Subtype != "success" || res.IsError || res.Result == "" {
-				t.Fatalf("claude's result = %+v; want a success with text\n%.2000s", res, out)
-			}
+			claudeSays(t, bin, tc.start(t))
 		})
 	}
 }
@@ -270,29 +278,11 @@ func TestClientsThroughSluiceToEachCloud(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("sdk-check.mjs: %v\n%s", err, out)
 			}
-			claude := exec.CommandContext(ctx, bin, "-p", "Say hello in five words.", "--output-format", "json")
-			claude.Dir = t.TempDir()
 			// Its default model (claude-opus-5-5 in the version installed)
 			// is newer than the clouds' built-in tables: a team on a cloud
 			// names the model its account enables, as here, or maps it
 			// in the backend's models table (docs/clouds.md).
-			claude.Env = append(os.Environ(), "HOME="+t.TempDir(), "ANTHROPIC_BASE_URL="+base, "ANTHROPIC_API_KEY=sk-claude-code",
-				"ANTHROPIC_MODEL=claude-sonnet-4-5", "ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
-				"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
-			var stderr strings.Builder
-			claude.Stderr = &stderr
-			out, err := claude.Output()
-			if err != nil {
-				t.Fatalf("claude -p: %v\nstdout: %.2000s\nstderr: %.2000s", err, out, stderr.String())
-			}
-			var res struct {
-				Subtype string `json:"subtype"`
-				IsError bool   `json:"is_error"`
-				Result  string `json:"result"`
-			}
-			if err := json.Unmarshal(out, &res); err != nil || res.Subtype != "success" || res.IsError || res.Result == "" {
-				t.Fatalf("claude's result = %+v (%v); want a success with text\n%.2000s", res, err, out)
-			}
+			claudeSays(t, bin, base, "ANTHROPIC_MODEL=claude-sonnet-4-5", "ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5")
 			want := map[string]string{"bedrock": "/model/", "vertex": "/v1/projects/"}[kind]
 			for _, r := range s.Requests() {
 				if !strings.HasPrefix(r.Path, want) {
