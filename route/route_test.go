@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -300,36 +301,61 @@ func TestRoutersConformance(t *testing.T) {
 	}
 }
 
+// gathered is the text of every series reg holds.
+func gathered(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, mf := range mfs {
+		all.WriteString(mf.String())
+	}
+	return all.String()
+}
+
+// leakedKeys are the pool's test keys text holds.
+func leakedKeys(text string) []string {
+	var out []string
+	for _, secret := range []string{"sk-a-one", "sk-a-two", "sk-b-one"} {
+		if strings.Contains(text, secret) {
+			out = append(out, secret)
+		}
+	}
+	return out
+}
+
 // TestMetricsNameNoKey: the metrics and the rows name each key by its
-// backend and place, never by the key. (Broken on purpose, by labelling
-// a series with the secret, it fails.)
+// backend and place, never by the key; the check finds a key planted in
+// a series on purpose.
 func TestMetricsNameNoKey(t *testing.T) {
 	p := twoKeys(t, nil)
 	k, _ := p.Route(Affinity{}, desc("s", 1), nil, t0)
 	p.Answered(k, 529, t0)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(p)
-	n, err := testutil.GatherAndCount(reg)
-	if err != nil || n == 0 {
+	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
 		t.Fatalf("gather: %d series, %v", n, err)
 	}
-	mfs, _ := reg.Gather()
-	var all strings.Builder
-	for _, mf := range mfs {
-		all.WriteString(mf.String())
+	text := gathered(t, reg)
+	if leaked := leakedKeys(text); len(leaked) > 0 {
+		t.Errorf("keys in the metrics: %v", leaked)
 	}
-	for _, secret := range []string{"sk-a-one", "sk-a-two", "sk-b-one"} {
-		if strings.Contains(all.String(), secret) {
-			t.Errorf("a key is in the metrics: %s", secret)
-		}
-	}
-	if !strings.Contains(all.String(), `value:"a/1"`) {
+	if !strings.Contains(text, `value:"a/1"`) {
 		t.Error("the metrics do not name key a/1")
 	}
 	for _, r := range p.Rows() {
-		if strings.Contains(r.Key, "sk-") || strings.Contains(r.Backend, "sk-") {
-			t.Errorf("a row holds a key: %+v", r)
+		if leaked := leakedKeys(fmt.Sprintf("%+v", r)); len(leaked) > 0 {
+			t.Errorf("a row holds a key: %v", leaked)
 		}
+	}
+	// Broken on purpose: a series labelled with a key is found.
+	planted := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "planted", Help: "a series labelled with a key"}, []string{"key"})
+	planted.WithLabelValues(p.Keys[1].secret).Set(1)
+	reg.MustRegister(planted)
+	if leaked := leakedKeys(gathered(t, reg)); len(leaked) != 1 || leaked[0] != "sk-a-two" {
+		t.Errorf("the check found %v in a series labelled with sk-a-two; it cannot catch a leak", leaked)
 	}
 }
 
