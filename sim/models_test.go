@@ -386,3 +386,28 @@ func TestInputTokenBucket(t *testing.T) {
 		}
 	})
 }
+
+// Each API key has a prompt cache of its own, as each organisation has on
+// the API: a prefix written with one key is written again with another,
+// and read only with the key that wrote it.
+func TestPromptCacheIsPerKey(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	const prefix = 1500
+	usage := func(key, question string) string {
+		d := decode(t, call(s, "POST", "/v1/messages", cachedBody("", question), "x-api-key", key))
+		return fmt.Sprintf("write %d read %d", d.Usage.CacheCreation, d.Usage.CacheRead)
+	}
+	write, read := fmt.Sprintf("write %d read 0", prefix), fmt.Sprintf("write 0 read %d", prefix)
+	for _, c := range []struct{ key, want string }{
+		{"sk-a", write}, {"sk-b", write}, {"sk-a", read}, {"sk-b", read},
+	} {
+		if got := usage(c.key, "q"); got != c.want {
+			t.Errorf("%s: %s; want %s", c.key, got, c.want)
+		}
+	}
+	s.Reset()
+	if got := usage("sk-a", "q"); got != write {
+		t.Errorf("after a reset: %s; want %s", got, write)
+	}
+}
