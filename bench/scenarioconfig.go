@@ -14,6 +14,7 @@ func (sc *Scenario) SimConfig() sim.Config {
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
 		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
+		BucketsSpent: sc.Sim.BucketsSpent, Outages: sc.simOutages(),
 	}
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
@@ -85,6 +86,12 @@ func (s Sluice) apply(c *config.Config) {
 	}
 	if v := s.BulkPoll; v > 0 {
 		c.BulkPoll = v.D()
+	}
+	if len(s.Backends) > 0 {
+		c.Backends = backends(s.Backends)
+	}
+	if v, ok := parseRoutePolicy(s.RoutePolicy); ok {
+		c.RoutePolicy = v
 	}
 }
 

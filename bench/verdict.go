@@ -124,6 +124,8 @@ var verdictKinds = map[string]func(in *verdictInput) ScenarioVerdict{
 	"tenants":   tenantsVerdict,
 	"capacity":  capacityVerdict,
 	"bulk":      bulkVerdict,
+	"keypool":   keyPoolVerdict,
+	"failover":  failoverVerdict,
 }
 
 // VerdictKinds lists the kinds a scenario's "verdict" may name.
