@@ -80,8 +80,7 @@ func (sc *Scenario) backendCredentials(name string) []string {
 			}
 			for _, ref := range b.Keys {
 				_, env, _ := strings.Cut(ref, ":")
-				h := request.Tenant(http.Header{"X-Api-Key": {benchEnv(env)}})
-				if !seen[h] {
+				if h := keyHash(env); !seen[h] {
 					seen[h] = true
 					out = append(out, h)
 				}
@@ -90,6 +89,26 @@ func (sc *Scenario) backendCredentials(name string) []string {
 	}
 	return out
 }
+
+// keyNames names the fake keys of bs by their short hashes: backend/n,
+// as sluice names its keys.
+func keyNames(bs []config.Backend) map[string]string {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, b := range bs {
+		for i, ref := range b.Keys {
+			_, env, _ := strings.Cut(ref, ":")
+			out[keyHash(env)] = fmt.Sprintf("%s/%d", b.Name, i+1)
+		}
+	}
+	return out
+}
+
+// keyHash is the short hash (request.Tenant's) of the fake key benchEnv
+// gives the variable env.
+func keyHash(env string) string { return request.Tenant(http.Header{"X-Api-Key": {benchEnv(env)}}) }
 
 // simOutages are the scenario's outages as the simulator takes them.
 func (sc *Scenario) simOutages() []sim.Outage {

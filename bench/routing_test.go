@@ -2,21 +2,14 @@ package bench
 
 import (
 	"context"
-	"net/http"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/request"
 )
-
-// fakeHash is the short hash of the fake key the bench gives env:name,
-// as the simulator's stats name it.
-func fakeHash(name string) string {
-	return request.Tenant(http.Header{"X-Api-Key": {benchEnv(name)}})
-}
 
 // A variant's backends and route policy reach sluice's configuration;
 // the scenario's outage of a backend reaches the simulator as its keys'
@@ -47,7 +40,7 @@ func TestScenarioBackendsAndOutages(t *testing.T) {
 		t.Fatalf("sim config: buckets spent %v, outages %+v", sim.BucketsSpent, sim.Outages)
 	}
 	o := sim.Outages[0]
-	if o.From != 10*time.Second || o.To != 20*time.Second || !slices.Equal(o.Credentials, []string{fakeHash("K_A"), fakeHash("K_B")}) {
+	if o.From != 10*time.Second || o.To != 20*time.Second || !slices.Equal(o.Credentials, []string{keyHash("K_A"), keyHash("K_B")}) {
 		t.Errorf("primary's outage %+v; want 10s-20s on K_A's and K_B's hashes", o)
 	}
 	if o := sim.Outages[1]; o.Status != 500 || o.Credentials != nil {
@@ -98,14 +91,20 @@ func TestRoutedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := func(i int) map[string]int64 { return rep.Results()[i].Sim.Credentials }
-	if got := creds(0); got["x-api-key "+fakeHash("K_A")] != 3 || got["x-api-key "+fakeHash("K_B")] != 3 || len(got) != 2 {
+	if got := creds(0); got["x-api-key "+keyHash("K_A")] != 3 || got["x-api-key "+keyHash("K_B")] != 3 || len(got) != 2 {
 		t.Errorf("in turn: the simulator saw %v; want 3 calls on each of the two keys, nothing else", got)
 	}
+	if got := rep.Modes[0].UpstreamByKey; !maps.Equal(got, map[string]int64{"pool/1": 3, "pool/2": 3}) {
+		t.Errorf("in turn: calls by key %v; want 3 on each", got)
+	}
 	m := rep.Modes[1]
+	if got := m.UpstreamByKey; got["up/1"] != 6 || got["down/1"] < 1 {
+		t.Errorf("failover: calls by key %v; want 6 on up/1 and some on down/1", got)
+	}
 	if m.Succeeded != 6 || m.Upstream529 == 0 {
 		t.Errorf("failover: %d of 6 served, %d upstream 529s; want all served, some 529s failed over", m.Succeeded, m.Upstream529)
 	}
-	if got := creds(1); got["x-api-key "+fakeHash("K_UP")] != 6 || len(got) != 2 {
+	if got := creds(1); got["x-api-key "+keyHash("K_UP")] != 6 || len(got) != 2 {
 		t.Errorf("failover: the simulator saw %v; want every request on the backend that is up, some tried on the one down", got)
 	}
 }

@@ -58,6 +58,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 			return nil, fmt.Errorf("upstream URL: %w", err)
 		}
 		cfg.UpstreamURL = u
+		res.KeyNames = keyNames(cfg.Backends)
 		if res.Windowed {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}

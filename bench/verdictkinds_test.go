@@ -177,9 +177,12 @@ func TestKeyPoolVerdict(t *testing.T) {
 	r := rep(
 		mode("one-key", func(m *ModeReport) { tokens(60000, 120000, 60)(m); m.Succeeded = 90 }),
 		mode("round-robin", func(m *ModeReport) { tokens(90000, 90000, 45)(m); m.Upstream429 = 4 }),
-		mode("routed", tokens(60000, 120000, 40)))
+		mode("routed", func(m *ModeReport) {
+			tokens(60000, 120000, 40)(m)
+			m.UpstreamByKey = map[string]int64{"pool/2": 40, "pool/1": 60}
+		}))
 	checkLine(t, VerdictOf("keypool", r, nil, ""), "wins",
-		"routed wins vs one-key, round-robin: routed: served 100%, upstream 429s 0, goodput 270k input tokens/min (90k counted by the limits), cache reads 67%; "+
+		"routed wins vs one-key, round-robin: routed: served 100%, upstream 429s 0, goodput 270k input tokens/min (90k counted by the limits), cache reads 67%, calls by key pool/1 60, pool/2 40; "+
 			"one-key: served 90%, upstream 429s 0, goodput 180k input tokens/min (60k counted by the limits), cache reads 67%; "+
 			"round-robin: served 100%, upstream 429s 4, goodput 240k input tokens/min (120k counted by the limits), cache reads 50%")
 	v := VerdictOf("keypool", r, nil, "")
@@ -205,9 +208,11 @@ func TestKeyPoolVerdict(t *testing.T) {
 func TestFailoverVerdict(t *testing.T) {
 	r := rep(
 		mode("one-backend", func(m *ModeReport) { m.Succeeded, m.Failed, m.LatencyAllMS.P99, m.Upstream529 = 62, 38, 5460, 196 }),
-		mode("two-backends", func(m *ModeReport) { m.LatencyAllMS.P99, m.Upstream529 = 659, 1 }))
+		mode("two-backends", func(m *ModeReport) {
+			m.LatencyAllMS.P99, m.Upstream529, m.UpstreamByKey = 659, 1, map[string]int64{"primary/1": 1, "secondary/1": 100}
+		}))
 	checkLine(t, VerdictOf("failover", r, nil, ""), "wins",
-		"two-backends wins vs one-backend: served 100% vs 62%, all-requests p99 659 ms vs 5.5 s, upstream 529s 1 vs 196")
+		"two-backends wins vs one-backend: served 100% vs 62%, all-requests p99 659 ms vs 5.5 s, upstream 529s 1 vs 196, calls by key (two-backends) primary/1 1, secondary/1 100")
 	// The same served, a tail within 20 ms: a tie.
 	r.Modes[0].Succeeded, r.Modes[0].Failed, r.Modes[0].LatencyAllMS.P99 = 100, 0, 670
 	checkLine(t, VerdictOf("failover", r, nil, ""), "ties", "served 100% vs 100%, all-requests p99 659 ms vs 670 ms")

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -66,6 +68,9 @@ func keyPoolVerdict(in *verdictInput) ScenarioVerdict {
 			b.v.Figures = append(b.v.Figures, fig)
 			parts = append(parts, text)
 		}
+		if k := in.byKey(mode); k != "" {
+			parts = append(parts, k)
+		}
 		blocks = append(blocks, mode+": "+strings.Join(parts, ", "))
 	}
 	b.note(strings.Join(blocks, "; "))
@@ -86,7 +91,25 @@ func failoverVerdict(in *verdictInput) ScenarioVerdict {
 	b.pair("all_p99", "all-requests p99", sp, bp, seconds, judge(sp, bp, VerdictFloorMS, false))
 	r529 := func(m *ModeReport) float64 { return float64(m.Upstream529) }
 	b.pair("upstream_529", "upstream 529s", in.vals(s, r529), in.vals(base, r529), count, -1)
+	if k := in.byKey(s); k != "" {
+		b.note(strings.Replace(k, "calls by key", "calls by key ("+s+")", 1))
+	}
 	return b.done(len(in.runs))
+}
+
+// byKey is "calls by key a/1 N, b/1 M" for mode, run through two keys
+// or more (ModeReport.UpstreamByKey); "" otherwise.
+func (in *verdictInput) byKey(mode string) string {
+	m := in.runs[0].Mode(mode)
+	if m == nil || len(m.UpstreamByKey) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(m.UpstreamByKey)) {
+		text, _, _, _ := shown(in.vals(mode, func(m *ModeReport) float64 { return float64(m.UpstreamByKey[name]) }), count)
+		parts = append(parts, name+" "+text)
+	}
+	return "calls by key " + strings.Join(parts, ", ")
 }
 
 // inputPerMinute is the input tokens of the upstream's answers (uncached,
