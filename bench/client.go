@@ -81,13 +81,16 @@ func (p retryPolicy) backoff(n int, h http.Header, now time.Time) time.Duration 
 
 // client sends one request the way an official SDK would.
 type client struct {
-	http    *http.Client
-	base    string
-	model   string
-	prefix  string           // the shared system prompt; "" for none
-	tools   []map[string]any // the shared tool definitions; nil for none
-	timeout time.Duration
-	policy  retryPolicy
+	http   *http.Client
+	base   string
+	model  string
+	prefix string // the shared system prompt; "" for none
+	// sessionPrefix, when positive, is the size of each session's own
+	// system prompt (workload prefix_per_session), in place of prefix.
+	sessionPrefix int
+	tools         []map[string]any // the shared tool definitions; nil for none
+	timeout       time.Duration
+	policy        retryPolicy
 	// onAttempt, if set, is told of each attempt before it is sent, with
 	// the value of its x-bench-attempt header.
 	onAttempt func(key string)
@@ -126,6 +129,12 @@ func sharedPrefix(n int) string {
 		return ""
 	}
 	return filler("You are one of many agents working on the same code base. ", n)
+}
+
+// ownPrefix is session's own system prompt of about n tokens
+// (workload prefix_per_session).
+func ownPrefix(session, n int) string {
+	return filler(fmt.Sprintf("You are agent %d, working on a task of your own in this context. ", session), n)
 }
 
 // toolTokens is the size of each shared tool definition.
@@ -186,7 +195,11 @@ func (c *client) do(ctx context.Context, id int, a Arrival) Outcome {
 	case c.claudeCode != nil:
 		body = c.claudeCode.body(c.model, id, a)
 	default:
-		body = requestBody(c.model, c.prefix, c.tools, id, a)
+		prefix := c.prefix
+		if c.sessionPrefix > 0 && a.Turns > 1 {
+			prefix = ownPrefix(a.Session, c.sessionPrefix)
+		}
+		body = requestBody(c.model, prefix, c.tools, id, a)
 	}
 	var out Outcome
 	try := c.attempt

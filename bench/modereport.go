@@ -47,9 +47,12 @@ type ModeReport struct {
 	Upstream529          int64            `json:"upstream_529"`
 	UpstreamByStatus     map[string]int64 `json:"upstream_by_status"`
 	UpstreamCalls        int64            `json:"upstream_calls"`
-	Tokens               sim.TokenStats   `json:"tokens"`
-	CostUSD              float64          `json:"cost_usd"`
-	InputCostUSD         float64          `json:"input_cost_usd"`
+	// UpstreamByKey, with backends, counts the calls the upstream answered
+	// by sluice's key that made them (backend/n, as sluice names them).
+	UpstreamByKey map[string]int64 `json:"upstream_by_key,omitempty"`
+	Tokens        sim.TokenStats   `json:"tokens"`
+	CostUSD       float64          `json:"cost_usd"`
+	InputCostUSD  float64          `json:"input_cost_usd"`
 	// CostVsPlain is CostUSD over plain's, when plain ran and cost
 	// anything: bulk's is the Batches API's half price.
 	CostVsPlain float64 `json:"cost_vs_plain,omitempty"`
@@ -261,6 +264,12 @@ func modeReport(res *ModeResult) ModeReport {
 		PeakUpstreamInflight: int(res.Sim.PeakInflight), Upstream429: res.Sim.ByStatus["429"],
 		Upstream529: res.Sim.ByStatus["529"], UpstreamCalls: res.Sim.Requests}
 	m.Offered = len(res.Records)
+	for hash, name := range res.KeyNames {
+		if m.UpstreamByKey == nil {
+			m.UpstreamByKey = map[string]int64{}
+		}
+		m.UpstreamByKey[name] = res.Sim.Credentials["x-api-key "+hash]
+	}
 	var lat, all, ttft, ttftWrite, ttftRead []float64
 	first, last := -1.0, 0.0
 	for _, rec := range res.Records {

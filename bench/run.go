@@ -90,6 +90,10 @@ type ModeResult struct {
 	Samples  []Sample
 	Upstream []Interval // empty with an external upstream
 	Sim      sim.Stats
+	// KeyNames name sluice's backend keys (backend/n, as sluice names
+	// them) by the short hash the simulator's stats count calls by; nil
+	// without backends.
+	KeyNames map[string]string
 	// InputBucketSize is the simulator's input-token limit a minute, the
 	// size of the bucket Samples' InputBucket reads; 0 when there is no
 	// such limit or the simulator is external (its bucket is not sampled).

@@ -60,6 +60,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 			return nil, fmt.Errorf("upstream URL: %w", err)
 		}
 		cfg.UpstreamURL = u
+		res.KeyNames = keyNames(cfg.Backends)
 		if res.Windowed {
 			res.Cap, res.MaxWait = cfg.MaxConcurrency, cfg.MaxWait
 		}
@@ -78,7 +79,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 			defer svc.Close() // after the proxy has stopped (deferred below)
 			popt.Bulk = svc
 		}
-		parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger}) // as sluice serve builds them
+		parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger, Getenv: benchEnv}) // as sluice serve builds them
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +105,9 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 		tools:  sharedTools(sc.Workload.SharedTools),
 		policy: retryPolicy{max: sc.MaxRetries(), jitter: lockedJitter(uint64(sc.Seed))},
 		bulk:   mode == ModeBulk, noOutputHint: slices.Contains(opt.Modes, ModeBulk),
+	}
+	if sc.Workload.PrefixPerSession {
+		c.prefix, c.sessionPrefix = "", sc.Workload.SharedPrefixTokens
 	}
 	if c.model == "" {
 		c.model = "claude-sonnet-4-5"

@@ -38,8 +38,8 @@ type Scenario struct {
 	// for (--modes) and by the suite. Empty means plain then windowed.
 	Modes []string `json:"modes"`
 	// Verdict names what the scenario's one verdict line is about: latency
-	// (the default), overload, cache, ratelimit, tenants or capacity (see
-	// verdictKinds).
+	// (the default), overload, cache, ratelimit, tenants, capacity, bulk,
+	// keypool or failover (see verdictKinds).
 	Verdict string `json:"verdict"`
 	// Alone names a companion scenario, the same workload without the
 	// others, and the tenant whose latency the two compare: the suite runs
@@ -82,9 +82,13 @@ type SimSpec struct {
 	// BatchDuration is how long the simulator takes over a whole message
 	// batch (mode bulk). Zero keeps the simulator's 2 s.
 	BatchDuration Duration `json:"batch_duration"`
-	// CachePerKey keeps each API key's prompt cache apart, as each
-	// organisation's is (sim.Config.CachePerKey).
-	CachePerKey bool `json:"cache_per_key"`
+	// BucketsSpent is the share of each key's rate-limit buckets spent
+	// when the run starts (sim.Config.BucketsSpent): a key already busy
+	// at its limit, so that a run of seconds meets the limit itself.
+	BucketsSpent float64 `json:"buckets_spent"`
+	// Outages are stretches in which a backend's keys (or every key) are
+	// answered with an error (sim.Config.Outages).
+	Outages []OutageSpec `json:"outages"`
 }
 
 // CapacityStepSpec is the upstream's capacity from From on.
@@ -122,6 +126,11 @@ type Sluice struct {
 	// for mode bulk; zero keeps the defaults.
 	BulkMaxWait Duration `json:"bulk_max_wait"`
 	BulkPoll    Duration `json:"bulk_poll"`
+	// Backends, when set, are the config file's [[backends]]
+	// (routing.go): sluice holds their keys and routes each request to
+	// one. RoutePolicy overrides ROUTE_POLICY (affinity or round-robin).
+	Backends    []BackendSpec `json:"backends"`
+	RoutePolicy string        `json:"route_policy"`
 	// Budgets are spend budgets on tenants of a tenants workload, each a
 	// day's USD (the config file's [[budgets]]; see docs/spend.md).
 	Budgets []BudgetSpec `json:"budgets"`
@@ -180,6 +189,13 @@ type Workload struct {
 	// system prompt, as tools come first in the cached prefix), the shape
 	// of coding agents: a dozen tools and a large system prompt.
 	SharedTools int `json:"shared_tools"`
+	// PrefixPerSession, with SharedPrefixTokens and Turns, makes that
+	// system prompt each session's own (a text of its own of the same
+	// size) instead of one for every request: an agent's own context, its
+	// files and its task, cached for its turns and shared with no other
+	// session, so that where a session's turns go decides whether they
+	// read it.
+	PrefixPerSession bool `json:"prefix_per_session"`
 	// Tenants, for kind tenants, are several tenants' workloads run at
 	// once, each its own kind (burst or poisson), with its own API key.
 	Tenants []TenantWorkload `json:"tenants"`

@@ -40,6 +40,12 @@ func (sc *Scenario) validate() error {
 	if err := sc.Sluice.validate("sluice"); err != nil {
 		return err
 	}
+	if s.BucketsSpent < 0 || s.BucketsSpent > 1 {
+		return errors.New("sim.buckets_spent: must be in [0, 1]")
+	}
+	if err := sc.validateOutages(); err != nil {
+		return err
+	}
 	seen := map[string]bool{ModeDirect: true, ModePlain: true, ModeWindowed: true, ModeBulk: true}
 	for i, v := range sc.Variants {
 		if v.Name == "" || strings.ContainsAny(v.Name, ", ") {
@@ -162,6 +168,9 @@ func (sc *Scenario) validate() error {
 	default:
 		return fmt.Errorf("workload.shape: %q is not claude-code (or empty, for the synthetic shape)", w.Shape)
 	}
+	if w.PrefixPerSession && (w.SharedPrefixTokens <= 0 || w.Turns < 2 || w.SharedTools > 0) {
+		return errors.New("workload.prefix_per_session: needs shared_prefix_tokens, turns >= 2 and no shared_tools")
+	}
 	if w.SharedPrefixTokens < 0 {
 		return errors.New("workload.shared_prefix_tokens: must not be negative")
 	}
@@ -192,5 +201,5 @@ func (s Sluice) validate(where string) error {
 	if _, err := config.ParsePacing(s.RateLimitPacing); s.RateLimitPacing != "" && err != nil {
 		return fmt.Errorf("%s.rate_limit_pacing: want buckets, reset or off, not %q", where, s.RateLimitPacing)
 	}
-	return nil
+	return validateBackends(where, s.Backends, s.RoutePolicy)
 }

@@ -25,7 +25,7 @@ func TestScenarioErrorsNameTheField(t *testing.T) {
 		{"{\n\"workload\": {,}}", `line 2`},
 		{`{"modes":["plain","fast"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "fast"`},
 		{`{"modes":["plain","plain"],"workload":{"kind":"burst","n":1}}`, `modes[1]: "plain" is named twice`},
-		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of budget, bulk, cache, capacity, latency`},
+		{`{"verdict":"vibes","workload":{"kind":"burst","n":1}}`, `verdict: "vibes" is not one of budget, bulk, cache, capacity, failover, keypool, latency`},
 		{`{"alone":{"scenario":"x"},"workload":{"kind":"burst","n":1}}`, `alone: needs scenario and tenant`},
 		{`{"workload":{"kind":"burst","n":1,"shape":"cursor"}}`, `workload.shape: "cursor"`},
 		{`{"workload":{"kind":"burst","n":1,"shape":"claude-code","shared_prefix_tokens":9000}}`, `workload.shape: claude-code brings its own`},

@@ -16,7 +16,8 @@ func (sc *Scenario) SimConfig() sim.Config {
 		Seed: sc.Seed, TTFT: sc.Sim.TTFT.D(), PerToken: sc.Sim.PerToken.D(), PrefillPerToken: sc.Sim.PrefillPerToken.D(), Jitter: sc.Sim.Jitter,
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
-		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(), CachePerKey: sc.Sim.CachePerKey,
+		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
+		BucketsSpent: sc.Sim.BucketsSpent, Outages: sc.simOutages(),
 	}
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
@@ -94,6 +95,12 @@ func (s Sluice) apply(c *config.Config) {
 		for _, b := range s.Budgets {
 			c.Budgets = append(c.Budgets, b.spec())
 		}
+	}
+	if len(s.Backends) > 0 {
+		c.Backends = backends(s.Backends)
+	}
+	if v, ok := parseRoutePolicy(s.RoutePolicy); ok {
+		c.RoutePolicy = v
 	}
 }
 

@@ -12,9 +12,9 @@ const ShortFactor = 0.1
 
 // Short is a copy of the scenario scaled down by f, keeping its shape:
 // every stretch of the workload and of the upstream's schedule (spikes,
-// capacity steps, tenants' starts) lasts f times as long, a burst spread
-// over a duration sends f times as many, and the rates stay, so that the
-// load against the upstream's capacity is the same. A burst sent at once
+// outages, capacity steps, tenants' starts) lasts f times as long, a
+// burst spread over a duration sends f times as many, and the rates stay,
+// so that the load against the upstream's capacity is the same. A burst sent at once
 // keeps at least twice the gate's slots (or all of it, if fewer), the
 // shape that makes it a burst. The upstream's latencies, rate limits and
 // the clients stay as they are: a short run is for the invariants, not
@@ -25,6 +25,11 @@ func (sc *Scenario) Short(f float64) *Scenario {
 	for i := range out.Sim.Spikes {
 		out.Sim.Spikes[i].From = scaled(out.Sim.Spikes[i].From, f)
 		out.Sim.Spikes[i].To = scaled(out.Sim.Spikes[i].To, f)
+	}
+	out.Sim.Outages = slices.Clone(sc.Sim.Outages)
+	for i := range out.Sim.Outages {
+		out.Sim.Outages[i].From = scaled(out.Sim.Outages[i].From, f)
+		out.Sim.Outages[i].To = scaled(out.Sim.Outages[i].To, f)
 	}
 	out.Sim.CapacitySteps = slices.Clone(sc.Sim.CapacitySteps)
 	for i := range out.Sim.CapacitySteps {

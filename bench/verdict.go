@@ -125,6 +125,8 @@ var verdictKinds = map[string]func(in *verdictInput) ScenarioVerdict{
 	"capacity":  capacityVerdict,
 	"bulk":      bulkVerdict,
 	"budget":    budgetVerdict,
+	"keypool":   keyPoolVerdict,
+	"failover":  failoverVerdict,
 }
 
 // VerdictKinds lists the kinds a scenario's "verdict" may name.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -189,4 +190,54 @@ func TestBudgetVerdict(t *testing.T) {
 	checkLine(t, VerdictOf("budget", r, alone, "a"), "ties", "the others served 100% vs 100%, their worst p99 1.05× alone vs 1.04× alone")
 	// Without the companion: their p99 itself.
 	checkLine(t, VerdictOf("budget", r, nil, "a"), "ties", "their worst p99 1050 ms vs 1040 ms")
+}
+
+func TestKeyPoolVerdict(t *testing.T) {
+	// tokens is a mode's answers' input over span seconds: w written, r
+	// read (no uncached input).
+	tokens := func(w, r int64, span float64) func(m *ModeReport) {
+		return func(m *ModeReport) { m.Tokens.CacheCreation, m.Tokens.CacheRead, m.SpanS = w, r, span }
+	}
+	r := rep(
+		mode("one-key", func(m *ModeReport) { tokens(60000, 120000, 60)(m); m.Succeeded = 90 }),
+		mode("round-robin", func(m *ModeReport) { tokens(90000, 90000, 45)(m); m.Upstream429 = 4 }),
+		mode("routed", func(m *ModeReport) {
+			tokens(60000, 120000, 40)(m)
+			m.UpstreamByKey = map[string]int64{"pool/2": 40, "pool/1": 60}
+		}))
+	checkLine(t, VerdictOf("keypool", r, nil, ""), "wins",
+		"routed wins vs one-key, round-robin: routed: served 100%, upstream 429s 0, goodput 270k input tokens/min (90k counted by the limits), cache reads 67%, calls by key pool/1 60, pool/2 40; "+
+			"one-key: served 90%, upstream 429s 0, goodput 180k input tokens/min (60k counted by the limits), cache reads 67%; "+
+			"round-robin: served 100%, upstream 429s 4, goodput 240k input tokens/min (120k counted by the limits), cache reads 50%")
+	v := VerdictOf("keypool", r, nil, "")
+	favours := map[string]string{}
+	for _, f := range v.Figures {
+		if f.Decides {
+			favours[f.Name] = f.Favours
+		}
+	}
+	want := map[string]string{
+		"served_one-key": "wins", "upstream_429_one-key": "ties", "goodput_itpm_one-key": "wins", "cache_read_share_one-key": "ties",
+		"served_round-robin": "ties", "upstream_429_round-robin": "wins", "goodput_itpm_round-robin": "wins", "cache_read_share_round-robin": "wins",
+	}
+	if !maps.Equal(favours, want) {
+		t.Errorf("deciding figures %v; want %v", favours, want)
+	}
+	// Without its modes (any other scenario's report) it still makes a line.
+	if v := VerdictOf("keypool", rep(mode(ModePlain, nil), mode(ModeWindowed, nil)), nil, ""); v.Line == "" {
+		t.Error("no line for a report of plain and windowed")
+	}
+}
+
+func TestFailoverVerdict(t *testing.T) {
+	r := rep(
+		mode("one-backend", func(m *ModeReport) { m.Succeeded, m.Failed, m.LatencyAllMS.P99, m.Upstream529 = 62, 38, 5460, 196 }),
+		mode("two-backends", func(m *ModeReport) {
+			m.LatencyAllMS.P99, m.Upstream529, m.UpstreamByKey = 659, 1, map[string]int64{"primary/1": 1, "secondary/1": 100}
+		}))
+	checkLine(t, VerdictOf("failover", r, nil, ""), "wins",
+		"two-backends wins vs one-backend: served 100% vs 62%, all-requests p99 659 ms vs 5.5 s, upstream 529s 1 vs 196, calls by key (two-backends) primary/1 1, secondary/1 100")
+	// The same served, a tail within 20 ms: a tie.
+	r.Modes[0].Succeeded, r.Modes[0].Failed, r.Modes[0].LatencyAllMS.P99 = 100, 0, 670
+	checkLine(t, VerdictOf("failover", r, nil, ""), "ties", "served 100% vs 100%, all-requests p99 659 ms vs 670 ms")
 }

@@ -55,16 +55,15 @@ func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 }
 
 // cachedTokens is how much of m's prompt is expected to be read from the
-// cache: the longest cacheable prefix of a follower or of a warm prefix.
+// cache: the prefix a follower followed, or the one found warm. Not its
+// longest prefix: a request that reads a warm prefix and marks a longer
+// one (a conversation's next turn) writes the rest, which the input limit
+// counts.
 func cachedTokens(m *Member) int {
 	if st := m.CacheStanding(); st.Role != CacheWarm && (st.Role != CacheFollower || st.Released != ReleasedBegun) {
 		return 0
 	}
-	n := 0
-	for _, p := range cacheable(m.req) {
-		n = max(n, p.Tokens)
-	}
-	return n
+	return placeOf(m).reads
 }
 
 // Pace debits m and joins it now if its key's line is empty and its cost

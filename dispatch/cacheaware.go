@@ -194,10 +194,10 @@ func (c *CacheAware) place(m *Member, r *release) {
 		case e.leader == nil && !e.remote:
 			e.ttl = max(e.ttl, ps[i].TTL)
 			e.warmUntil = r.now.Add(e.ttl) // a hit refreshes the entry, as the API does
-			pl.Role = CacheWarm
+			pl.Role, pl.reads = CacheWarm, ps[i].Tokens
 			c.send(m, nil, r)
 		default:
-			pl.floor = floorOf(ps, i)
+			pl.floor, pl.reads = floorOf(ps, i), ps[i].Tokens
 			c.hold(e, m, r)
 		}
 		return

@@ -383,3 +383,25 @@ func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 		}
 	})
 }
+
+// A request whose shorter prefix is warm and whose longer one is new
+// reads the shorter and writes the rest: the pacing counts as cached only
+// the warm prefix's tokens, not its longest prefix's (which it writes,
+// and which the input limit counts).
+func TestCachedTokensAreTheWarmPrefixOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		<-r.send(t.Context(), "leader of one", shared(7), beginAfter(time.Second))
+		<-r.send(t.Context(), "leader of both", shared(5, 6), beginAfter(time.Second))
+		var got []int
+		record := func(_ context.Context, m *Member) error {
+			got = append(got, cachedTokens(m))
+			return nil
+		}
+		<-r.send(t.Context(), "warm, then a new turn", shared(7, 8), record)
+		<-r.send(t.Context(), "the whole of it warm", shared(5, 6), record)
+		if want := []int{2000, 4000}; !slices.Equal(got, want) {
+			t.Errorf("cached tokens %v; want %v (the warm prefix's: 2000 of 4000, then all 4000)", got, want)
+		}
+	})
+}

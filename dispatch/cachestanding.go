@@ -62,6 +62,9 @@ type cachePlace struct {
 	// must pass to be of the prefix it followed (see CacheRead).
 	group *cacheGroup
 	floor int
+	// reads is the tokens of the prefix it found warm or followed: what
+	// it reads from the cache, if it reads (its longer prefixes it writes).
+	reads int
 	// probe is the longest of its prefixes that was not held on (see
 	// DoubtGroups), and probeFloor its floor: a read past it shows the
 	// prefix cached after all.

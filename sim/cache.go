@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"crypto/sha256"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,15 +10,31 @@ import (
 )
 
 // promptCache models prompt caching: entries keyed by the hash of a model
-// and a canonical prompt prefix ending at a cache_control breakpoint.
+// and a canonical prompt prefix ending at a cache_control breakpoint, per
+// organisation. Caches are per organisation (and workspace) on the API,
+// so a prefix written with one key is not read with a key of another:
+// each x-api-key stands for an organisation of its own, as it does for
+// the rate limits (ratelimit.go). Requests without one (a bearer token, a
+// cloud's signature that changes with every call) share one cache.
 type promptCache struct {
 	mu      sync.Mutex
-	entries map[[32]byte]time.Time // expiry
+	entries map[cacheKey]time.Time // expiry
+}
+
+// cacheKey is one entry's key: the organisation's credential and the
+// prefix's hash.
+type cacheKey struct {
+	org    string
+	prefix [32]byte
 }
 
 func newPromptCache() *promptCache {
-	return &promptCache{entries: map[[32]byte]time.Time{}}
+	return &promptCache{entries: map[cacheKey]time.Time{}}
 }
+
+// cacheOrg is the organisation whose cache the request r reads and
+// writes: its x-api-key, or "" (one shared cache) without one.
+func cacheOrg(r *http.Request) string { return r.Header.Get("X-Api-Key") }
 
 func (c *promptCache) reset() {
 	c.mu.Lock()
@@ -52,7 +67,7 @@ func (s *Server) minCacheTokens(model string) int {
 // with a live entry), cache writes (from there to the last breakpoint) and
 // the uncached rest. It does not change the cache: entries appear only when
 // a response begins (commit).
-func (c *promptCache) usageFor(p *prompt, minTokens int, now time.Time) usage {
+func (c *promptCache) usageFor(p *prompt, org string, minTokens int, now time.Time) usage {
 	u := usage{InputTokens: p.total}
 	bps := cacheable(p.breakpoints, minTokens)
 	if len(bps) == 0 {
@@ -61,7 +76,7 @@ func (c *promptCache) usageFor(p *prompt, minTokens int, now time.Time) usage {
 	c.mu.Lock()
 	hit := -1
 	for i := len(bps) - 1; i >= 0; i-- {
-		if exp, ok := c.entries[entryKey(p, bps[i])]; ok && now.Before(exp) {
+		if exp, ok := c.entries[cacheKey{org, bps[i].key}]; ok && now.Before(exp) {
 			hit = i
 			break
 		}
@@ -86,8 +101,8 @@ func (c *promptCache) usageFor(p *prompt, minTokens int, now time.Time) usage {
 	return u
 }
 
-// commit creates or refreshes the entries of every cacheable breakpoint.
-func (c *promptCache) commit(p *prompt, minTokens int, now time.Time) {
+// commit creates or refreshes org's entries of every cacheable breakpoint.
+func (c *promptCache) commit(p *prompt, org string, minTokens int, now time.Time) {
 	bps := cacheable(p.breakpoints, minTokens)
 	if len(bps) == 0 {
 		return
@@ -96,7 +111,7 @@ func (c *promptCache) commit(p *prompt, minTokens int, now time.Time) {
 	defer c.mu.Unlock()
 	for _, bp := range bps {
 		exp := now.Add(ttlOf(bp.ttl))
-		if k := entryKey(p, bp); exp.After(c.entries[k]) {
+		if k := (cacheKey{org, bp.key}); exp.After(c.entries[k]) {
 			c.entries[k] = exp
 		}
 	}
@@ -108,24 +123,6 @@ func (c *promptCache) commit(p *prompt, minTokens int, now time.Time) {
 			}
 		}
 	}
-}
-
-// entryKey is bp's entry in the cache of p's scope: its own key in the
-// shared cache, else that key hashed with the scope's credential.
-func entryKey(p *prompt, bp breakpoint) [32]byte {
-	if p.scope == "" {
-		return bp.key
-	}
-	return sha256.Sum256(append([]byte(p.scope+"\x00"), bp.key[:]...))
-}
-
-// credentialOf is the credential r carries, whose cache it uses under
-// CachePerKey (as its rate limits are that credential's).
-func credentialOf(r *http.Request) string {
-	if k := r.Header.Get("X-Api-Key"); k != "" {
-		return k
-	}
-	return r.Header.Get("Authorization")
 }
 
 func cacheable(bps []breakpoint, minTokens int) []breakpoint {

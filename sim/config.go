@@ -56,6 +56,12 @@ type Config struct {
 	RequestsPerMinute     int
 	InputTokensPerMinute  int
 	OutputTokensPerMinute int
+	// BucketsSpent is the share of each of a credential's buckets already
+	// spent when the simulator first sees it: 0 starts them full, as a
+	// key at rest; 0.9 leaves a tenth, as a key already busy at its
+	// limit, so that a run of seconds meets the limit itself rather than
+	// the minute's worth a full bucket lets through at once.
+	BucketsSpent float64
 
 	// MinCacheTokens, when positive, overrides the minimum cacheable prompt
 	// prefix, in tokens, of every non-haiku model. Zero means each model's
@@ -64,11 +70,6 @@ type Config struct {
 	// MinCacheTokensHaiku is the same override for haiku models. Zero
 	// means the documented minimum (2048 for Haiku 3.5, 4096 for Haiku 4.5).
 	MinCacheTokensHaiku int
-	// CachePerKey keeps each credential's prompt cache apart, as the API
-	// keeps each organisation's (and workspace's): a prefix written with
-	// one key is not read with another. Off, one cache serves every key
-	// (as keys of one workspace share one).
-	CachePerKey bool
 
 	// OutputTokensMin and OutputTokensMax bound the reply length chosen from
 	// the request hash (before max_tokens truncation). Zero means 16 and 256.
@@ -89,6 +90,10 @@ type Config struct {
 	FaultRate429 float64
 	FaultRate500 float64
 	FaultRate529 float64
+	// Outages answer every /v1/messages request that arrives within one's
+	// stretch with its error: a backend, or one of its keys, down for a
+	// while. See Outage.
+	Outages []Outage
 	// SlowStreamInterval is the gap between events under the slow-stream
 	// fault. Zero means 1s.
 	SlowStreamInterval time.Duration
@@ -141,6 +146,17 @@ type CapacityStep struct {
 	From       time.Duration
 	Capacity   int
 	OverloadAt int
+}
+
+// Outage answers every /v1/messages request that arrives within [From, To)
+// after the server started with Status (429, 500 or 529; 0 means 529) at
+// once: only requests whose credential is one of Credentials, each named
+// by its short hash (request.Tenant's, as Stats.Credentials names them),
+// or every request when Credentials is empty.
+type Outage struct {
+	From, To    time.Duration
+	Status      int
+	Credentials []string
 }
 
 // Spike multiplies latency by Factor during [From, To) after the server started.
@@ -215,12 +231,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.InputTokensPerMinute, "itpm", c.InputTokensPerMinute, "input tokens per minute limit (0 = off)")
 	fs.IntVar(&c.OutputTokensPerMinute, "otpm", c.OutputTokensPerMinute, "output tokens per minute limit (0 = off)")
 	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens for non-haiku models (0 = each model's documented minimum)")
-	fs.BoolVar(&c.CachePerKey, "cache-per-key", c.CachePerKey, "keep each API key's prompt cache apart, as each organisation's is (default: one cache for every key)")
 	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix in tokens for haiku models (0 = each model's documented minimum)")
 	fs.IntVar(&c.OutputTokensMin, "output-tokens-min", c.OutputTokensMin, "shortest reply in tokens before max_tokens (0 = 16)")
 	fs.IntVar(&c.OutputTokensMax, "output-tokens-max", c.OutputTokensMax, "longest reply in tokens before max_tokens (0 = 256)")
 	fs.DurationVar(&c.BatchDuration, "batch-duration", c.BatchDuration, "time to process a whole message batch (0 = 2s)")
 	fs.DurationVar(&c.BatchExpiry, "batch-expiry", c.BatchExpiry, "time after which an unfinished batch expires (0 = 24h)")
+	fs.Float64Var(&c.BucketsSpent, "buckets-spent", c.BucketsSpent, "share of each credential's rate-limit buckets spent when it is first seen (0 = full)")
+	fs.Var((*outageList)(&c.Outages), "outages", "stretches answered with an error as FROM-TO[:STATUS][@CREDENTIAL_HASH][,...] since start, e.g. 10s-20s:529@3f2a9c1b0d4e5f60")
 	fs.Float64Var(&c.FaultRate429, "fault-rate-429", c.FaultRate429, "fraction of messages requests answered 429 rate_limit_error")
 	fs.Float64Var(&c.FaultRate500, "fault-rate-500", c.FaultRate500, "fraction of messages requests answered 500 api_error")
 	fs.Float64Var(&c.FaultRate529, "fault-rate-529", c.FaultRate529, "fraction of messages requests answered 529 overloaded_error")
@@ -326,4 +343,68 @@ func (l *stepList) Set(v string) error {
 	}
 	*l = out
 	return nil
+}
+
+// outageList is the flag.Value form of []Outage:
+// FROM-TO[:STATUS][@HASH[+HASH...]][,...].
+type outageList []Outage
+
+func (l *outageList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, o := range *l {
+		parts[i] = fmt.Sprintf("%s-%s:%d", o.From, o.To, o.status())
+		if len(o.Credentials) > 0 {
+			parts[i] += "@" + strings.Join(o.Credentials, "+")
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *outageList) Set(v string) error {
+	var out []Outage
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		var o Outage
+		rest, creds, ok := strings.Cut(part, "@")
+		if ok {
+			o.Credentials = strings.Split(creds, "+")
+		}
+		span, status, hasStatus := strings.Cut(rest, ":")
+		from, to, ok := strings.Cut(span, "-")
+		if !ok {
+			return fmt.Errorf("outage %q: want FROM-TO[:STATUS][@CREDENTIAL_HASH], e.g. 10s-20s:529", part)
+		}
+		var err error
+		if o.From, err = time.ParseDuration(from); err != nil || o.From < 0 {
+			return fmt.Errorf("outage %q: from: want a duration >= 0", part)
+		}
+		if o.To, err = time.ParseDuration(to); err != nil || o.To <= o.From {
+			return fmt.Errorf("outage %q: to: want a duration after from", part)
+		}
+		if hasStatus {
+			if o.Status, err = strconv.Atoi(status); err != nil || !outageStatus[o.Status] {
+				return fmt.Errorf("outage %q: status must be 429, 500 or 529", part)
+			}
+		}
+		out = append(out, o)
+	}
+	*l = out
+	return nil
+}
+
+// outageStatus are the statuses an outage can answer with.
+var outageStatus = map[int]bool{429: true, 500: true, 529: true}
+
+// status is the outage's status, 529 when it names none.
+func (o Outage) status() int {
+	if outageStatus[o.Status] {
+		return o.Status
+	}
+	return 529
 }

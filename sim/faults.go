@@ -2,11 +2,14 @@ package sim
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/request"
 )
 
 // Fault names accepted in the x-sim-fault header. A name with the suffix
@@ -63,6 +66,9 @@ func (s *Server) pickFault(r *http.Request, hash uint64) (fault, key string) {
 		}
 		return name, key
 	}
+	if f := s.outage(r); f != "" {
+		return f, ""
+	}
 	c := s.cfg
 	if c.FaultRate429+c.FaultRate500+c.FaultRate529 <= 0 {
 		return "", ""
@@ -77,6 +83,31 @@ func (s *Server) pickFault(r *http.Request, hash uint64) (fault, key string) {
 		return "529", ""
 	}
 	return "", ""
+}
+
+// outage is the fault of an outage r arrived in, by its status; "" when
+// it arrived in none.
+func (s *Server) outage(r *http.Request) string {
+	if len(s.cfg.Outages) == 0 {
+		return ""
+	}
+	at := time.Since(s.start)
+	cred := ""
+	for _, o := range s.cfg.Outages {
+		if at < o.From || at >= o.To {
+			continue
+		}
+		if len(o.Credentials) > 0 {
+			if cred == "" {
+				cred = request.Tenant(r.Header)
+			}
+			if !slices.Contains(o.Credentials, cred) {
+				continue
+			}
+		}
+		return strconv.Itoa(o.status())
+	}
+	return ""
 }
 
 // writeFault answers with an injected error status.

@@ -95,6 +95,7 @@ type exchange struct {
 	gen   *generation
 	fault string
 	id    string
+	org   string // whose prompt cache it reads and writes (cacheOrg)
 }
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
@@ -132,12 +133,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		want = n
 	}
-	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID()}
+	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID(), org: cacheOrg(r)}
 	x.rep = s.generate(req, p, want)
-	if s.cfg.CachePerKey {
-		p.scope = credentialOf(r)
-	}
-	x.usage = s.cache.usageFor(p, s.minCacheTokens(req.Model), now)
+	x.usage = s.cache.usageFor(p, x.org, s.minCacheTokens(req.Model), now)
 	x.usage.OutputTokens = x.rep.outputTokens
 	x.usage.ServiceTier = "standard"
 
@@ -176,7 +174,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 // begin marks the moment the response begins (the first token is ready):
 // from now on the prompt's cache entries exist for later requests.
 func (s *Server) begin(x *exchange) {
-	s.cache.commit(x.p, s.minCacheTokens(x.req.Model), time.Now())
+	s.cache.commit(x.p, x.org, s.minCacheTokens(x.req.Model), time.Now())
 }
 
 func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, x *exchange) {

@@ -295,26 +295,6 @@ func TestPromptCacheConcurrency(t *testing.T) {
 	})
 }
 
-// TestPromptCachePerKey: with CachePerKey a prefix written with one key
-// is read with that key only, as the API keeps each organisation's cache
-// apart; without it every key reads it.
-func TestPromptCachePerKey(t *testing.T) {
-	const prefix = 1500
-	for _, perKey := range []bool{false, true} {
-		s := New(Config{CachePerKey: perKey})
-		decode(t, call(s, "POST", "/v1/messages", cachedBody("", "a"), "x-api-key", "sk-one"))
-		same := decode(t, call(s, "POST", "/v1/messages", cachedBody("", "b"), "x-api-key", "sk-one"))
-		other := decode(t, call(s, "POST", "/v1/messages", cachedBody("", "c"), "x-api-key", "sk-two"))
-		if same.Usage.CacheRead != prefix {
-			t.Errorf("perKey=%v: the writing key's next request read %d; want %d", perKey, same.Usage.CacheRead, prefix)
-		}
-		if want := map[bool]int{false: prefix, true: 0}[perKey]; other.Usage.CacheRead != want {
-			t.Errorf("perKey=%v: another key's request read %d; want %d", perKey, other.Usage.CacheRead, want)
-		}
-		s.Close()
-	}
-}
-
 func TestPromptCacheRules(t *testing.T) {
 	s := New(Config{})
 	defer s.Close()
@@ -405,4 +385,29 @@ func TestInputTokenBucket(t *testing.T) {
 			t.Errorf("read twice at once: %v then %v; want the same (reading takes nothing)", again, twice)
 		}
 	})
+}
+
+// Each API key has a prompt cache of its own, as each organisation has on
+// the API: a prefix written with one key is written again with another,
+// and read only with the key that wrote it.
+func TestPromptCacheIsPerKey(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	const prefix = 1500
+	usage := func(key, question string) string {
+		d := decode(t, call(s, "POST", "/v1/messages", cachedBody("", question), "x-api-key", key))
+		return fmt.Sprintf("write %d read %d", d.Usage.CacheCreation, d.Usage.CacheRead)
+	}
+	write, read := fmt.Sprintf("write %d read 0", prefix), fmt.Sprintf("write 0 read %d", prefix)
+	for _, c := range []struct{ key, want string }{
+		{"sk-a", write}, {"sk-b", write}, {"sk-a", read}, {"sk-b", read},
+	} {
+		if got := usage(c.key, "q"); got != c.want {
+			t.Errorf("%s: %s; want %s", c.key, got, c.want)
+		}
+	}
+	s.Reset()
+	if got := usage("sk-a", "q"); got != write {
+		t.Errorf("after a reset: %s; want %s", got, write)
+	}
 }

@@ -16,11 +16,12 @@ type bucket struct {
 	last  time.Time
 }
 
-func newBucket(limit int, now time.Time) *bucket {
+// newBucket is a bucket of limit a minute, spent of it already (a share).
+func newBucket(limit int, spent float64, now time.Time) *bucket {
 	if limit <= 0 {
 		return nil
 	}
-	return &bucket{limit: float64(limit), level: float64(limit), last: now}
+	return &bucket{limit: float64(limit), level: float64(limit) * (1 - min(max(spent, 0), 1)), last: now}
 }
 
 func (b *bucket) refill(now time.Time) {
@@ -94,10 +95,11 @@ type rateLimits struct {
 	mu            sync.Mutex
 	req, in, out  *bucket
 	rpm, itp, otp int
+	spent         float64 // the share spent when they were made
 }
 
 func newRateLimits(c Config) *rateLimits {
-	l := &rateLimits{rpm: c.RequestsPerMinute, itp: c.InputTokensPerMinute, otp: c.OutputTokensPerMinute}
+	l := &rateLimits{rpm: c.RequestsPerMinute, itp: c.InputTokensPerMinute, otp: c.OutputTokensPerMinute, spent: c.BucketsSpent}
 	l.reset(time.Now())
 	return l
 }
@@ -105,7 +107,7 @@ func newRateLimits(c Config) *rateLimits {
 func (l *rateLimits) reset(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.req, l.in, l.out = newBucket(l.rpm, now), newBucket(l.itp, now), newBucket(l.otp, now)
+	l.req, l.in, l.out = newBucket(l.rpm, l.spent, now), newBucket(l.itp, l.spent, now), newBucket(l.otp, l.spent, now)
 }
 
 // admit takes one request, in input tokens and out output tokens from the
@@ -182,8 +184,8 @@ func (l *rateLimits) writeHeaders(h http.Header, now time.Time) {
 // InputTokenBucket is the input-token bucket of the most spent credential
 // as it stands now, read without changing it: its level (refilled to now)
 // and its size, the input-token limit per minute. A simulator that has
-// seen no credential yet reports a full bucket. ok is false when there is
-// no input-token limit. It is what a benchmark samples to draw the bucket
+// seen no credential yet reports a new credential's bucket. ok is false
+// when there is no input-token limit. It is what a benchmark samples to draw the bucket
 // a rate-limited client lives on; with one credential it is that
 // credential's bucket.
 func (s *Server) InputTokenBucket() (level float64, size int, ok bool) {
@@ -191,7 +193,7 @@ func (s *Server) InputTokenBucket() (level float64, size int, ok bool) {
 		return 0, 0, false
 	}
 	size = s.cfg.InputTokensPerMinute
-	level = float64(size)
+	level = newBucket(size, s.cfg.BucketsSpent, time.Now()).level // as a credential's starts
 	now := time.Now()
 	o := s.limits
 	o.mu.Lock()

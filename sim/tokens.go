@@ -38,9 +38,6 @@ type toolDef struct {
 // prompt is a parsed request prompt: its token count, its cache
 // breakpoints and a hash that decides the reply.
 type prompt struct {
-	// scope is whose cache the prompt reads and writes: "" for the one
-	// cache every key shares, else its credential (Config.CachePerKey).
-	scope       string
 	model       string
 	segments    []segment
 	tools       []toolDef

@@ -88,6 +88,11 @@ func runBench(args []string) error {
 		return err
 	}
 	rep.WriteTable(os.Stdout)
+	if rep.Verdict() == "" && sc.Verdict != "" {
+		// No plain to judge against (a scenario of variants only, such as
+		// key-pool): the scenario's own line, as the suite gives it.
+		fmt.Printf("\n%s\n", bench.VerdictOf(sc.Verdict, rep, nil, "").Line)
+	}
 	if *out != "" {
 		if err := rep.WriteFiles(*out); err != nil {
 			return fmt.Errorf("bench: write %s: %w", *out, err)

@@ -55,3 +55,34 @@ func TestBenchSuiteFlags(t *testing.T) {
 		t.Errorf("--suite into a foreign directory = %v; want a refusal naming thesis.tex", err)
 	}
 }
+
+// A scenario of variants only, with no plain to judge against, prints its
+// own verdict line after the table.
+func TestBenchScenarioOfVariantsPrintsItsVerdict(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "fo.json")
+	js := `{"name":"fo","modes":["one-backend","two-backends"],"verdict":"failover","client":{"max_retries":0},
+		"sim":{"ttft":"5ms","outages":[{"from":"0s","to":"1h","backend":"primary"}]},
+		"workload":{"kind":"burst","n":2,"duration":"20ms","prompt_tokens":[10,10],"output_tokens":[4,4]},
+		"variants":[{"name":"one-backend","sluice":{"backends":[{"name":"primary","keys":["env:P"]}],"timeout":"1s"}},
+		            {"name":"two-backends","sluice":{"backends":[{"name":"primary","keys":["env:P"]},{"name":"secondary","keys":["env:S"]}]}}]}`
+	if err := os.WriteFile(sc, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = out
+	err = runBench([]string{"--scenario", sc, "--quiet"})
+	os.Stdout = stdout
+	out.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, _ := os.ReadFile(out.Name())
+	if !strings.Contains(string(printed), "\ntwo-backends wins vs one-backend: served 100% vs 0%") {
+		t.Errorf("no failover verdict line in:\n%s", printed)
+	}
+}
