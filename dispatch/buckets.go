@@ -60,6 +60,9 @@ func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 // one (a conversation's next turn) writes the rest, which the input limit
 // counts.
 func cachedTokens(m *Member) int {
+	if m.keyCold {
+		return 0 // routed to a key whose cache holds none of it
+	}
 	if st := m.CacheStanding(); st.Role != CacheWarm && (st.Role != CacheFollower || st.Released != ReleasedBegun) {
 		return 0
 	}

@@ -405,3 +405,30 @@ func TestCachedTokensAreTheWarmPrefixOnly(t *testing.T) {
 		}
 	})
 }
+
+// coldRouting routes every member to one key, saying whether it is cold
+// there.
+type coldRouting struct{ cold bool }
+
+func (c coldRouting) Route(*Member) Routed { return Routed{Key: "k", Cold: c.cold} }
+func (coldRouting) End(*Member)            {}
+
+// A request whose routing says its key holds none of its prefixes is
+// counted as reading nothing from the cache, though the cache-aware
+// release found its prefix warm (its registry is one for every key).
+func TestColdKeyCountsNothingCached(t *testing.T) {
+	for _, cold := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute, Routing: coldRouting{cold}}, 4, &CacheAware{})
+			<-r.send(t.Context(), "leader", shared(7), beginAfter(time.Second))
+			var got int
+			<-r.send(t.Context(), "warm", shared(7), func(_ context.Context, m *Member) error {
+				got = cachedTokens(m)
+				return nil
+			})
+			if want := map[bool]int{false: 2000, true: 0}[cold]; got != want {
+				t.Errorf("cold=%v: %d cached tokens; want %d", cold, got, want)
+			}
+		})
+	}
+}

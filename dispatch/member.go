@@ -42,6 +42,8 @@ type Member struct {
 	// notes are the policies' own records of the member (see Note).
 	notes  [maxNotes]any
 	tenant Tenant // its tenant, as Config.Tenants counts it; nil without
+	// keyCold says its routed key holds none of its prefixes (Routed.Cold).
+	keyCold bool
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap

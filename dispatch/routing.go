@@ -9,13 +9,26 @@ package dispatch
 // Config.Routing sets it; its methods are called on the request path and
 // must not block.
 type Routing interface {
-	// Route chooses m's key. It returns the key's short name, whose
-	// rate-limit buckets m then spends (m.Request().Upstream), and the
-	// lane of the gate m waits in first (see gate.Lanes; 0: none).
-	Route(m *Member) (key string, lane int)
+	// Route chooses m's key (see Routed).
+	Route(m *Member) Routed
 	// End is m's passage ending, whichever way: what it held of its key
 	// (its place in the key's load) is given back.
 	End(m *Member)
+}
+
+// Routed is a routing policy's choice for a member.
+type Routed struct {
+	// Key is the key's short name, whose rate-limit buckets the member
+	// then spends (m.Request().Upstream).
+	Key string
+	// Lane is the lane of the gate the member waits in first (see
+	// gate.Lanes; 0: none).
+	Lane int
+	// Cold says the key holds none of the member's prompt prefixes: the
+	// pacing then counts none of its prompt as read from the cache,
+	// whatever the cache-aware release found (its registry is one for
+	// every key; a cache is per key).
+	Cold bool
 }
 
 // route has m's key chosen, if there is a routing policy, and readies its
@@ -24,5 +37,6 @@ func (s *Scheduler) route(m *Member) {
 	if s.routing == nil {
 		return
 	}
-	m.req.Upstream, m.ticket.Lane = s.routing.Route(m)
+	r := s.routing.Route(m)
+	m.req.Upstream, m.ticket.Lane, m.keyCold = r.Key, r.Lane, r.Cold
 }

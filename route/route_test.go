@@ -375,3 +375,22 @@ func TestRememberedIsBounded(t *testing.T) {
 		t.Errorf("%d sessions remembered; want at most %d", n, maxRemembered)
 	}
 }
+
+// TestRouteSaysWhetherTheKeyHeldThePrefix: the first request of a prefix
+// finds its key cold; a follower routed there finds it held; one routed
+// elsewhere by room finds that key cold.
+func TestRouteSaysWhetherTheKeyHeldThePrefix(t *testing.T) {
+	r := room{}
+	p := twoKeys(t, r)
+	first, _, held := p.route(Affinity{}, desc("", 7), nil, t0)
+	if held {
+		t.Error("the prefix's first request found its key holding it")
+	}
+	if k, _, held := p.route(Affinity{}, desc("", 7), nil, t0); k != first || !held {
+		t.Errorf("a follower: %s, held %v; want %s, held", k, held, first)
+	}
+	r[first.Hash] = t0.Add(time.Hour)
+	if k, _, held := p.route(Affinity{}, desc("", 7), nil, t0); k == first || held {
+		t.Errorf("sent elsewhere by room: %s, held %v; want another key, cold", k, held)
+	}
+}

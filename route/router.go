@@ -191,13 +191,25 @@ func contains(ks []*Key, k *Key) bool {
 // no key (its inbound key's backends are none of the pool's). The caller
 // calls Done(k) once the request is done with k.
 func (p *Pool) Route(router Router, r *request.Descriptor, avoid []*Key, now time.Time) (*Key, Why) {
+	k, why, _ := p.route(router, r, avoid, now)
+	return k, why
+}
+
+// route is Route that also says whether the key held r's longest prefix
+// held anywhere before this choice.
+func (p *Pool) route(router Router, r *request.Descriptor, avoid []*Key, now time.Time) (*Key, Why, bool) {
 	var buf [8]*Key
 	cands := p.candidates(r, avoid, now, buf[:])
 	if len(cands) == 0 {
-		return nil, ByRoom
+		return nil, ByRoom, false
 	}
 	c := router.Choose(p, r, cands, now)
 	k := c.Key
+	held := false
+	if r != nil && len(r.Prefixes) > 0 {
+		holders, _ := p.affinity.holders(r.Prefixes, now)
+		held = holders&(1<<k.index) != 0
+	}
 	k.pending.Add(1)
 	k.count.routed[c.Why].Add(1)
 	if len(avoid) > 0 && avoid[len(avoid)-1] != k {
@@ -207,7 +219,7 @@ func (p *Pool) Route(router Router, r *request.Descriptor, avoid []*Key, now tim
 		p.tellWrote(k, p.affinity.wrote(r.Prefixes, k, now))
 		p.sessions.went(r.Session, k, now)
 	}
-	return k, c.Why
+	return k, c.Why, held
 }
 
 // Done is a request routed to k done with it.

@@ -26,22 +26,24 @@ type routed struct {
 
 var routedNote = dispatch.NewNote[routed]()
 
-// Route chooses m's key (see dispatch.Routing).
-func (s *Scheduling) Route(m *dispatch.Member) (string, int) {
+// Route chooses m's key (see dispatch.Routing). A request with prompt
+// prefixes routed to a key that held none of them is cold there.
+func (s *Scheduling) Route(m *dispatch.Member) dispatch.Routed {
 	n := routedNote.Make(m)
 	if n.key != nil { // tried again: its last key failed it, or held it
 		n.tried = append(n.tried, n.key)
 		s.Pool.Done(n.key)
 	}
-	k, why := s.Pool.Route(s.Router, m.Request(), n.tried, time.Now())
+	r := m.Request()
+	k, why, held := s.Pool.route(s.Router, r, n.tried, time.Now())
 	if k == nil {
 		// Nothing it may use: the proxy refuses such a request before it
 		// waits (see Pool.Allows), so this is a pool changed under it.
 		n.key = nil
-		return "", 0
+		return dispatch.Routed{}
 	}
 	n.key, n.why = k, why
-	return k.Hash, k.Lane
+	return dispatch.Routed{Key: k.Hash, Lane: k.Lane, Cold: len(r.Prefixes) > 0 && !held}
 }
 
 // End gives m's place in its key's load back.
