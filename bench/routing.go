@@ -1,13 +1,18 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sluicehq/sluice/cloud/bedrock"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // A scenario's sluice may route over backends (docs/routing.md), as a
@@ -21,6 +26,10 @@ import (
 // [[backends]] table without url (the simulator's).
 type BackendSpec struct {
 	Name string `json:"name"`
+	// Kind is "anthropic" (the default) or "bedrock": a Bedrock backend
+	// on the simulator's Bedrock paths, signed with its test credentials
+	// (benchCloud); it takes no keys.
+	Kind string `json:"kind"`
 	// Keys are env:NAME references, each read from benchEnv.
 	Keys           []string `json:"keys"`
 	MaxConcurrency int      `json:"max_concurrency"`
@@ -59,8 +68,24 @@ func backends(specs []BackendSpec) []config.Backend {
 	out := make([]config.Backend, len(specs))
 	for i, b := range specs {
 		out[i] = config.Backend{Name: b.Name, Kind: "anthropic", Keys: b.Keys, MaxConcurrency: b.MaxConcurrency, Weight: b.Weight}
+		if b.Kind == "bedrock" {
+			out[i].Kind, out[i].Region = "bedrock", "us-east-1"
+		}
 	}
 	return out
+}
+
+// benchCloud builds the client of a bench's Bedrock backend: the
+// simulator at base, with the simulator's test credentials, never the
+// process's own.
+func benchCloud(base string) func(config.Backend) (upstream.Backend, error) {
+	return func(b config.Backend) (upstream.Backend, error) {
+		if b.Kind != "bedrock" {
+			return nil, fmt.Errorf("the bench runs no %s backend", b.Kind)
+		}
+		return bedrock.New(context.Background(), bedrock.Options{Name: b.Name, Region: b.Region, Endpoint: base,
+			Credentials: credentials.NewStaticCredentialsProvider(sim.DefaultBedrockAccessKeyID, sim.DefaultBedrockSecretAccessKey, "")})
+	}
 }
 
 // backendCredentials are the short hashes (request.Tenant's) of the fake
@@ -135,7 +160,12 @@ func validateBackends(where string, bs []BackendSpec, policy string) error {
 			return fmt.Errorf("%s.name: each backend needs a name of its own", at)
 		}
 		names[b.Name] = true
-		if len(b.Keys) == 0 {
+		switch {
+		case b.Kind != "" && b.Kind != "anthropic" && b.Kind != "bedrock":
+			return fmt.Errorf("%s.kind: want anthropic or bedrock, not %q", at, b.Kind)
+		case b.Kind == "bedrock" && len(b.Keys) > 0:
+			return fmt.Errorf("%s.keys: a bedrock backend takes none (it signs with the simulator's test credentials)", at)
+		case b.Kind != "bedrock" && len(b.Keys) == 0:
 			return fmt.Errorf("%s.keys: name at least one, as \"env:NAME\"", at)
 		}
 		for _, k := range b.Keys {

@@ -79,7 +79,7 @@ func runMode(ctx context.Context, sc *Scenario, mode, label string, arrivals []A
 			defer svc.Close() // after the proxy has stopped (deferred below)
 			popt.Bulk = svc
 		}
-		parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger, Getenv: benchEnv}) // as sluice serve builds them
+		parts, err := assemble.Build(cfg, assemble.Env{Log: popt.Logger, Getenv: benchEnv, Cloud: benchCloud(cfg.UpstreamURL.String())}) // as sluice serve builds them
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,9 @@ func (sc *Scenario) SimConfig() sim.Config {
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
 		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
 		BucketsSpent: sc.Sim.BucketsSpent, Outages: sc.simOutages(),
+		// The Bedrock paths take the test credentials a bench's Bedrock
+		// backend signs with (benchCloud).
+		BedrockAccessKeyID: sim.DefaultBedrockAccessKeyID, BedrockSecretAccessKey: sim.DefaultBedrockSecretAccessKey,
 	}
 	for _, sp := range sc.Sim.Spikes {
 		c.Spikes = append(c.Spikes, sim.Spike{From: sp.From.D(), To: sp.To.D(), Factor: sp.Factor})
