@@ -66,7 +66,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	h := ex.w.Header()
 	upstream.CopyHeader(h, resp.Header)
 	h.Del("Content-Length")
-	go pipe.writeTo(ex.w, resp.StatusCode, idle)
+	pipe.start(ex.w, resp.StatusCode, idle)
 
 	var tally streamUsage
 	defer func() {

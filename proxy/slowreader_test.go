@@ -134,7 +134,7 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 			t.Fatalf("an empty pipe past the bound: err %v, held %d; want its one event taken", err, shared.Held())
 		}
 		rec := httptest.NewRecorder()
-		go sp.writeTo(rec, 200, time.Second)
+		sp.start(rec, 200, time.Second)
 		synctest.Wait()
 		if !second.Load() {
 			t.Fatal("the writer drained the pipe, yet the waiting put did not go on")
@@ -142,7 +142,7 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 		sp.close()
 		sp.wait()
 		other.close()
-		go other.writeTo(httptest.NewRecorder(), 200, time.Second)
+		other.start(httptest.NewRecorder(), 200, time.Second)
 		other.wait()
 		if rec.Body.Len() != 120 || shared.Held() != 0 {
 			t.Fatalf("wrote %d bytes, %d still held; want 120 written and the budget back", rec.Body.Len(), shared.Held())

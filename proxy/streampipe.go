@@ -21,12 +21,16 @@ var errClientWrite = errors.New("write to client")
 var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it", errClientWrite)
 
 // streamPipe carries a stream's events from the goroutine that reads the
-// upstream (put) to the one that writes the client (writeTo), holding at
-// most max bytes between them.
+// upstream (put) to the client, holding at most max bytes between them.
+// The client is written by a goroutine of the pipe's own, which runs only
+// while there is something to write: put starts it when the pipe goes from
+// empty to not, and it ends once it has written all there is. An agent's
+// stream is silent most of the time it is open (thinking, a tool call),
+// and a writer parked for the whole silence cost each open stream a
+// goroutine and its stack (docs/benchmarks.md, issue 30).
 type streamPipe struct {
 	max    int
 	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
-	wake   chan struct{} // the writer has something new to do; capacity 1
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
 
@@ -39,8 +43,19 @@ type streamPipe struct {
 	acked func() uint64
 	cut   func()
 
+	// What start gave the writer; written before the first writer runs,
+	// and read only by the writer, one run at a time (writing).
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	status int
+	idle   time.Duration
+	began  bool // the status has been sent
+
 	mu        sync.Mutex
 	buf       []byte    // events put and not yet taken by the writer
+	spare     []byte    // the writer's last buffer, for buf's next turn while a burst lasts
+	started   bool      // start has run: a writer may run
+	writing   bool      // a writer is running; it ends when buf is empty
 	closed    bool      // nothing more will be put
 	err       error     // the writer failed: the client is gone or stopped reading
 	tookAt    time.Time // when the client was last seen taking bytes
@@ -53,7 +68,7 @@ type streamPipe struct {
 }
 
 func newStreamPipe(max int, shared *byteBudget) *streamPipe {
-	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}),
+	return &streamPipe{max: max, shared: shared, room: make(chan struct{}, 1), done: make(chan struct{}),
 		tookAt: time.Now()}
 }
 
@@ -61,6 +76,15 @@ func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
+	}
+}
+
+// kick starts a writer if there is work for one (bytes to write, or the
+// pipe to end) and none runs. Called with sp.mu held.
+func (sp *streamPipe) kick() {
+	if sp.started && !sp.writing && (len(sp.buf) > 0 || sp.closed || sp.err != nil) {
+		sp.writing = true
+		go sp.write()
 	}
 }
 
@@ -87,6 +111,7 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 		if len(sp.buf)+len(ev) <= sp.max && sp.shared.reserve(int64(len(ev))) {
 			break
 		}
+		sp.kick()
 		sp.mu.Unlock()
 		if tick == nil && sp.stall > 0 {
 			t := time.NewTicker(sp.stall / 4)
@@ -108,9 +133,9 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	err := sp.err
 	if err == nil {
 		sp.buf = append(sp.buf, ev...)
+		sp.kick()
 	}
 	sp.mu.Unlock()
-	signal(sp.wake)
 	return err
 }
 
@@ -129,15 +154,15 @@ func (sp *streamPipe) stalled() bool {
 	return now.Sub(sp.tookAt) >= sp.stall
 }
 
-// fail ends the stream for err: the writer stops, and cut ends a write
-// blocked on the client.
+// fail ends the stream for err: the writer stops (or one is started to
+// finish, if none runs), and cut ends a write blocked on the client.
 func (sp *streamPipe) fail(err error) {
 	sp.mu.Lock()
 	if sp.err == nil {
 		sp.err = err
 	}
+	sp.kick()
 	sp.mu.Unlock()
-	signal(sp.wake)
 	sp.deadlines.Lock()
 	sp.isCut = true
 	if sp.cut != nil {
@@ -164,54 +189,74 @@ func (sp *streamPipe) putLast(ev []byte) {
 	if sp.err == nil {
 		sp.shared.held.Add(int64(len(ev)))
 		sp.buf = append(sp.buf, ev...)
+		sp.kick()
 	}
 	sp.mu.Unlock()
-	signal(sp.wake)
 }
 
 // close says nothing more will be put; the writer finishes what is left.
 func (sp *streamPipe) close() {
 	sp.mu.Lock()
 	sp.closed = true
+	sp.kick()
 	sp.mu.Unlock()
-	signal(sp.wake)
 }
 
-// writeTo sends the status and then every event put to w, each write under
-// a deadline of idle, until the pipe is closed and empty or a write fails.
-func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Duration) {
-	defer close(sp.done)
-	rc := http.NewResponseController(w)
-	w.WriteHeader(status)
-	err := flushTo(rc)
-	var spare []byte
+// start sends status to w at once, and from then on every event put, each
+// write under a deadline of idle, until the pipe is closed and empty or a
+// write fails (see wait). The writer runs on goroutines of its own, one
+// at a time and only while there is something to write, so start returns
+// at once.
+func (sp *streamPipe) start(w http.ResponseWriter, status int, idle time.Duration) {
+	sp.w, sp.rc, sp.status, sp.idle = w, http.NewResponseController(w), status, idle
+	sp.mu.Lock()
+	sp.started, sp.writing = true, true
+	sp.mu.Unlock()
+	go sp.write()
+}
+
+// write is one run of the writer: it sends the status if no run has, then
+// what was put, until there is nothing left to write. It ends the pipe
+// (done) once the pipe is closed and empty, or when a write fails; it
+// then leaves writing set, so that no other run starts.
+func (sp *streamPipe) write() {
+	var err error
+	if !sp.began {
+		sp.began = true
+		sp.w.WriteHeader(sp.status)
+		err = flushTo(sp.rc)
+	}
 	for err == nil {
 		sp.mu.Lock()
-		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
-			sp.mu.Unlock()
-			<-sp.wake
-			sp.mu.Lock()
-		}
 		if sp.err != nil { // cut
 			err = sp.err
 			sp.mu.Unlock()
 			break
 		}
-		take, last := sp.buf, sp.closed && len(sp.buf) == 0
-		sp.buf = spare[:0]
-		sp.mu.Unlock()
-		signal(sp.room)
-		if last {
+		if len(sp.buf) == 0 {
+			// Nothing held while the stream is silent: the next burst's
+			// first put allocates afresh.
+			sp.buf, sp.spare = nil, nil
+			closed := sp.closed
+			sp.writing = closed // once closed and empty, no run starts again
+			sp.mu.Unlock()
+			if closed {
+				close(sp.done)
+			}
 			return
 		}
-		if werr := writeRenewingWhile(w, rc, take, idle, sp.renew); werr != nil {
+		take := sp.buf
+		sp.buf, sp.spare = sp.spare[:0], nil
+		sp.mu.Unlock()
+		signal(sp.room)
+		if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
 			err = fmt.Errorf("%w: %v", errClientWrite, werr)
 		} else {
-			err = flushTo(rc)
+			err = flushTo(sp.rc)
 		}
 		sp.shared.release(int64(len(take)))
-		spare = take
 		sp.mu.Lock()
+		sp.spare = take[:0]
 		sp.tookAt = time.Now()
 		if sp.err != nil { // cut
 			err = sp.err
@@ -223,9 +268,10 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 		sp.err = err
 	}
 	sp.shared.release(int64(len(sp.buf)))
-	sp.buf = nil
+	sp.buf, sp.spare = nil, nil
 	sp.mu.Unlock()
 	signal(sp.room)
+	close(sp.done)
 }
 
 // writeChunk is how much of an answer is written under one write deadline.
