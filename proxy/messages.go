@@ -143,14 +143,15 @@ func (p *Proxy) admitted(ex *exchange) *request.Descriptor {
 	return &ex.desc
 }
 
-// waitParked is stage 4 for a request with many ahead of it: it will wait
-// long for its turn, so it waits parked, without net/http's connection
-// goroutine and buffers (see package park), and the scheduler calls settle
-// back when its passage is over. It reports false when the request should
-// wait in place instead: its turn is near (not worth the takeover), or its
-// connection cannot be parked (HTTP/2, say).
+// waitParked is stage 4 for a request with many ahead of it, or a stream:
+// it will wait long for its turn, or stay open long (an agent's stream,
+// silent most of the time), so it is served parked, without net/http's
+// connection goroutine and buffers (see package park), and the scheduler
+// calls settle back when its passage is over. It reports false when the
+// request should wait in place instead: its turn is near (not worth the
+// takeover), or its connection cannot be parked (HTTP/2, say).
 func (p *Proxy) waitParked(ex *exchange) bool {
-	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen {
+	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen && !ex.desc.Stream {
 		return false
 	}
 	rw, err := p.parker.Park(ex.w, ex.r)
