@@ -178,13 +178,13 @@ var errEventTooLarge = errors.New("upstream event too large")
 // at EOF, send's error, errEventTooLarge for an event past maxEventSize,
 // or src's read error.
 func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event []byte)) error {
-	// 4 KB, the size of the transport's own buffer beneath src: a larger
-	// one saves a read from the socket only when more than 4 KB of events
-	// wait at once, and an agent's stream holds it for as long as the
-	// stream is open, most of it silent (16 KB cost 12 KB more per open
-	// stream; docs/benchmarks.md, issue 30). An event larger than it is
-	// read in pieces (ErrBufferFull below).
-	br := bufio.NewReaderSize(src, 4<<10)
+	// 1 KB: an agent's stream holds it for as long as the stream is open,
+	// most of it silent (16 KB cost 12 KB more per open stream, and 4 KB
+	// 3 KB more; docs/benchmarks.md, issue 30). The transport's own 4 KB
+	// buffer is beneath src, so a smaller one here costs copies, not
+	// reads from the socket. A line longer than it is read in pieces
+	// (ErrBufferFull below).
+	br := bufio.NewReaderSize(src, 1<<10)
 	var event []byte
 	lineStart := 0 // where the line being read began in event
 	for {
@@ -216,6 +216,11 @@ func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event [
 			}
 			event = event[:0]
 			lineStart = 0
+			if br.Buffered() == 0 && cap(event) > 1<<10 {
+				// The read that follows may wait through a silence: a
+				// long event's buffer is not kept for it.
+				event = nil
+			}
 		}
 	}
 }
