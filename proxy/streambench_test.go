@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +30,8 @@ var benchStream = func() []string {
 // path, with the upstream flushing every event on its own (apart: each a
 // read of its own for sluice) or the whole answer at once (together: many
 // events in one read). cpu-µs/op is this process's CPU per stream (client,
-// upstream and sluice): the difference from direct's is sluice's. Run:
+// upstream and sluice), writes/op its write system calls (where a flush
+// per event shows): the difference from direct's is sluice's. Run:
 //
 //	go test -run '^$' -bench StreamRelay -benchmem -benchtime 2000x ./proxy/
 func BenchmarkStreamRelay(b *testing.B) {
@@ -72,7 +75,7 @@ func BenchmarkStreamRelay(b *testing.B) {
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 				defer client.CloseIdleConnections()
 				want := len(strings.Join(benchStream, ""))
-				cpu0 := cpuTime()
+				cpu0, w0 := cpuTime(), writeCalls()
 				for b.Loop() {
 					req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(streamRequestJSON))
 					req.Header.Set("Content-Type", "application/json")
@@ -88,6 +91,9 @@ func BenchmarkStreamRelay(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+				if w := writeCalls(); w >= 0 {
+					b.ReportMetric(float64(w-w0)/float64(b.N), "writes/op")
+				}
 			})
 		}
 		up.Close()
@@ -99,4 +105,23 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeCalls is this process's count of write system calls so far, from
+// /proc/self/io; -1 where there is none.
+func writeCalls() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
