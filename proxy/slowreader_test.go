@@ -116,12 +116,12 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 		shared := &byteBudget{limit: 100}
 		sp := newStreamPipe(1000, shared)
 		ev := bytes.Repeat([]byte("e"), 60)
-		if err := sp.put(context.Background(), ev); err != nil {
+		if err := sp.put(context.Background(), ev, false); err != nil {
 			t.Fatal(err)
 		}
 		var second atomic.Bool
 		go func() {
-			if err := sp.put(context.Background(), ev); err == nil {
+			if err := sp.put(context.Background(), ev, false); err == nil {
 				second.Store(true)
 			}
 		}()
@@ -130,7 +130,7 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 			t.Fatalf("past the shared bound: second put done=%v, held %d; want it waiting, 60 held", second.Load(), shared.Held())
 		}
 		other := newStreamPipe(1000, shared)
-		if err := other.put(context.Background(), ev); err != nil || shared.Held() != 120 {
+		if err := other.put(context.Background(), ev, false); err != nil || shared.Held() != 120 {
 			t.Fatalf("an empty pipe past the bound: err %v, held %d; want its one event taken", err, shared.Held())
 		}
 		rec := httptest.NewRecorder()

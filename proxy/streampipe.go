@@ -91,7 +91,9 @@ func (sp *streamPipe) kick() {
 // put adds one whole event, waiting while the pipe is full or the shared
 // budget spent. An event always fits in an empty pipe, so every stream
 // makes progress. It fails once the writer has failed, or when ctx ends
-// while it waits.
+// while it waits. more says another event follows at once: the writer is
+// started only by the last of them, so that the events of one read from
+// the upstream go to the client in one write and one flush.
 //
 // While it waits the upstream waits on the client, and the request holds
 // its slot: a client that has then taken no bytes for stall is cut, every
@@ -100,7 +102,7 @@ func (sp *streamPipe) kick() {
 // the client's last byte taken and the wait's start. A client that reads
 // at any pace, however slow, is never cut so: each byte it takes moves
 // its acknowledged count.
-func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
+func (sp *streamPipe) put(ctx context.Context, ev []byte, more bool) error {
 	var tick <-chan time.Time
 	sp.mu.Lock()
 	for sp.err == nil {
@@ -133,7 +135,9 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	err := sp.err
 	if err == nil {
 		sp.buf = append(sp.buf, ev...)
-		sp.kick()
+		if !more {
+			sp.kick()
+		}
 	}
 	sp.mu.Unlock()
 	return err

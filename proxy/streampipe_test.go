@@ -32,7 +32,7 @@ func TestStreamPipeWriterRunsOnlyWhileThereIsSomethingToWrite(t *testing.T) {
 		}
 		want := ""
 		for _, ev := range []string{"event: a\n\n", "event: b\n\n", "event: c\n\n"} {
-			if err := sp.put(context.Background(), []byte(ev)); err != nil {
+			if err := sp.put(context.Background(), []byte(ev), false); err != nil {
 				t.Fatal(err)
 			}
 			want += ev
@@ -58,9 +58,41 @@ func TestStreamPipeFailedWhileSilentEnds(t *testing.T) {
 		synctest.Wait()
 		sp.fail(errClientStalled)
 		sp.wait()
-		if err := sp.put(context.Background(), []byte("event: a\n\n")); !errors.Is(err, errClientStalled) {
+		if err := sp.put(context.Background(), []byte("event: a\n\n"), false); !errors.Is(err, errClientStalled) {
 			t.Fatalf("put after the cut: %v; want errClientStalled", err)
 		}
 		sp.close()
+	})
+}
+
+// flushCounter is a recorder that counts its flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// Events that arrived together (more) go to the client in one write and
+// one flush, once the last of them is put; none waits for a later read.
+func TestStreamPipeWritesEventsThatCameTogetherAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sp := newStreamPipe(1000, &byteBudget{limit: 1 << 20})
+		w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+		sp.start(w, 200, time.Second)
+		synctest.Wait()
+		sp.put(context.Background(), []byte("event: a\n\n"), true)
+		sp.put(context.Background(), []byte("event: b\n\n"), true)
+		synctest.Wait()
+		if w.Body.Len() != 0 {
+			t.Fatalf("written before the last event of the read: %q", w.Body.String())
+		}
+		sp.put(context.Background(), []byte("event: c\n\n"), false)
+		synctest.Wait()
+		if got := w.Body.String(); got != "event: a\n\nevent: b\n\nevent: c\n\n" || w.flushes != 2 {
+			t.Fatalf("wrote %q in %d flushes; want the three events in one flush after the status's", got, w.flushes)
+		}
+		sp.close()
+		sp.wait()
 	})
 }
