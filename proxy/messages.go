@@ -55,7 +55,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.sched == nil {
-		ctx := p.begin(r.Context(), &ex.serving)
+		if p.takeOver(ex) {
+			return
+		}
+		ctx := p.begin(ex.r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
 		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
@@ -64,10 +67,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// r's body is spent; dropping it lets go of the server's read buffer,
 	// which it points into, for as long as r is kept.
 	r.Body = http.NoBody
-	if p.waitParked(ex) {
-		return // settled when the scheduler calls back
+	if p.waitParked(ex) || p.takeOver(ex) {
+		return // settled when the scheduler calls back, or the connection was lost
 	}
-	ctx := p.begin(r.Context(), &ex.serving)
+	ctx := p.begin(ex.r.Context(), &ex.serving)
 	defer p.end(&ex.serving)
 	// Admitted, it waits here; forward runs on this goroutine once it
 	// holds its slot.
@@ -143,15 +146,14 @@ func (p *Proxy) admitted(ex *exchange) *request.Descriptor {
 	return &ex.desc
 }
 
-// waitParked is stage 4 for a request with many ahead of it, or a stream:
-// it will wait long for its turn, or stay open long (an agent's stream,
-// silent most of the time), so it is served parked, without net/http's
-// connection goroutine and buffers (see package park), and the scheduler
-// calls settle back when its passage is over. It reports false when the
-// request should wait in place instead: its turn is near (not worth the
-// takeover), or its connection cannot be parked (HTTP/2, say).
+// waitParked is stage 4 for a request with many ahead of it: it will wait
+// long for its turn, so it waits parked, without net/http's connection
+// goroutine and buffers (see package park), and the scheduler calls settle
+// back when its passage is over. It reports false when the request should
+// wait in place instead: its turn is near (not worth the takeover), or its
+// connection cannot be parked (HTTP/2, say).
 func (p *Proxy) waitParked(ex *exchange) bool {
-	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen && !ex.desc.Stream {
+	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen {
 		return false
 	}
 	rw, err := p.parker.Park(ex.w, ex.r)
