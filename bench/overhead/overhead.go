@@ -162,7 +162,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if hap == "" {
 		rep.HAProxy = "skipped: haproxy is not on PATH"
 	} else {
-		t, version, err := startHAProxy(ctx, hap, upAddr, dir)
+		t, version, err := startHAProxy(ctx, hap, upAddr, dir, opt.Streams)
 		if err != nil {
 			return nil, err
 		}
