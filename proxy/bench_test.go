@@ -51,17 +51,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		for _, o := range opts {
 			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder, opt.Books = o.ParkWhenQueued, o.TracerProvider, o.Recorder, o.Books
 		}
-		p, err := newProxy(b, cfg, opt)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		stop := (&Server{Proxy: p}).Start(ln) // as under sluice serve
-		b.Cleanup(func() { stop() })
-		return "http://" + ln.Addr().String()
+		return serveBench(b, cfg, opt)
 	}
 	// budgeted is a budget on the bench's key that it never reaches, and
 	// the books (SPEND_STORE=memory): what checking a budget and counting
@@ -180,3 +170,19 @@ var benchLogger = func() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }()
+
+// serveBench serves a proxy for cfg on loopback, as sluice serve does
+// (proxy.Server), and returns its URL.
+func serveBench(b *testing.B, cfg config.Config, opt Options) string {
+	p, err := newProxy(b, cfg, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := (&Server{Proxy: p}).Start(ln)
+	b.Cleanup(func() { stop() })
+	return "http://" + ln.Addr().String()
+}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
-	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -156,19 +155,10 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen {
 		return false
 	}
-	rw, err := p.parker.Park(ex.w, ex.r)
-	switch {
-	case errors.Is(err, park.ErrNotParkable):
-		return false
-	case err != nil:
-		// The connection was taken over and then found unusable (a
-		// listener serving TLS, say): there is nobody left to answer.
-		ex.releaseBody()
-		p.log.Error("parking failed; the connection is closed", "err", err)
-		return true
+	rw, gone := p.takeConn(ex)
+	if rw == nil {
+		return gone
 	}
-	ex.rec.parked = true
-	ex.w, ex.parked = rw, rw
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
 	ctx := p.begin(rw.Context(), &ex.serving)

@@ -187,15 +187,8 @@ func TestParkingStartsWhenTheCapIsWaiting(t *testing.T) {
 		<-release
 		writeMessage(w)
 	})
-	cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 })
-	p, err := newProxy(t, cfg, Options{Logger: quietLog}) // the default threshold: 2 waiting
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(p)
-	srv.Listener = p.Listener(srv.Listener)
-	srv.Start()
-	defer func() { srv.Close(); p.Shutdown(context.Background()); p.Close() }()
+	// the default threshold: 2 waiting
+	p, srv := startDefaultParking(t, testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 }))
 	defer close(release)
 
 	c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
@@ -255,14 +248,7 @@ func TestStreamConnectionIsTakenOverWithNothingWaiting(t *testing.T) {
 					w.(http.Flusher).Flush()
 				}
 			})
-			p, err := newProxy(t, testConfig(t, up.URL, windowed), Options{Logger: quietLog}) // the default threshold
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewUnstartedServer(p)
-			srv.Listener = p.Listener(srv.Listener)
-			srv.Start()
-			defer func() { srv.Close(); p.Shutdown(context.Background()); p.Close() }()
+			p, srv := startDefaultParking(t, testConfig(t, up.URL, windowed))
 			var once sync.Once
 			open := func() { once.Do(func() { close(release) }) }
 			defer open()
@@ -294,4 +280,20 @@ func TestStreamConnectionIsTakenOverWithNothingWaiting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startDefaultParking serves a proxy for cfg through its Listener, with
+// the default threshold for parking (unlike startProxy's, which parks
+// every windowed request).
+func startDefaultParking(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
+	t.Helper()
+	p, err := newProxy(t, cfg, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = p.Listener(srv.Listener)
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
+	return p, srv
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,17 +49,7 @@ func BenchmarkStreamRelay(b *testing.B) {
 			cfg := config.Default()
 			cfg.Enabled = windowed
 			cfg.UpstreamURL = mustURL(b, up.URL)
-			p, err := newProxy(b, cfg, Options{Logger: benchLogger})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			stop := (&Server{Proxy: p}).Start(ln) // as under sluice serve
-			b.Cleanup(func() { stop() })
-			return "http://" + ln.Addr().String()
+			return serveBench(b, cfg, Options{Logger: benchLogger})
 		}
 		for _, tc := range []struct {
 			name string

@@ -21,19 +21,32 @@ func (p *Proxy) takeOver(ex *exchange) (gone bool) {
 	if !ex.desc.Stream || ex.parked != nil {
 		return false
 	}
+	rw, gone := p.takeConn(ex)
+	if rw != nil {
+		// net/http no longer watches the connection for the client
+		// hanging up: rw's context ends then. It carries r's values.
+		ex.r = ex.r.WithContext(rw.Context())
+	}
+	return gone
+}
+
+// takeConn takes ex's connection over (package park): from here ex
+// answers through rw. rw is nil when the connection cannot be taken over
+// (HTTP/2, say), and the request is served as it is; gone reports that the
+// takeover lost the connection, and there is nobody left to answer.
+func (p *Proxy) takeConn(ex *exchange) (rw *park.Response, gone bool) {
 	rw, err := p.parker.Park(ex.w, ex.r)
 	switch {
 	case errors.Is(err, park.ErrNotParkable):
-		return false
+		return nil, false
 	case err != nil:
+		// The connection was taken over and then found unusable (a
+		// listener serving TLS, say).
 		ex.releaseBody()
-		p.log.Error("taking a stream's connection over failed; the connection is closed", "err", err)
-		return true
+		p.log.Error("parking failed; the connection is closed", "err", err)
+		return nil, true
 	}
 	ex.rec.parked = true // its access line is letGo's
 	ex.w, ex.parked = rw, rw
-	// net/http no longer watches the connection for the client hanging
-	// up: rw's context ends then. It carries r's values.
-	ex.r = ex.r.WithContext(rw.Context())
-	return false
+	return rw, false
 }

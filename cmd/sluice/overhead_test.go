@@ -34,14 +34,7 @@ func TestOverheadShort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sluice bench --overhead --short: %v\n%s", err, out)
 	}
-	var rep overhead.Report
-	b, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, js)
 	want := []string{overhead.Direct, overhead.GoProxy, overhead.Plain, overhead.Windowed}
 	if haveHAProxy {
 		want = []string{overhead.Direct, overhead.HAProxy, overhead.GoProxy, overhead.Plain, overhead.Windowed}
@@ -109,14 +102,7 @@ func TestOverheadLongStreamsShort(t *testing.T) {
 	if !strings.Contains(string(out), "| RSS per open stream |") {
 		t.Errorf("no long-stream table in:\n%s", out)
 	}
-	var rep overhead.Report
-	b, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, js)
 	if rep.Long == nil || rep.Cap != rep.Streams || len(rep.Runs) != rep.Rounds*len(rep.Rows) {
 		t.Fatalf("pace %+v, cap %d for %d streams, %d runs for %d rows", rep.Long, rep.Cap, rep.Streams, len(rep.Runs), len(rep.Rows))
 	}
@@ -136,4 +122,18 @@ func TestOverheadLongStreamsShort(t *testing.T) {
 			}
 		}
 	}
+}
+
+// readReport reads the report `sluice bench --overhead --json` wrote.
+func readReport(t *testing.T, file string) overhead.Report {
+	t.Helper()
+	var rep overhead.Report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
