@@ -140,9 +140,10 @@ func TestMemoryPerIdleStream(t *testing.T) {
 		per(m["go_memstats_heap_inuse_bytes"], idleM["go_memstats_heap_inuse_bytes"])/1024,
 		per(m["go_memstats_stack_inuse_bytes"], idleM["go_memstats_stack_inuse_bytes"])/1024,
 		per(m["go_goroutines"], idleM["go_goroutines"]))
-	t.Logf("per open stream after a collection: heap in use %.1f KB, heap live objects %.1f KB",
+	t.Logf("per open stream after a collection: heap in use %.1f KB, heap live objects %.1f KB, stacks %.1f KB",
 		per(collected["go_memstats_heap_inuse_bytes"], idleGC["go_memstats_heap_inuse_bytes"])/1024,
-		per(collected["go_memstats_heap_alloc_bytes"], idleGC["go_memstats_heap_alloc_bytes"])/1024)
+		per(collected["go_memstats_heap_alloc_bytes"], idleGC["go_memstats_heap_alloc_bytes"])/1024,
+		per(collected["go_memstats_stack_inuse_bytes"], idleGC["go_memstats_stack_inuse_bytes"])/1024)
 }
 
 // scrapeCollected scrapes sluice's metrics after a garbage collection,
