@@ -182,6 +182,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{Plain, []string{"BATCH_ENABLED=0"}},
 		{Windowed, []string{"BATCH_ENABLED=1", fmt.Sprintf("BATCH_MAX_CONCURRENCY=%d", opt.Cap)}},
 	} {
+		if opt.Long != nil && s.name == Windowed {
+			// A ramp-up of many streams may all wait at once: past the
+			// default queue (1,024) they would be shed, not measured.
+			s.env = append(s.env, fmt.Sprintf("BATCH_MAX_QUEUE=%d", max(1024, opt.Streams)))
+		}
 		t, err := startSluice(ctx, opt.Exe, s.name, "http://"+upAddr, dir, opt.ProfileDir != "", s.env)
 		if err != nil {
 			return nil, err
