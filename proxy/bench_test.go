@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -170,19 +169,3 @@ var benchLogger = func() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }()
-
-// serveBench serves a proxy for cfg on loopback, as sluice serve does
-// (proxy.Server), and returns its URL.
-func serveBench(b *testing.B, cfg config.Config, opt Options) string {
-	p, err := newProxy(b, cfg, opt)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	stop := (&Server{Proxy: p}).Start(ln)
-	b.Cleanup(func() { stop() })
-	return "http://" + ln.Addr().String()
-}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -113,4 +114,20 @@ func writeCalls() int64 {
 		}
 	}
 	return -1
+}
+
+// serveBench serves a proxy for cfg on loopback, as sluice serve does
+// (proxy.Server), and returns its URL.
+func serveBench(b *testing.B, cfg config.Config, opt Options) string {
+	p, err := newProxy(b, cfg, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := (&Server{Proxy: p}).Start(ln)
+	b.Cleanup(func() { stop() })
+	return "http://" + ln.Addr().String()
 }

@@ -29,8 +29,7 @@ func runBench(args []string) error {
 	fs.Usage = func() {
 		o := fs.Output()
 		fmt.Fprint(o, "Usage: sluice bench [--scenario NAME|FILE] [--out DIR] [--modes direct,plain,windowed] [--upstream URL] [--repeat N]\n"+
-			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n"+
-			"       sluice bench --overhead --long-streams [--streams N] [--pause D] [--duration D] [--rounds N]\n\n"+
+			"       sluice bench --overhead [--short] [--rounds N] [--duration D] [--markdown FILE] [--json FILE] [--profile DIR]\n\n"+
 			"       sluice bench --suite [--short] [--repeat N] --out DIR\n"+
 			"       sluice bench --replay FILE [--speed X] [--capacity N] [--rpm N] [--itpm N] [--otpm N] [--out DIR]\n\n"+
 			"Sends one scenario's workload through each mode, each against a fresh simulator with the same seed,\n"+
