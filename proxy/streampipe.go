@@ -23,14 +23,17 @@ var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIEN
 // streamPipe carries a stream's events from the goroutine that reads the
 // upstream (put) to the client, holding at most max bytes between them.
 // The client is written by a goroutine of the pipe's own, which runs only
-// while there is something to write: put starts it when the pipe goes from
-// empty to not, and it ends once it has written all there is. An agent's
-// stream is silent most of the time it is open (thinking, a tool call),
-// and a writer parked for the whole silence cost each open stream a
-// goroutine and its stack (docs/benchmarks.md, issue 30).
+// while the stream is busy: put starts it when the pipe goes from empty to
+// not, and it ends once nothing more has come for writerLinger after it
+// wrote all there was. An agent's stream is silent most of the time it is
+// open (thinking, a tool call), and a writer parked for the whole silence
+// cost each open stream a goroutine and its stack (docs/benchmarks.md,
+// issue 30); one started anew for each event of a burst cost each event a
+// goroutine and its stack's growth.
 type streamPipe struct {
 	max    int
 	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
+	wake   chan struct{} // a lingering writer has something new to do; capacity 1
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
 
@@ -53,9 +56,9 @@ type streamPipe struct {
 
 	mu        sync.Mutex
 	buf       []byte    // events put and not yet taken by the writer
-	spare     []byte    // the writer's last buffer, for buf's next turn while a burst lasts
+	spare     []byte    // the writer's last buffer, for buf's next turn while it runs
 	started   bool      // start has run: a writer may run
-	writing   bool      // a writer is running; it ends when buf is empty
+	writing   bool      // a writer is running; it ends when buf has stayed empty for writerLinger
 	closed    bool      // nothing more will be put
 	err       error     // the writer failed: the client is gone or stopped reading
 	tookAt    time.Time // when the client was last seen taking bytes
@@ -68,8 +71,41 @@ type streamPipe struct {
 }
 
 func newStreamPipe(max int, shared *byteBudget) *streamPipe {
-	return &streamPipe{max: max, shared: shared, room: make(chan struct{}, 1), done: make(chan struct{}),
+	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}),
 		tookAt: time.Now()}
+}
+
+// writerLinger is how long a writer that has written all there was waits
+// for more before it ends: the events of a burst come a few milliseconds
+// apart, a silence lasts seconds.
+const writerLinger = time.Second
+
+// eventBufs holds the pipes' buffers while no writer runs, so that a
+// burst's first event does not allocate one and a silent stream holds
+// none.
+var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf bounds the buffers given back to eventBufs: a slow
+// reader's megabyte is let go of.
+const maxPooledBuf = 64 << 10
+
+func getEventBuf() []byte {
+	bp := eventBufs.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	eventBufs.Put(bp) // the pointer only; cheap to keep
+	return b[:0]
+}
+
+func putEventBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledBuf {
+		return
+	}
+	bp := eventBufs.Get().(*[]byte)
+	if *bp == nil {
+		*bp = b[:0]
+	}
+	eventBufs.Put(bp)
 }
 
 func signal(c chan struct{}) {
@@ -80,12 +116,18 @@ func signal(c chan struct{}) {
 }
 
 // kick starts a writer if there is work for one (bytes to write, or the
-// pipe to end) and none runs. Called with sp.mu held.
+// pipe to end) and none runs, or wakes the one lingering. Called with
+// sp.mu held.
 func (sp *streamPipe) kick() {
-	if sp.started && !sp.writing && (len(sp.buf) > 0 || sp.closed || sp.err != nil) {
-		sp.writing = true
-		go sp.write()
+	if !sp.started || (len(sp.buf) == 0 && !sp.closed && sp.err == nil) {
+		return
 	}
+	if sp.writing {
+		signal(sp.wake)
+		return
+	}
+	sp.writing = true
+	go sp.write()
 }
 
 // put adds one whole event, waiting while the pipe is full or the shared
@@ -134,6 +176,9 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte, more bool) error {
 	}
 	err := sp.err
 	if err == nil {
+		if sp.buf == nil {
+			sp.buf = getEventBuf()
+		}
 		sp.buf = append(sp.buf, ev...)
 		if !more {
 			sp.kick()
@@ -220,8 +265,8 @@ func (sp *streamPipe) start(w http.ResponseWriter, status int, idle time.Duratio
 }
 
 // write is one run of the writer: it sends the status if no run has, then
-// what was put, until there is nothing left to write. It ends the pipe
-// (done) once the pipe is closed and empty, or when a write fails; it
+// what was put, until nothing more has come for writerLinger. It ends the
+// pipe (done) once the pipe is closed and empty, or when a write fails; it
 // then leaves writing set, so that no other run starts.
 func (sp *streamPipe) write() {
 	var err error
@@ -230,27 +275,53 @@ func (sp *streamPipe) write() {
 		sp.w.WriteHeader(sp.status)
 		err = flushTo(sp.rc)
 	}
+	var linger *time.Timer
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
 	for err == nil {
 		sp.mu.Lock()
+		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+			sp.mu.Unlock()
+			if linger == nil {
+				linger = time.NewTimer(writerLinger)
+			} else {
+				linger.Reset(writerLinger)
+			}
+			select {
+			case <-sp.wake:
+				sp.mu.Lock()
+				continue
+			case <-linger.C:
+			}
+			sp.mu.Lock()
+			if len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+				// Silent: nothing is held through the silence; the next
+				// put starts a writer again.
+				putEventBuf(sp.buf)
+				putEventBuf(sp.spare)
+				sp.buf, sp.spare = nil, nil
+				sp.writing = false
+				sp.mu.Unlock()
+				return
+			}
+		}
 		if sp.err != nil { // cut
 			err = sp.err
 			sp.mu.Unlock()
 			break
 		}
-		if len(sp.buf) == 0 {
-			// Nothing held while the stream is silent: the next burst's
-			// first put allocates afresh.
+		if len(sp.buf) == 0 { // closed, and all written
+			putEventBuf(sp.spare)
 			sp.buf, sp.spare = nil, nil
-			closed := sp.closed
-			sp.writing = closed // once closed and empty, no run starts again
-			sp.mu.Unlock()
-			if closed {
-				close(sp.done)
-			}
+			sp.mu.Unlock() // writing stays set: no run starts again
+			close(sp.done)
 			return
 		}
 		take := sp.buf
-		sp.buf, sp.spare = sp.spare[:0], nil
+		sp.buf, sp.spare = sp.spare, nil
 		sp.mu.Unlock()
 		signal(sp.room)
 		if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
@@ -272,7 +343,7 @@ func (sp *streamPipe) write() {
 		sp.err = err
 	}
 	sp.shared.release(int64(len(sp.buf)))
-	sp.buf, sp.spare = nil, nil
+	sp.buf, sp.spare = nil, nil // not pooled: a cut write may still hold one
 	sp.mu.Unlock()
 	signal(sp.room)
 	close(sp.done)

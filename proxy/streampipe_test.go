@@ -16,31 +16,43 @@ func writerRuns(sp *streamPipe) bool {
 	return sp.writing
 }
 
-// A silent stream holds no writer: the writer runs while there is
-// something to write and ends once it has written it, every event reaches
-// the client in order, and the pipe still ends (wait) when closed while
-// no writer runs.
-func TestStreamPipeWriterRunsOnlyWhileThereIsSomethingToWrite(t *testing.T) {
+// A silent stream holds no writer: the writer runs while the stream is
+// busy (the events of a burst, a few milliseconds apart, are written by one
+// goroutine) and ends once nothing has come for writerLinger; every event
+// reaches the client at once and in order, and the pipe still ends (wait)
+// when closed while no writer runs.
+func TestStreamPipeWriterRunsOnlyWhileTheStreamIsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := &byteBudget{limit: 1 << 20}
 		sp := newStreamPipe(1000, shared)
 		rec := httptest.NewRecorder()
 		sp.start(rec, 200, time.Second)
 		synctest.Wait()
-		if rec.Code != 200 || !rec.Flushed || writerRuns(sp) {
-			t.Fatalf("after start: status %d flushed %v, writer running %v; want 200 sent and no writer left", rec.Code, rec.Flushed, writerRuns(sp))
+		if rec.Code != 200 || !rec.Flushed {
+			t.Fatalf("after start: status %d, flushed %v; want 200 sent at once", rec.Code, rec.Flushed)
 		}
 		want := ""
-		for _, ev := range []string{"event: a\n\n", "event: b\n\n", "event: c\n\n"} {
-			if err := sp.put(context.Background(), []byte(ev), false); err != nil {
-				t.Fatal(err)
-			}
-			want += ev
-			synctest.Wait()
-			if rec.Body.String() != want || writerRuns(sp) {
-				t.Fatalf("after a put: body %q, writer running %v; want %q and no writer left", rec.Body.String(), writerRuns(sp), want)
+		for _, burst := range [][]string{{"event: a\n\n", "event: b\n\n"}, {"event: c\n\n"}} {
+			for _, ev := range burst {
+				if err := sp.put(context.Background(), []byte(ev), false); err != nil {
+					t.Fatal(err)
+				}
+				want += ev
+				synctest.Wait()
+				if rec.Body.String() != want {
+					t.Fatalf("after a put: body %q; want %q at once", rec.Body.String(), want)
+				}
+				time.Sleep(writerLinger / 10) // the next event of the burst
+				synctest.Wait()
+				if !writerRuns(sp) {
+					t.Fatal("the writer ended within a burst")
+				}
 			}
 			time.Sleep(10 * time.Second) // a silence, as between an agent's bursts
+			synctest.Wait()
+			if writerRuns(sp) {
+				t.Fatal("a writer runs through the silence")
+			}
 		}
 		sp.close()
 		sp.wait()
@@ -55,7 +67,11 @@ func TestStreamPipeFailedWhileSilentEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sp := newStreamPipe(1000, &byteBudget{limit: 1 << 20})
 		sp.start(httptest.NewRecorder(), 200, time.Second)
+		time.Sleep(10 * time.Second) // silent: the writer has ended
 		synctest.Wait()
+		if writerRuns(sp) {
+			t.Fatal("a writer runs through the silence")
+		}
 		sp.fail(errClientStalled)
 		sp.wait()
 		if err := sp.put(context.Background(), []byte("event: a\n\n"), false); !errors.Is(err, errClientStalled) {
