@@ -177,7 +177,7 @@ func (m *Metrics) Watch(st State) {
 	gauge("sluice_pending_connections", "Connections and Messages bodies not yet arrived whole, against MAX_PENDING_CONNS.", st.Pending)
 	gauge("sluice_cache_followers_held", "Requests CACHE_AWARE holds now outside the gate, waiting for the response of the request writing their prompt prefix to begin.", st.CacheHeld)
 	gauge("sluice_cache_distrusted_prefixes", "Prompt prefixes CACHE_AWARE does not hold followers on now, their followers having read none of them.", st.CacheDistrusted)
-	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, or idle after its answer until the next request.", st.Parked)
+	gauge("sluice_parked_connections", "Client connections parked now: a windowed request waiting or being answered, a stream being relayed, or idle after its answer until the next request.", st.Parked)
 	f(newTenantCollector(st.Tenants))
 	if st.Spend != nil {
 		f(spendCollector(st.Spend))

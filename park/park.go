@@ -22,6 +22,7 @@
 package park
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -61,9 +62,10 @@ func New(idleTimeout time.Duration) *Parker {
 
 // Park takes over r's connection. It must be called from the handler
 // serving r, after r's body has been read to the end and before anything
-// was written to w. On success the handler must return without touching w
-// again; the Response answers r, and its Finish must be called once the
-// answer is complete. The Response's Context is cancelled when the client
+// was written to w. On success the handler must not touch w again: the
+// Response answers r, from the handler's goroutine or another once the
+// handler has returned, and its Finish must be called once the answer is
+// complete. The Response's Context is cancelled when the client
 // hangs up.
 func (pk *Parker) Park(w http.ResponseWriter, r *http.Request) (*Response, error) {
 	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
@@ -101,6 +103,11 @@ func (pk *Parker) Park(w http.ResponseWriter, r *http.Request) (*Response, error
 		resp.next, _ = brw.Reader.Peek(n)
 		resp.next = append([]byte(nil), resp.next...)
 	}
+	// net/http's buffers are ours now, and nothing of net/http uses them
+	// again; but a handler that goes on serving in place after Park keeps
+	// net/http's connection, which points to them: their 8 KB are let go
+	// of here.
+	*brw.Reader, *brw.Writer = bufio.Reader{}, bufio.Writer{}
 	resp.watching = len(resp.next) == 0 // else the client is not waiting on a read we could see fail
 	resp.w = pk.watcherFor(c.Conn)
 	pk.mu.Lock()

@@ -164,6 +164,10 @@ func TestLongAndFlushedAnswersAreChunked(t *testing.T) {
 		rw.Header().Set("Content-Type", "text/event-stream")
 		rw.Write([]byte("event: one\ndata: {}\n\n"))
 		rw.Flush()
+		if rw.bw != nil {
+			// A stream silent between bursts would hold it for nothing.
+			t.Error("a flushed Response still holds its write buffer")
+		}
 		<-first // the client has read the first event before the second is written
 		rw.Write([]byte("event: two\ndata: {}\n\n"))
 	}))

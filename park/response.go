@@ -32,8 +32,8 @@ type Response struct {
 	bodyOK    bool  // the status allows a body
 	declared  int64 // the Content-Length sent, or -1
 	written   int64
-	pending   []byte // body written before the headers went out
-	bw        *bufio.Writer
+	pending   []byte        // body written before the headers went out
+	bw        *bufio.Writer // from writerPool, from a write to the next Flush; nil between
 	werr      error
 
 	w  watcher
@@ -130,9 +130,31 @@ func (rw *Response) FlushError() error {
 	}
 	rw.commit(false)
 	if rw.werr == nil {
-		rw.werr = rw.bw.Flush()
+		rw.werr = rw.writer().Flush()
 	}
+	// Nothing is buffered now: the buffer goes back to the pool until the
+	// next write, so that a stream silent between bursts holds none.
+	rw.putWriter()
 	return rw.werr
+}
+
+// writer is the buffer the answer is written through, taken from the pool
+// when there is none.
+func (rw *Response) writer() *bufio.Writer {
+	if rw.bw == nil {
+		rw.bw = writerPool.Get().(*bufio.Writer)
+		rw.bw.Reset(rw.c.Conn)
+	}
+	return rw.bw
+}
+
+// putWriter gives the buffer back to the pool, if there is one.
+func (rw *Response) putWriter() {
+	if rw.bw != nil {
+		rw.bw.Reset(nil)
+		writerPool.Put(rw.bw)
+		rw.bw = nil
+	}
 }
 
 // SetWriteDeadline bounds the writes to the client, as
@@ -178,15 +200,14 @@ func (rw *Response) commit(final bool) {
 	}
 	rw.mu.Unlock()
 
-	rw.bw = writerPool.Get().(*bufio.Writer)
-	rw.bw.Reset(rw.c.Conn)
+	bw := rw.writer()
 	text := http.StatusText(rw.status)
 	if text == "" {
 		text = "status code " + strconv.Itoa(rw.status)
 	}
-	fmt.Fprintf(rw.bw, "HTTP/1.1 %03d %s\r\n", rw.status, text)
-	h.Write(rw.bw)
-	rw.bw.WriteString("\r\n")
+	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", rw.status, text)
+	h.Write(bw)
+	bw.WriteString("\r\n")
 	if len(rw.pending) > 0 {
 		rw.werr = rw.writeBody(rw.pending)
 		rw.pending = nil
@@ -197,15 +218,16 @@ func (rw *Response) writeBody(p []byte) error {
 	if rw.werr != nil || len(p) == 0 {
 		return rw.werr
 	}
+	bw := rw.writer()
 	if rw.chunked {
-		fmt.Fprintf(rw.bw, "%x\r\n", len(p))
+		fmt.Fprintf(bw, "%x\r\n", len(p))
 	}
-	if _, err := rw.bw.Write(p); err != nil {
+	if _, err := bw.Write(p); err != nil {
 		rw.werr = err
 		return err
 	}
 	if rw.chunked {
-		_, rw.werr = rw.bw.WriteString("\r\n")
+		_, rw.werr = bw.WriteString("\r\n")
 	}
 	return rw.werr
 }
@@ -221,14 +243,12 @@ func (rw *Response) Finish() {
 	}
 	rw.commit(true)
 	if rw.chunked && rw.werr == nil {
-		_, rw.werr = rw.bw.WriteString("0\r\n\r\n")
+		_, rw.werr = rw.writer().WriteString("0\r\n\r\n")
 	}
-	if rw.werr == nil {
+	if rw.werr == nil && rw.bw != nil {
 		rw.werr = rw.bw.Flush()
 	}
-	rw.bw.Reset(nil)
-	writerPool.Put(rw.bw)
-	rw.bw = nil
+	rw.putWriter()
 	rw.cancel()
 
 	rw.mu.Lock()

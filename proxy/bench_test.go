@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -51,17 +50,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		for _, o := range opts {
 			opt.ParkWhenQueued, opt.TracerProvider, opt.Recorder, opt.Books = o.ParkWhenQueued, o.TracerProvider, o.Recorder, o.Books
 		}
-		p, err := newProxy(b, cfg, opt)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		stop := (&Server{Proxy: p}).Start(ln) // as under sluice serve
-		b.Cleanup(func() { stop() })
-		return "http://" + ln.Addr().String()
+		return serveBench(b, cfg, opt)
 	}
 	// budgeted is a budget on the bench's key that it never reaches, and
 	// the books (SPEND_STORE=memory): what checking a budget and counting

@@ -66,7 +66,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	h := ex.w.Header()
 	upstream.CopyHeader(h, resp.Header)
 	h.Del("Content-Length")
-	go pipe.writeTo(ex.w, resp.StatusCode, idle)
+	pipe.start(ex.w, resp.StatusCode, idle)
 
 	var tally streamUsage
 	defer func() {
@@ -85,7 +85,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	// error event) has come; cut, when what came last at EOF was half an
 	// event, which is not relayed.
 	var ended, cut bool
-	send := func(ev []byte) error {
+	send := func(ev []byte, more bool) error {
 		if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\n\r\n")) {
 			cut = true // only at EOF: no blank line ended it
 			return nil
@@ -100,13 +100,13 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		}
 		if bytes.HasPrefix(ev, evPing) {
 			// Not progress (below): the watchdog runs on through it.
-			return pipe.put(ctx, ev)
+			return pipe.put(ctx, ev, more)
 		}
 		// Waiting for the client to make room is not the upstream's
 		// silence.
 		watchdog.Stop()
 		defer watchdog.Reset(idle)
-		return pipe.put(ctx, ev)
+		return pipe.put(ctx, ev, more)
 	}
 	// Any line of an event is progress, but a ping is not: the API
 	// sends pings to keep a connection open, so an upstream that sends
@@ -173,18 +173,22 @@ var (
 var errEventTooLarge = errors.New("upstream event too large")
 
 // copyEvents copies SSE events from src to send, one complete event (lines
-// up to a blank line) per call. progress is called whenever a line
-// arrives, with the event read so far (that line included). At EOF a trailing partial event is sent as is. It returns nil
-// at EOF, send's error, errEventTooLarge for an event past maxEventSize,
-// or src's read error.
-func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event []byte)) error {
-	// 4 KB, the size of the transport's own buffer beneath src: a larger
-	// one saves a read from the socket only when more than 4 KB of events
-	// wait at once, and an agent's stream holds it for as long as the
-	// stream is open, most of it silent (16 KB cost 12 KB more per open
-	// stream; docs/benchmarks.md, issue 30). An event larger than it is
-	// read in pieces (ErrBufferFull below).
-	br := bufio.NewReaderSize(src, 4<<10)
+// up to a blank line) per call; more says that another complete event has
+// already been read and follows at once, so that the events that arrived
+// together can be written to the client together (one write, one flush),
+// while one that came alone is never held back waiting for the next.
+// progress is called whenever a line arrives, with the event read so far
+// (that line included). At EOF a trailing partial event is sent as is. It
+// returns nil at EOF, send's error, errEventTooLarge for an event past
+// maxEventSize, or src's read error.
+func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress func(event []byte)) error {
+	// 1 KB: an agent's stream holds it for as long as the stream is open,
+	// most of it silent (16 KB cost 12 KB more per open stream, and 4 KB
+	// 3 KB more; docs/benchmarks.md, issue 30). The transport's own 4 KB
+	// buffer is beneath src, so a smaller one here costs copies, not
+	// reads from the socket. A line longer than it is read in pieces
+	// (ErrBufferFull below).
+	br := bufio.NewReaderSize(src, 1<<10)
 	var event []byte
 	lineStart := 0 // where the line being read began in event
 	for {
@@ -198,7 +202,7 @@ func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event [
 			continue // a long line: keep reading it
 		case err == io.EOF:
 			if len(event) > 0 {
-				return send(event)
+				return send(event, false)
 			}
 			return nil
 		case err != nil:
@@ -211,11 +215,24 @@ func copyEvents(send func(ev []byte) error, src io.Reader, progress func(event [
 		lineStart = len(event)
 		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
 			// A blank line ends the event.
-			if err := send(event); err != nil {
+			if err := send(event, eventBuffered(br)); err != nil {
 				return err
 			}
 			event = event[:0]
 			lineStart = 0
+			if br.Buffered() == 0 && cap(event) > 1<<10 {
+				// The read that follows may wait through a silence: a
+				// long event's buffer is not kept for it.
+				event = nil
+			}
 		}
 	}
+}
+
+// eventBuffered reports whether br holds a whole event, read from an
+// event boundary: a blank line within its buffered bytes.
+func eventBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return len(b) > 0 && (b[0] == '\n' || bytes.HasPrefix(b, []byte("\r\n")) ||
+		bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n")))
 }

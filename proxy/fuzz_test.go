@@ -83,7 +83,8 @@ func FuzzInspect(f *testing.F) {
 }
 
 // copyEvents must relay the upstream's bytes exactly, cut only at event
-// boundaries (each write but the last ends in a blank line), and never panic.
+// boundaries (each write but the last ends in a blank line), say more only
+// when a whole event follows (never for the last), and never panic.
 func FuzzCopyEvents(f *testing.F) {
 	f.Add([]byte(strings.Join(sseEvents, "")))
 	f.Add([]byte("event: a\r\ndata: x\r\n\r\nevent: b\ndata: y"))
@@ -92,10 +93,12 @@ func FuzzCopyEvents(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var got []byte
 		var writes [][]byte
+		var mores []bool
 		var tally streamUsage
-		send := func(ev []byte) error {
+		send := func(ev []byte, more bool) error {
 			tally.observe(ev)
 			writes = append(writes, bytes.Clone(ev))
+			mores = append(mores, more)
 			got = append(got, ev...)
 			return nil
 		}
@@ -105,10 +108,18 @@ func FuzzCopyEvents(f *testing.F) {
 		if !bytes.Equal(got, in) {
 			t.Fatalf("relayed %q; want %q", got, in)
 		}
-		for i, wr := range writes[:max(len(writes)-1, 0)] {
+		whole := func(wr []byte) bool {
 			blank := string(wr) == "\n" || string(wr) == "\r\n"
-			if !blank && !bytes.HasSuffix(wr, []byte("\n\n")) && !bytes.HasSuffix(wr, []byte("\n\r\n")) {
+			return blank || bytes.HasSuffix(wr, []byte("\n\n")) || bytes.HasSuffix(wr, []byte("\n\r\n"))
+		}
+		for i, wr := range writes[:max(len(writes)-1, 0)] {
+			if !whole(wr) {
 				t.Fatalf("write %d = %q does not end an event", i, wr)
+			}
+		}
+		for i, more := range mores {
+			if more && (i == len(writes)-1 || !whole(writes[i+1])) {
+				t.Fatalf("write %d said more, but what followed was no whole event", i)
 			}
 		}
 	})

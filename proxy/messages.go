@@ -11,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/dispatch"
-	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/upstream"
 )
@@ -55,7 +54,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.sched == nil {
-		ctx := p.begin(r.Context(), &ex.serving)
+		if p.takeOver(ex) {
+			return
+		}
+		ctx := p.begin(ex.r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
 		defer ex.doneRouting()
 		p.settle(ctx, ex, ex.forwardPlain(ctx))
@@ -65,10 +67,10 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// r's body is spent; dropping it lets go of the server's read buffer,
 	// which it points into, for as long as r is kept.
 	r.Body = http.NoBody
-	if p.waitParked(ex) {
-		return // settled when the scheduler calls back
+	if p.waitParked(ex) || p.takeOver(ex) {
+		return // settled when the scheduler calls back, or the connection was lost
 	}
-	ctx := p.begin(r.Context(), &ex.serving)
+	ctx := p.begin(ex.r.Context(), &ex.serving)
 	defer p.end(&ex.serving)
 	// Admitted, it waits here; forward runs on this goroutine once it
 	// holds its slot.
@@ -160,19 +162,10 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 	if p.parkWhen >= 0 && p.sched.Queued() < p.parkWhen {
 		return false
 	}
-	rw, err := p.parker.Park(ex.w, ex.r)
-	switch {
-	case errors.Is(err, park.ErrNotParkable):
-		return false
-	case err != nil:
-		// The connection was taken over and then found unusable (a
-		// listener serving TLS, say): there is nobody left to answer.
-		ex.releaseBody()
-		p.log.Error("parking failed; the connection is closed", "err", err)
-		return true
+	rw, gone := p.takeConn(ex)
+	if rw == nil {
+		return gone
 	}
-	ex.rec.parked = true
-	ex.w, ex.parked = rw, rw
 	// From here no goroutine waits for this request: the scheduler calls
 	// back when it is over, from the goroutine its call ran on.
 	ctx := p.begin(rw.Context(), &ex.serving)

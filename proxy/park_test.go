@@ -187,15 +187,8 @@ func TestParkingStartsWhenTheCapIsWaiting(t *testing.T) {
 		<-release
 		writeMessage(w)
 	})
-	cfg := testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 })
-	p, err := newProxy(t, cfg, Options{Logger: quietLog}) // the default threshold: 2 waiting
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(p)
-	srv.Listener = p.Listener(srv.Listener)
-	srv.Start()
-	defer func() { srv.Close(); p.Shutdown(context.Background()); p.Close() }()
+	// the default threshold: 2 waiting
+	p, srv := startDefaultParking(t, testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency, c.MaxSize = 2, 1 }))
 	defer close(release)
 
 	c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
@@ -226,4 +219,81 @@ func TestParkingStartsWhenTheCapIsWaiting(t *testing.T) {
 	if q := p.Queued(); q != 3 {
 		t.Fatalf("Queued() = %d; want 3", q)
 	}
+}
+
+// A stream's connection is taken over (package park) even with nothing
+// waiting ahead of it, on either path: an agent's stream stays open, silent
+// most of the time, for as long as its answer takes, and taken over it
+// holds none of net/http's buffers and background read meanwhile. Its
+// events arrive whole and in order, and a silent client leaving still ends
+// the upstream call.
+func TestStreamConnectionIsTakenOverWithNothingWaiting(t *testing.T) {
+	for _, windowed := range []bool{false, true} {
+		t.Run(fmt.Sprint("windowed=", windowed), func(t *testing.T) {
+			release := make(chan struct{})
+			upstreamGone := make(chan struct{})
+			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i, ev := range sseEvents {
+					if i == 3 {
+						select { // silent, as a model thinking
+						case <-release:
+						case <-r.Context().Done():
+							close(upstreamGone)
+							return
+						}
+					}
+					io.WriteString(w, ev)
+					w.(http.Flusher).Flush()
+				}
+			})
+			p, srv := startDefaultParking(t, testConfig(t, up.URL, windowed))
+			var once sync.Once
+			open := func() { once.Do(func() { close(release) }) }
+			defer open()
+
+			for round := range 2 {
+				resp := post(t, srv.URL, "/v1/messages", streamRequestJSON)
+				br := bufio.NewReader(resp.Body)
+				for i := range 3 {
+					if ev := readEvent(t, br); ev != sseEvents[i] {
+						t.Fatalf("event %d: %q; want %q", i, ev, sseEvents[i])
+					}
+				}
+				if n := p.parker.Parked(); n != 1 {
+					t.Fatalf("while the stream is silent: Parked() = %d; want its connection taken over", n)
+				}
+				if round == 1 { // the client leaves during the silence
+					resp.Body.Close()
+					waitFor(t, upstreamGone, "the upstream call to end once the client left")
+					return
+				}
+				open()
+				rest, err := io.ReadAll(br)
+				resp.Body.Close()
+				if want := strings.Join(sseEvents[3:], ""); err != nil || string(rest) != want {
+					t.Fatalf("the rest of the stream: %q, %v; want %q", rest, err, want)
+				}
+				release = make(chan struct{})
+				once = sync.Once{}
+			}
+		})
+	}
+}
+
+// startDefaultParking serves a proxy for cfg through its Listener, with
+// the default threshold for parking (unlike startProxy's, which parks
+// every windowed request).
+func startDefaultParking(t *testing.T, cfg config.Config) (*Proxy, *httptest.Server) {
+	t.Helper()
+	p, err := newProxy(t, cfg, Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(p)
+	srv.Listener = p.Listener(srv.Listener)
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); p.Shutdown(context.Background()); p.Close() })
+	return p, srv
 }

@@ -84,7 +84,7 @@ func reassemble(events []byte, requestID string) (int, []byte, error) {
 		blocks  []*block
 		stopped bool
 	)
-	err := copyEvents(func(ev []byte) error {
+	err := copyEvents(func(ev []byte, _ bool) error {
 		name, data := eventParts(ev)
 		switch name {
 		case "message_start":

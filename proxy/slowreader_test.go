@@ -116,12 +116,12 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 		shared := &byteBudget{limit: 100}
 		sp := newStreamPipe(1000, shared)
 		ev := bytes.Repeat([]byte("e"), 60)
-		if err := sp.put(context.Background(), ev); err != nil {
+		if err := sp.put(context.Background(), ev, false); err != nil {
 			t.Fatal(err)
 		}
 		var second atomic.Bool
 		go func() {
-			if err := sp.put(context.Background(), ev); err == nil {
+			if err := sp.put(context.Background(), ev, false); err == nil {
 				second.Store(true)
 			}
 		}()
@@ -130,11 +130,11 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 			t.Fatalf("past the shared bound: second put done=%v, held %d; want it waiting, 60 held", second.Load(), shared.Held())
 		}
 		other := newStreamPipe(1000, shared)
-		if err := other.put(context.Background(), ev); err != nil || shared.Held() != 120 {
+		if err := other.put(context.Background(), ev, false); err != nil || shared.Held() != 120 {
 			t.Fatalf("an empty pipe past the bound: err %v, held %d; want its one event taken", err, shared.Held())
 		}
 		rec := httptest.NewRecorder()
-		go sp.writeTo(rec, 200, time.Second)
+		sp.start(rec, 200, time.Second)
 		synctest.Wait()
 		if !second.Load() {
 			t.Fatal("the writer drained the pipe, yet the waiting put did not go on")
@@ -142,7 +142,7 @@ func TestStreamBuffersShareOneBound(t *testing.T) {
 		sp.close()
 		sp.wait()
 		other.close()
-		go other.writeTo(httptest.NewRecorder(), 200, time.Second)
+		other.start(httptest.NewRecorder(), 200, time.Second)
 		other.wait()
 		if rec.Body.Len() != 120 || shared.Held() != 0 {
 			t.Fatalf("wrote %d bytes, %d still held; want 120 written and the budget back", rec.Body.Len(), shared.Held())

@@ -21,12 +21,19 @@ var errClientWrite = errors.New("write to client")
 var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it", errClientWrite)
 
 // streamPipe carries a stream's events from the goroutine that reads the
-// upstream (put) to the one that writes the client (writeTo), holding at
-// most max bytes between them.
+// upstream (put) to the client, holding at most max bytes between them.
+// The client is written by a goroutine of the pipe's own, which runs only
+// while the stream is busy: put starts it when the pipe goes from empty to
+// not, and it ends once nothing more has come for writerLinger after it
+// wrote all there was. An agent's stream is silent most of the time it is
+// open (thinking, a tool call), and a writer parked for the whole silence
+// cost each open stream a goroutine and its stack (docs/benchmarks.md,
+// issue 30); one started anew for each event of a burst cost each event a
+// goroutine and its stack's growth.
 type streamPipe struct {
 	max    int
 	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
-	wake   chan struct{} // the writer has something new to do; capacity 1
+	wake   chan struct{} // a lingering writer has something new to do; capacity 1
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
 
@@ -39,8 +46,19 @@ type streamPipe struct {
 	acked func() uint64
 	cut   func()
 
+	// What start gave the writer; written before the first writer runs,
+	// and read only by the writer, one run at a time (writing).
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	status int
+	idle   time.Duration
+	began  bool // the status has been sent
+
 	mu        sync.Mutex
 	buf       []byte    // events put and not yet taken by the writer
+	spare     []byte    // the writer's last buffer, for buf's next turn while it runs
+	started   bool      // start has run: a writer may run
+	writing   bool      // a writer is running; it ends when buf has stayed empty for writerLinger
 	closed    bool      // nothing more will be put
 	err       error     // the writer failed: the client is gone or stopped reading
 	tookAt    time.Time // when the client was last seen taking bytes
@@ -57,6 +75,39 @@ func newStreamPipe(max int, shared *byteBudget) *streamPipe {
 		tookAt: time.Now()}
 }
 
+// writerLinger is how long a writer that has written all there was waits
+// for more before it ends: the events of a burst come a few milliseconds
+// apart, a silence lasts seconds.
+const writerLinger = time.Second
+
+// eventBufs holds the pipes' buffers while no writer runs, so that a
+// burst's first event does not allocate one and a silent stream holds
+// none.
+var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf bounds the buffers given back to eventBufs: a slow
+// reader's megabyte is let go of.
+const maxPooledBuf = 64 << 10
+
+func getEventBuf() []byte {
+	bp := eventBufs.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	eventBufs.Put(bp) // the pointer only; cheap to keep
+	return b[:0]
+}
+
+func putEventBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledBuf {
+		return
+	}
+	bp := eventBufs.Get().(*[]byte)
+	if *bp == nil {
+		*bp = b[:0]
+	}
+	eventBufs.Put(bp)
+}
+
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -64,10 +115,27 @@ func signal(c chan struct{}) {
 	}
 }
 
+// kick starts a writer if there is work for one (bytes to write, or the
+// pipe to end) and none runs, or wakes the one lingering. Called with
+// sp.mu held.
+func (sp *streamPipe) kick() {
+	if !sp.started || (len(sp.buf) == 0 && !sp.closed && sp.err == nil) {
+		return
+	}
+	if sp.writing {
+		signal(sp.wake)
+		return
+	}
+	sp.writing = true
+	go sp.write()
+}
+
 // put adds one whole event, waiting while the pipe is full or the shared
 // budget spent. An event always fits in an empty pipe, so every stream
 // makes progress. It fails once the writer has failed, or when ctx ends
-// while it waits.
+// while it waits. more says another event follows at once: the writer is
+// started only by the last of them, so that the events of one read from
+// the upstream go to the client in one write and one flush.
 //
 // While it waits the upstream waits on the client, and the request holds
 // its slot: a client that has then taken no bytes for stall is cut, every
@@ -76,7 +144,7 @@ func signal(c chan struct{}) {
 // the client's last byte taken and the wait's start. A client that reads
 // at any pace, however slow, is never cut so: each byte it takes moves
 // its acknowledged count.
-func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
+func (sp *streamPipe) put(ctx context.Context, ev []byte, more bool) error {
 	var tick <-chan time.Time
 	sp.mu.Lock()
 	for sp.err == nil {
@@ -87,6 +155,7 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 		if len(sp.buf)+len(ev) <= sp.max && sp.shared.reserve(int64(len(ev))) {
 			break
 		}
+		sp.kick()
 		sp.mu.Unlock()
 		if tick == nil && sp.stall > 0 {
 			t := time.NewTicker(sp.stall / 4)
@@ -107,10 +176,15 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte) error {
 	}
 	err := sp.err
 	if err == nil {
+		if sp.buf == nil {
+			sp.buf = getEventBuf()
+		}
 		sp.buf = append(sp.buf, ev...)
+		if !more {
+			sp.kick()
+		}
 	}
 	sp.mu.Unlock()
-	signal(sp.wake)
 	return err
 }
 
@@ -129,15 +203,15 @@ func (sp *streamPipe) stalled() bool {
 	return now.Sub(sp.tookAt) >= sp.stall
 }
 
-// fail ends the stream for err: the writer stops, and cut ends a write
-// blocked on the client.
+// fail ends the stream for err: the writer stops (or one is started to
+// finish, if none runs), and cut ends a write blocked on the client.
 func (sp *streamPipe) fail(err error) {
 	sp.mu.Lock()
 	if sp.err == nil {
 		sp.err = err
 	}
+	sp.kick()
 	sp.mu.Unlock()
-	signal(sp.wake)
 	sp.deadlines.Lock()
 	sp.isCut = true
 	if sp.cut != nil {
@@ -164,54 +238,100 @@ func (sp *streamPipe) putLast(ev []byte) {
 	if sp.err == nil {
 		sp.shared.held.Add(int64(len(ev)))
 		sp.buf = append(sp.buf, ev...)
+		sp.kick()
 	}
 	sp.mu.Unlock()
-	signal(sp.wake)
 }
 
 // close says nothing more will be put; the writer finishes what is left.
 func (sp *streamPipe) close() {
 	sp.mu.Lock()
 	sp.closed = true
+	sp.kick()
 	sp.mu.Unlock()
-	signal(sp.wake)
 }
 
-// writeTo sends the status and then every event put to w, each write under
-// a deadline of idle, until the pipe is closed and empty or a write fails.
-func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Duration) {
-	defer close(sp.done)
-	rc := http.NewResponseController(w)
-	w.WriteHeader(status)
-	err := flushTo(rc)
-	var spare []byte
+// start sends status to w at once, and from then on every event put, each
+// write under a deadline of idle, until the pipe is closed and empty or a
+// write fails (see wait). The writer runs on goroutines of its own, one
+// at a time and only while there is something to write, so start returns
+// at once.
+func (sp *streamPipe) start(w http.ResponseWriter, status int, idle time.Duration) {
+	sp.w, sp.rc, sp.status, sp.idle = w, http.NewResponseController(w), status, idle
+	sp.mu.Lock()
+	sp.started, sp.writing = true, true
+	sp.mu.Unlock()
+	go sp.write()
+}
+
+// write is one run of the writer: it sends the status if no run has, then
+// what was put, until nothing more has come for writerLinger. It ends the
+// pipe (done) once the pipe is closed and empty, or when a write fails; it
+// then leaves writing set, so that no other run starts.
+func (sp *streamPipe) write() {
+	var err error
+	if !sp.began {
+		sp.began = true
+		sp.w.WriteHeader(sp.status)
+		err = flushTo(sp.rc)
+	}
+	var linger *time.Timer
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
 	for err == nil {
 		sp.mu.Lock()
 		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
 			sp.mu.Unlock()
-			<-sp.wake
+			if linger == nil {
+				linger = time.NewTimer(writerLinger)
+			} else {
+				linger.Reset(writerLinger)
+			}
+			select {
+			case <-sp.wake:
+				sp.mu.Lock()
+				continue
+			case <-linger.C:
+			}
 			sp.mu.Lock()
+			if len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+				// Silent: nothing is held through the silence; the next
+				// put starts a writer again.
+				putEventBuf(sp.buf)
+				putEventBuf(sp.spare)
+				sp.buf, sp.spare = nil, nil
+				sp.writing = false
+				sp.mu.Unlock()
+				return
+			}
 		}
 		if sp.err != nil { // cut
 			err = sp.err
 			sp.mu.Unlock()
 			break
 		}
-		take, last := sp.buf, sp.closed && len(sp.buf) == 0
-		sp.buf = spare[:0]
-		sp.mu.Unlock()
-		signal(sp.room)
-		if last {
+		if len(sp.buf) == 0 { // closed, and all written
+			putEventBuf(sp.spare)
+			sp.buf, sp.spare = nil, nil
+			sp.mu.Unlock() // writing stays set: no run starts again
+			close(sp.done)
 			return
 		}
-		if werr := writeRenewingWhile(w, rc, take, idle, sp.renew); werr != nil {
+		take := sp.buf
+		sp.buf, sp.spare = sp.spare, nil
+		sp.mu.Unlock()
+		signal(sp.room)
+		if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
 			err = fmt.Errorf("%w: %v", errClientWrite, werr)
 		} else {
-			err = flushTo(rc)
+			err = flushTo(sp.rc)
 		}
 		sp.shared.release(int64(len(take)))
-		spare = take
 		sp.mu.Lock()
+		sp.spare = take[:0]
 		sp.tookAt = time.Now()
 		if sp.err != nil { // cut
 			err = sp.err
@@ -223,9 +343,10 @@ func (sp *streamPipe) writeTo(w http.ResponseWriter, status int, idle time.Durat
 		sp.err = err
 	}
 	sp.shared.release(int64(len(sp.buf)))
-	sp.buf = nil
+	sp.buf, sp.spare = nil, nil // not pooled: a cut write may still hold one
 	sp.mu.Unlock()
 	signal(sp.room)
+	close(sp.done)
 }
 
 // writeChunk is how much of an answer is written under one write deadline.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,12 @@ type childSpec struct {
 	Duration time.Duration `json:"duration,omitempty"`
 	Stream   bool          `json:"stream,omitempty"`
 	PIDs     []int         `json:"pids,omitempty"` // whose CPU to sample over the measured span
+	// Long paces each stream (Stream must be set): the upstream is told
+	// the pace in the request (longBody).
+	Long *Pace `json:"long,omitempty"`
+	// Metrics is a sluice's /metrics, whose go_goroutines is sampled with
+	// the RSS of PIDs[0]; empty: none.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // RunChild runs the child that the ChildEnv variable describes, writing
@@ -79,9 +86,68 @@ var streamEvents = []string{
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
 }
 
+// longMark opens the metadata.user_id of a long stream's request; the
+// pace follows it (see longBody).
+const longMark = "overhead-long:"
+
+// longBody is a streaming request whose answer the upstream paces as p
+// says: "overhead-long:<burst>:<bursts>:<pause in ms>" in its
+// metadata.user_id, a field the API takes and the proxies relay as is.
+func longBody(p *Pace) string {
+	return fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":4096,"stream":true,"metadata":{"user_id":"%s%d:%d:%d"},"messages":[{"role":"user","content":"Think, then answer"}]}`,
+		longMark, p.Burst, p.Bursts, p.Pause.Milliseconds())
+}
+
+// longPace reads the pace of a long stream from its request's body, if
+// it is one.
+func longPace(body []byte) (*Pace, bool) {
+	_, rest, ok := bytes.Cut(body, []byte(longMark))
+	if !ok {
+		return nil, false
+	}
+	var p Pace
+	var ms int64
+	if n, _ := fmt.Sscanf(string(rest), "%d:%d:%d", &p.Burst, &p.Bursts, &ms); n != 3 || p.Burst < 1 || p.Bursts < 1 || ms < 0 {
+		return nil, false
+	}
+	p.Pause = time.Duration(ms) * time.Millisecond
+	return &p, true
+}
+
+// longDelta is a long stream's text delta, as a model's token or two.
+const longDelta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" token\"}}\n\n"
+
+// writeLong streams a long answer paced as p says: the answer's opening
+// events, the bursts of deltas with a pause between each two, and its
+// closing events; every event flushed on its own.
+func writeLong(w http.ResponseWriter, r *http.Request, p *Pace) {
+	f := w.(http.Flusher)
+	send := func(ev string) {
+		io.WriteString(w, ev)
+		f.Flush()
+	}
+	send(streamEvents[0])
+	send(streamEvents[1])
+	for b := range p.Bursts {
+		if b > 0 {
+			select {
+			case <-time.After(p.Pause):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		for range p.Burst {
+			send(longDelta)
+		}
+	}
+	for _, ev := range streamEvents[len(streamEvents)-3:] {
+		send(ev)
+	}
+}
+
 // upstreamHandler answers POST /v1/messages at once: the stream when the
-// body asks for one, else the Message; each event is flushed as the API
-// does.
+// body asks for one, paced when it asks for a long one (longBody), else
+// the Message; each event is flushed as the API does.
 func upstreamHandler(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -96,6 +162,10 @@ func upstreamHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
+	if p, ok := longPace(body); ok {
+		writeLong(w, r, p)
+		return
+	}
 	f := w.(http.Flusher)
 	for _, ev := range streamEvents {
 		io.WriteString(w, ev)
@@ -129,6 +199,14 @@ type loadResult struct {
 	// CPU is each sampled process's CPU seconds (user + system) over the
 	// span, in the order of childSpec.PIDs.
 	CPU []float64 `json:"cpu_s"`
+	// With Long: PIDs[0]'s RSS and (from Metrics) goroutines before any
+	// client started, and in the middle of the span with Open streams
+	// open (sent and not yet read to their end).
+	RSSIdleKB        int64   `json:"rss_idle_kb,omitempty"`
+	RSSLoadedKB      int64   `json:"rss_loaded_kb,omitempty"`
+	GoroutinesIdle   float64 `json:"goroutines_idle,omitempty"`
+	GoroutinesLoaded float64 `json:"goroutines_loaded,omitempty"`
+	Open             int64   `json:"open,omitempty"`
 }
 
 // clientRecord is one client's requests that began within the span.
@@ -151,9 +229,19 @@ func generate(sp childSpec) (*loadResult, error) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	body := `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"Hello, Claude"}]}`
+	want := int64(len(streamEvents))
 	if sp.Stream {
 		body = `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello, Claude"}]}`
 	}
+	if sp.Long != nil {
+		body, want = longBody(sp.Long), int64(sp.Long.events())
+		client.Timeout = 0 // a long stream outlasts any fixed bound; the run's own bounds it
+	}
+	var idle sample
+	if sp.Long != nil {
+		idle = takeSample(sp)
+	}
+	var open atomic.Int64
 	begin := time.Now().Add(sp.Warmup)
 	end := begin.Add(sp.Duration)
 	recs := make([]clientRecord, sp.Clients)
@@ -166,7 +254,9 @@ func generate(sp childSpec) (*loadResult, error) {
 				if !start.Before(end) {
 					return
 				}
-				ttfe, events, err := once(client, sp.URL, body, sp.Stream, start)
+				open.Add(1)
+				ttfe, events, err := once(client, sp.URL, body, sp.Stream, want, start)
+				open.Add(-1)
 				if start.Before(begin) {
 					continue
 				}
@@ -188,11 +278,19 @@ func generate(sp childSpec) (*loadResult, error) {
 	}
 	time.Sleep(time.Until(begin))
 	cpu0 := sampleCPU(sp.PIDs)
+	var loaded sample
+	var openThen int64
+	if sp.Long != nil {
+		time.Sleep(sp.Duration / 2)
+		openThen = open.Load()
+		loaded = takeSample(sp)
+	}
 	time.Sleep(time.Until(end))
 	cpu1 := sampleCPU(sp.PIDs)
 	wg.Wait()
 
-	res := &loadResult{Seconds: sp.Duration.Seconds(), CPU: make([]float64, len(sp.PIDs))}
+	res := &loadResult{Seconds: sp.Duration.Seconds(), CPU: make([]float64, len(sp.PIDs)),
+		RSSIdleKB: idle.rssKB, RSSLoadedKB: loaded.rssKB, GoroutinesIdle: idle.goroutines, GoroutinesLoaded: loaded.goroutines, Open: openThen}
 	for i := range res.CPU {
 		res.CPU[i] = cpu1[i] - cpu0[i]
 	}
@@ -215,7 +313,7 @@ func generate(sp childSpec) (*loadResult, error) {
 
 // once sends one request and reads its whole answer: for a stream, the
 // time to its first event and the number of events.
-func once(c *http.Client, url, body string, stream bool, start time.Time) (ttfe time.Duration, events int64, err error) {
+func once(c *http.Client, url, body string, stream bool, want int64, start time.Time) (ttfe time.Duration, events int64, err error) {
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader(body))
 	if err != nil {
 		return 0, 0, err
@@ -248,8 +346,8 @@ func once(c *http.Client, url, body string, stream bool, start time.Time) (ttfe 
 	if err := sc.Err(); err != nil {
 		return 0, 0, err
 	}
-	if events != int64(len(streamEvents)) {
-		return 0, 0, fmt.Errorf("stream of %d events, want %d", events, len(streamEvents))
+	if events != want {
+		return 0, 0, fmt.Errorf("stream of %d events, want %d", events, want)
 	}
 	return ttfe, events, nil
 }
@@ -264,4 +362,42 @@ func quantileMS(d []time.Duration, q float64) float64 {
 	i := int(q*float64(len(d))+0.5) - 1
 	i = max(0, min(i, len(d)-1))
 	return float64(d[i]) / float64(time.Millisecond)
+}
+
+// sample is a proxy's memory and goroutines at one moment.
+type sample struct {
+	rssKB      int64   // PIDs[0]'s VmRSS; 0 when there is none
+	goroutines float64 // go_goroutines from Metrics; 0 when there is none
+}
+
+func takeSample(sp childSpec) sample {
+	var s sample
+	if len(sp.PIDs) > 0 {
+		s.rssKB = rssKB(sp.PIDs[0])
+	}
+	if sp.Metrics != "" {
+		s.goroutines = goroutines(sp.Metrics)
+	}
+	return s
+}
+
+// goroutines is go_goroutines from a Prometheus text page; 0 if it cannot
+// be read.
+func goroutines(url string) float64 {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	return 0
 }

@@ -40,7 +40,7 @@ backend upstream
 
 // startHAProxy writes the config and runs haproxy in the foreground in
 // front of upstream; it returns its version line.
-func startHAProxy(ctx context.Context, exe, upstream, dir string) (*target, string, error) {
+func startHAProxy(ctx context.Context, exe, upstream, dir string, streams int) (*target, string, error) {
 	version := "haproxy"
 	if out, err := exec.CommandContext(ctx, exe, "-v").Output(); err == nil {
 		line, _, _ := strings.Cut(string(out), "\n")
@@ -51,7 +51,7 @@ func startHAProxy(ctx context.Context, exe, upstream, dir string) (*target, stri
 		return nil, "", err
 	}
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, haproxyMaxConn(), addr, upstream), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, haproxyMaxConn(streams), addr, upstream), 0o644); err != nil {
 		return nil, "", err
 	}
 	t := &target{name: HAProxy, url: "http://" + addr, cmd: exec.CommandContext(ctx, exe, "-db", "-f", cfg)}
@@ -85,12 +85,14 @@ func startHAProxy(ctx context.Context, exe, upstream, dir string) (*target, stri
 	}
 }
 
-// haproxyMaxConn is 4,096 connections, or fewer where the file limit would
-// not let haproxy start: it wants two descriptors a connection.
-func haproxyMaxConn() int {
+// haproxyMaxConn is 4,096 connections, or streams (and some) when more
+// streams run at once, or fewer where the file limit would not let
+// haproxy start: it wants two descriptors a connection.
+func haproxyMaxConn(streams int) int {
+	want := max(4096, streams+64)
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max > 2*4096+100 {
-		return 4096
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max > uint64(2*want+100) {
+		return want
 	}
 	return max(64, int(lim.Max-100)/2)
 }

@@ -50,7 +50,32 @@ type Options struct {
 	// profile at the end (PPROF_LISTEN_ADDR).
 	ProfileDir string
 	Progress   io.Writer // a line per measurement; nil: none
+	// Long, when set, runs the long-stream mode instead of the three
+	// phases: Streams concurrent streams, each paced as Long says, for
+	// Duration; and the windowed path's cap is Streams.
+	Long *Pace
 }
+
+// Pace is how the upstream paces a long stream, as a thinking model
+// does: Bursts bursts of Burst events each (every event flushed on its
+// own), with Pause between them.
+type Pace struct {
+	Burst  int           `json:"burst"`
+	Bursts int           `json:"bursts"`
+	Pause  time.Duration `json:"pause"`
+}
+
+// LongDefaults is the long-stream mode's run: 1,000 streams of three
+// bursts of 10 events 2 s apart, for 20 s after a 5 s ramp-up, one round.
+func LongDefaults() Options {
+	return Options{Rounds: 1, Warmup: 5 * time.Second, Duration: 20 * time.Second, Clients: 64, Streams: 1000, Cap: 1000,
+		Long: &Pace{Burst: 10, Bursts: 3, Pause: 2 * time.Second}}
+}
+
+// events is how many SSE events a stream paced so carries: message_start
+// and content_block_start, the bursts' deltas, content_block_stop,
+// message_delta and message_stop.
+func (p *Pace) events() int { return 2 + p.Burst*p.Bursts + 3 }
 
 // Defaults is the full run: about two and a half minutes.
 func Defaults() Options {
@@ -82,6 +107,7 @@ const (
 type target struct {
 	name   string
 	url    string
+	sluice bool   // sluice serve, whose /metrics tells its goroutines
 	pprof  string // a sluice's pprof address; empty: none
 	cmd    *exec.Cmd
 	stderr *os.File
@@ -109,8 +135,14 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	if opt.Long != nil {
+		if opt.Long.Burst < 1 || opt.Long.Bursts < 1 || opt.Long.Pause < 0 {
+			return nil, errors.New("overhead: a long stream needs at least one burst of at least one event")
+		}
+		opt.Cap = opt.Streams // every stream in flight at once, as the issue's fleet
+	}
 	rep := &Report{Rounds: opt.Rounds, Seconds: opt.Duration.Seconds(), Clients: opt.Clients, Streams: opt.Streams, Cap: opt.Cap,
-		LoadStart: loadAvg()}
+		LoadStart: loadAvg(), Long: opt.Long}
 
 	up, upAddr, err := startServerChild(ctx, opt.Exe, dir, childSpec{Role: "upstream"})
 	if err != nil {
@@ -130,7 +162,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if hap == "" {
 		rep.HAProxy = "skipped: haproxy is not on PATH"
 	} else {
-		t, version, err := startHAProxy(ctx, hap, upAddr, dir)
+		t, version, err := startHAProxy(ctx, hap, upAddr, dir, opt.Streams)
 		if err != nil {
 			return nil, err
 		}
@@ -150,6 +182,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		{Plain, []string{"BATCH_ENABLED=0"}},
 		{Windowed, []string{"BATCH_ENABLED=1", fmt.Sprintf("BATCH_MAX_CONCURRENCY=%d", opt.Cap)}},
 	} {
+		if opt.Long != nil && s.name == Windowed {
+			// A ramp-up of many streams may all wait at once: past the
+			// default queue (1,024) they would be shed, not measured.
+			s.env = append(s.env, fmt.Sprintf("BATCH_MAX_QUEUE=%d", max(1024, opt.Streams)))
+		}
 		t, err := startSluice(ctx, opt.Exe, s.name, "http://"+upAddr, dir, opt.ProfileDir != "", s.env)
 		if err != nil {
 			return nil, err
@@ -162,6 +199,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		clients int
 		stream  bool
 	}{{phaseLatency, 1, false}, {phaseThroughput, opt.Clients, false}, {phaseStreams, opt.Streams, true}}
+	if opt.Long != nil {
+		phases = phases[2:]
+	}
 	for round := range opt.Rounds {
 		last := round == opt.Rounds-1
 		for _, ph := range phases {
@@ -181,8 +221,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 				if t.pid() != 0 {
 					pids = []int{t.pid()}
 				}
-				res, err := runLoad(ctx, opt.Exe, childSpec{Role: "load", URL: t.url, Clients: ph.clients, Warmup: opt.Warmup,
-					Duration: opt.Duration, Stream: ph.stream, PIDs: pids})
+				sp := childSpec{Role: "load", URL: t.url, Clients: ph.clients, Warmup: opt.Warmup,
+					Duration: opt.Duration, Stream: ph.stream, PIDs: pids, Long: opt.Long}
+				if t.sluice {
+					sp.Metrics = t.url + "/metrics"
+				}
+				res, err := runLoad(ctx, opt.Exe, sp)
 				if prof != nil {
 					if perr := <-prof; err == nil {
 						err = perr
@@ -262,7 +306,7 @@ func startSluice(ctx context.Context, exe, name, upstream, dir string, pprof boo
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: name, url: "http://" + addr, cmd: exec.CommandContext(ctx, exe, "serve")}
+	t := &target{name: name, url: "http://" + addr, sluice: true, cmd: exec.CommandContext(ctx, exe, "serve")}
 	t.cmd.Env = append(cleanEnv(), "LISTEN_ADDR="+addr, "UPSTREAM_URL="+upstream)
 	if pprof {
 		if t.pprof, err = freeAddr(); err != nil {
@@ -361,7 +405,11 @@ func stop(t *target) {
 
 // runLoad runs one load generator and returns what it measured.
 func runLoad(ctx context.Context, exe string, sp childSpec) (*loadResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, sp.Warmup+sp.Duration+2*time.Minute)
+	timeout := sp.Warmup + sp.Duration + 2*time.Minute
+	if sp.Long != nil {
+		timeout += time.Duration(sp.Long.Bursts) * sp.Long.Pause // the streams open at the end finish
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	spec, _ := json.Marshal(sp)
 	cmd := exec.CommandContext(ctx, exe)

@@ -1,6 +1,7 @@
 package overhead
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -120,4 +121,38 @@ func TestSummarize(t *testing.T) {
 	near("plain events per CPU-second", p.EventsPerCPUSecond, 300/0.75)
 	near("plain added TTFE p50", p.AddedTTFE50, 0.5)
 	near("direct CPU", d.CPUPer1000, 0)
+}
+
+// TestGenerateLong drives the instant upstream in process with long,
+// paced streams: each stream carries the pace's events, the upstream
+// reads its pace from the request, and the proxy's memory and goroutines
+// are sampled with streams open.
+func TestGenerateLong(t *testing.T) {
+	if p, ok := longPace([]byte(longBody(&Pace{Burst: 4, Bursts: 3, Pause: 1500 * time.Millisecond}))); !ok || *p != (Pace{Burst: 4, Bursts: 3, Pause: 1500 * time.Millisecond}) {
+		t.Fatalf("the pace read back from its body: %+v, %v", p, ok)
+	}
+	if _, ok := longPace([]byte(`{"stream":true}`)); ok {
+		t.Fatal("a pace read from a body without one")
+	}
+	up := httptest.NewServer(http.HandlerFunc(upstreamHandler))
+	defer up.Close()
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "# TYPE go_goroutines gauge\ngo_goroutines 42\n")
+	}))
+	defer metrics.Close()
+	pace := &Pace{Burst: 3, Bursts: 2, Pause: 50 * time.Millisecond}
+	res, err := generate(childSpec{URL: up.URL, Clients: 4, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond, Stream: true,
+		PIDs: []int{os.Getpid()}, Long: pace, Metrics: metrics.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.Errors != 0 || res.Events != res.Requests*int64(pace.events()) {
+		t.Fatalf("%d streams, %d events (want %d each), %d errors (%s)", res.Requests, res.Events, pace.events(), res.Errors, res.FirstErr)
+	}
+	if res.P50 < 50 { // a stream lasts at least its pause
+		t.Errorf("a paced stream took %v ms, less than its pause", res.P50)
+	}
+	if res.RSSIdleKB <= 0 || res.RSSLoadedKB <= 0 || res.GoroutinesIdle != 42 || res.GoroutinesLoaded != 42 || res.Open < 1 || res.Open > 4 {
+		t.Errorf("samples: %+v", res)
+	}
 }

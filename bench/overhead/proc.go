@@ -54,3 +54,22 @@ func parseStatCPU(b []byte) (float64, error) {
 	}
 	return float64(u+s) / userHZ, nil
 }
+
+// rssKB is a process's resident set (VmRSS) in KB; 0 if it cannot be
+// read.
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			f := bytes.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}

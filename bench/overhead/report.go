@@ -16,6 +16,7 @@ type Report struct {
 	HAProxy   string        `json:"haproxy"` // its version, or why it was skipped
 	LoadStart string        `json:"loadavg_start"`
 	LoadEnd   string        `json:"loadavg_end"`
+	Long      *Pace         `json:"long,omitempty"` // the long-stream mode's pace; nil: the three phases
 	Runs      []Measurement `json:"runs"`
 	Rows      []Row         `json:"rows"` // direct first, then in the order of the rounds
 }
@@ -48,7 +49,12 @@ type Row struct {
 	EventsPerCPUSecond float64 `json:"events_per_cpu_s"` // 0 for direct
 	AddedTTFE50        float64 `json:"added_ttfe_p50_ms"`
 	AddedTTFE99        float64 `json:"added_ttfe_p99_ms"`
-	Errors             int64   `json:"errors"` // in every phase
+	// The long-stream mode's: the proxy's RSS and goroutines in the middle
+	// of the span less before it, per stream then open (medians over the
+	// rounds); 0 for direct, and goroutines only for sluice.
+	RSSPerStreamKB      float64 `json:"rss_per_stream_kb,omitempty"`
+	GoroutinesPerStream float64 `json:"goroutines_per_stream,omitempty"`
+	Errors              int64   `json:"errors"` // in every phase
 }
 
 // summarize fills Rows from Runs.
@@ -100,6 +106,22 @@ func (r *Report) summarize() {
 		row.EventsPerSecond = perRound(p, phaseStreams, func(t, _ loadResult) float64 { return float64(t.Events) / t.Seconds })
 		row.AddedTTFE50 = perRound(p, phaseStreams, func(t, d loadResult) float64 { return t.TTFE50 - d.TTFE50 })
 		row.AddedTTFE99 = perRound(p, phaseStreams, func(t, d loadResult) float64 { return t.TTFE99 - d.TTFE99 })
+		perStream := func(f func(t loadResult) float64) float64 {
+			var v []float64
+			for round := 1; round <= r.Rounds; round++ {
+				if t, ok := by[key{round, p, phaseStreams}]; ok && t.Open > 0 {
+					v = append(v, f(t)/float64(t.Open))
+				}
+			}
+			return median(v)
+		}
+		row.RSSPerStreamKB = perStream(func(t loadResult) float64 {
+			if t.RSSLoadedKB == 0 {
+				return 0
+			}
+			return float64(t.RSSLoadedKB - t.RSSIdleKB)
+		})
+		row.GoroutinesPerStream = perStream(func(t loadResult) float64 { return t.GoroutinesLoaded - t.GoroutinesIdle })
 		if c, n, _ := cpu(p, phaseThroughput); n > 0 && p != Direct {
 			row.CPUPer1000 = c / float64(n) * 1000
 		}
@@ -135,6 +157,10 @@ func (r *Report) Row(path string) *Row {
 // WriteMarkdown writes the rows as a markdown table, with what the run
 // was and the load average it ran under.
 func (r *Report) WriteMarkdown(w io.Writer) {
+	if r.Long != nil {
+		r.writeLong(w)
+		return
+	}
 	fmt.Fprintf(w, "%d rounds of %.1f s per measurement, interleaved; %d clients for throughput; %d concurrent streams; windowed: BATCH_MAX_CONCURRENCY=%d, idle release; HAProxy: %s; load average %s at the start, %s at the end.\n\n",
 		r.Rounds, r.Seconds, r.Clients, r.Streams, r.Cap, r.HAProxy, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "| path | p50 at 1 client | added p50 | added p99 | throughput at %d clients | vs direct | CPU s per 1,000 req | CPU vs HAProxy | SSE events/s (%d streams) | events per CPU-second | added TTFE p50 | added TTFE p99 | errors |\n", r.Clients, r.Streams)
@@ -173,4 +199,21 @@ func median(v []float64) float64 {
 		return (v[n/2-1] + v[n/2]) / 2
 	}
 	return v[len(v)/2]
+}
+
+// writeLong writes the long-stream mode's rows.
+func (r *Report) writeLong(w io.Writer) {
+	p := r.Long
+	fmt.Fprintf(w, "%d round(s) of %.1f s; %d concurrent streams, each %d bursts of %d events %s apart (%d events a stream), one after the other on each client's connection; windowed: BATCH_MAX_CONCURRENCY=%d; HAProxy: %s; load average %s at the start, %s at the end.\n\n",
+		r.Rounds, r.Seconds, r.Streams, p.Bursts, p.Burst, p.Pause, p.events(), r.Cap, r.HAProxy, r.LoadStart, r.LoadEnd)
+	fmt.Fprintln(w, "| path | SSE events/s | events per CPU-second | RSS per open stream | goroutines per open stream | added TTFE p50 | added TTFE p99 | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, row := range r.Rows {
+		dash := row.Path == Direct
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d |\n",
+			row.Path, row.EventsPerSecond, orDash(fmt.Sprintf("%.0f", row.EventsPerCPUSecond), dash),
+			orDash(fmt.Sprintf("%.1f KB", row.RSSPerStreamKB), dash || row.RSSPerStreamKB == 0),
+			orDash(fmt.Sprintf("%.2f", row.GoroutinesPerStream), dash || row.GoroutinesPerStream == 0),
+			added(row.AddedTTFE50, dash), added(row.AddedTTFE99, dash), row.Errors)
+	}
 }

@@ -15,7 +15,8 @@ import (
 
 // overheadFlags are the flags of `sluice bench --overhead`.
 type overheadFlags struct {
-	on, short          bool
+	on, short, long    bool
+	pause              time.Duration
 	rounds             int
 	duration           time.Duration
 	clients, streams   int
@@ -35,6 +36,9 @@ func (f *overheadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.jsonFile, "json", "", "with --overhead: write every measurement and the rows as JSON to this `file`")
 	fs.StringVar(&f.profile, "profile", "", "with --overhead: write pprof CPU and allocation profiles of each sluice into this `directory`")
 	fs.StringVar(&f.haproxy, "haproxy", "", "with --overhead: the haproxy executable (default: haproxy on PATH, skipped when absent)")
+	l := overhead.LongDefaults()
+	fs.BoolVar(&f.long, "long-streams", false, fmt.Sprintf("with --overhead: the long-stream mode instead: --streams concurrent streams (default %d here) of bursts of events with a pause between, for --duration (default %s here), with the proxies' RSS and goroutines per open stream", l.Streams, l.Duration))
+	fs.DurationVar(&f.pause, "pause", l.Long.Pause, "with --overhead --long-streams: the pause between a stream's bursts")
 }
 
 // run runs the overhead benchmark with the sluice executable itself as
@@ -45,7 +49,13 @@ func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
 		return fmt.Errorf("bench --overhead: %w", err)
 	}
 	opt := overhead.Defaults()
-	if f.short {
+	switch {
+	case f.long:
+		opt = overhead.LongDefaults()
+		if f.short { // a test's run: a few seconds
+			opt.Warmup, opt.Duration, opt.Streams, opt.Long.Pause = 200*time.Millisecond, 2*time.Second, 32, 300*time.Millisecond
+		}
+	case f.short:
 		opt = overhead.Short()
 	}
 	fs.Visit(func(fl *flag.Flag) { // a flag given beats --short's choice
@@ -58,6 +68,10 @@ func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
 			opt.Clients = f.clients
 		case "streams":
 			opt.Streams = f.streams
+		case "pause":
+			if opt.Long != nil {
+				opt.Long.Pause = f.pause
+			}
 		}
 	})
 	opt.Exe, opt.ProfileDir, opt.HAProxy = exe, f.profile, f.haproxy

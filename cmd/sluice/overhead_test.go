@@ -34,14 +34,7 @@ func TestOverheadShort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sluice bench --overhead --short: %v\n%s", err, out)
 	}
-	var rep overhead.Report
-	b, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, js)
 	want := []string{overhead.Direct, overhead.GoProxy, overhead.Plain, overhead.Windowed}
 	if haveHAProxy {
 		want = []string{overhead.Direct, overhead.HAProxy, overhead.GoProxy, overhead.Plain, overhead.Windowed}
@@ -92,4 +85,55 @@ func TestOverheadShort(t *testing.T) {
 	if !strings.Contains(string(table), "load average") || !strings.Contains(string(out), "| path |") {
 		t.Errorf("the table or its load average is missing from the output:\n%s", out)
 	}
+}
+
+// TestOverheadLongStreamsShort runs `sluice bench --overhead --long-streams
+// --short`: every path relays every paced stream whole, and each proxy's
+// memory per open stream is measured (and sluice's goroutines).
+func TestOverheadLongStreamsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds sluice and runs it for a few seconds")
+	}
+	js := filepath.Join(t.TempDir(), "long.json")
+	out, err := exec.Command(sluicebin.Path(t), "bench", "--overhead", "--long-streams", "--short", "--quiet", "--json", js).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice bench --overhead --long-streams --short: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "| RSS per open stream |") {
+		t.Errorf("no long-stream table in:\n%s", out)
+	}
+	rep := readReport(t, js)
+	if rep.Long == nil || rep.Cap != rep.Streams || len(rep.Runs) != rep.Rounds*len(rep.Rows) {
+		t.Fatalf("pace %+v, cap %d for %d streams, %d runs for %d rows", rep.Long, rep.Cap, rep.Streams, len(rep.Runs), len(rep.Rows))
+	}
+	for _, row := range rep.Rows {
+		if row.Errors != 0 || row.EventsPerSecond <= 0 {
+			t.Errorf("%s: %d errors, %v events/s", row.Path, row.Errors, row.EventsPerSecond)
+		}
+		switch row.Path {
+		case overhead.Direct:
+		case overhead.Plain, overhead.Windowed:
+			if row.GoroutinesPerStream <= 0 || row.EventsPerCPUSecond <= 0 {
+				t.Errorf("%s: %v goroutines per stream, %v events per CPU-second", row.Path, row.GoroutinesPerStream, row.EventsPerCPUSecond)
+			}
+		default:
+			if row.EventsPerCPUSecond <= 0 {
+				t.Errorf("%s: its CPU went unseen", row.Path)
+			}
+		}
+	}
+}
+
+// readReport reads the report `sluice bench --overhead --json` wrote.
+func readReport(t *testing.T, file string) overhead.Report {
+	t.Helper()
+	var rep overhead.Report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

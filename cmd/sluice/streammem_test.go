@@ -65,19 +65,23 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	default:
 		t.Fatalf("SLUICE_MEMBENCH_MODE=%q: want plain or windowed", mode)
 	}
-	// SLUICE_MEMBENCH_PPROF=host:port serves sluice's profiles there, and
-	// the heap's is written to heap.pprof in the test's directory once the
-	// streams are open.
-	pprofAddr := os.Getenv("SLUICE_MEMBENCH_PPROF")
-	if pprofAddr != "" {
-		env = append(env, "PPROF_LISTEN_ADDR="+pprofAddr)
+	// sluice serves its profiles on pprofAddr: the heap is read again
+	// after a collection there (heap_inuse before it holds the ramp-up's
+	// garbage too). SLUICE_MEMBENCH_PPROF=host:port picks the address,
+	// and then the heap's profile is also written to heap.pprof in the
+	// test's directory once the streams are open.
+	pprofAddr, keepProfile := os.Getenv("SLUICE_MEMBENCH_PPROF"), true
+	if pprofAddr == "" {
+		pprofAddr, keepProfile = freeAddr(t), false
 	}
+	env = append(env, "PPROF_LISTEN_ADDR="+pprofAddr)
 	sl := startSluiceProcess(t, env...)
 	defer sl.stop()
 	queued(t, sl.probe, sl.base) // the metrics handler's first use allocates; count it as idle
 	time.Sleep(time.Second)
 	idle := procStatus(t, sl.pid)
 	idleM := scrape(t, sl.probe, sl.base)
+	idleGC := scrapeCollected(t, sl, pprofAddr, "")
 
 	tr := &http.Transport{MaxIdleConnsPerHost: n}
 	defer tr.CloseIdleConnections()
@@ -122,14 +126,11 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	time.Sleep(3 * time.Second) // let it settle
 	loaded := procStatus(t, sl.pid)
 	m := scrape(t, sl.probe, sl.base)
-	if pprofAddr != "" {
-		if resp, err := sl.probe.Get("http://" + pprofAddr + "/debug/pprof/heap"); err == nil {
-			f, _ := os.Create("heap.pprof")
-			io.Copy(f, resp.Body)
-			f.Close()
-			resp.Body.Close()
-		}
+	profile := ""
+	if keepProfile {
+		profile = "heap.pprof"
 	}
+	collected := scrapeCollected(t, sl, pprofAddr, profile)
 	per := func(a, b float64) float64 { return (a - b) / float64(n) }
 	t.Logf("%s: %d streams open and silent upstream (%d upstream calls held)", mode, n, open.Load())
 	t.Logf("VmRSS idle %d KB, loaded %d KB: %.1f KB per open stream; threads %d",
@@ -138,4 +139,29 @@ func TestMemoryPerIdleStream(t *testing.T) {
 		per(m["go_memstats_heap_inuse_bytes"], idleM["go_memstats_heap_inuse_bytes"])/1024,
 		per(m["go_memstats_stack_inuse_bytes"], idleM["go_memstats_stack_inuse_bytes"])/1024,
 		per(m["go_goroutines"], idleM["go_goroutines"]))
+	t.Logf("per open stream after a collection: heap in use %.1f KB, heap live objects %.1f KB, stacks %.1f KB",
+		per(collected["go_memstats_heap_inuse_bytes"], idleGC["go_memstats_heap_inuse_bytes"])/1024,
+		per(collected["go_memstats_heap_alloc_bytes"], idleGC["go_memstats_heap_alloc_bytes"])/1024,
+		per(collected["go_memstats_stack_inuse_bytes"], idleGC["go_memstats_stack_inuse_bytes"])/1024)
+}
+
+// scrapeCollected scrapes sluice's metrics after a garbage collection,
+// which a heap profile with gc=1 from its pprof listener (at pprofAddr)
+// runs first; the profile is written to the file profile unless "".
+func scrapeCollected(t *testing.T, sl *sluiceProcess, pprofAddr, profile string) map[string]float64 {
+	t.Helper()
+	resp, err := sl.probe.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(f, resp.Body)
+		f.Close()
+	}
+	resp.Body.Close()
+	return scrape(t, sl.probe, sl.base)
 }
