@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -317,4 +319,45 @@ func TestClaudeCodeConversationStaysOnItsKey(t *testing.T) {
 		t.Errorf("a stranger's request: status %d, b's calls %d → %d; want it on b, the emptier key", code, bNow, bCalls.Load())
 	}
 	_ = next2
+}
+
+// TestInboundKeyLimitedKeepsOffTheBulkKey: a sluice key limited to
+// backend b cannot reach the bulk key of backend a through the batches
+// endpoint (listing, reading results, submitting): it is refused with the
+// 403 that names its backends, and a is never called.
+func TestInboundKeyLimitedKeepsOffTheBulkKey(t *testing.T) {
+	a, b := startKeyed(t, 200), startKeyed(t, 200)
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("bonly", `"backends":["b"]`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, _ := url.Parse(a.URL)
+	svc, err := bulk.New(context.Background(), bulk.Config{Upstream: ua, DataDir: t.TempDir(), MaxWait: 50 * time.Millisecond, PollInterval: time.Hour, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	_, srv := startProxyWith(t, routedConfig(t, a, b, true), Options{Inbound: in, Bulk: svc})
+	status, got := send(t, "POST", srv.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("bonly"))
+	if status != 403 || errorType(t, got) != "permission_error" || !strings.Contains(got, "backend a") {
+		t.Errorf("POST /v1/bulk/messages: status %d, %s; want a 403 naming the bulk backend", status, got)
+	}
+	for _, path := range []string{"/v1/messages/batches", "/v1/messages/batches/msgbatch_x/results"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("X-Api-Key", sluiceKey("bonly"))
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, resp.Body)
+		if resp.StatusCode != 403 || errorType(t, got) != "permission_error" {
+			t.Errorf("GET %s: status %d, %s; want a 403", path, resp.StatusCode, got)
+		}
+	}
+	if n := a.calls.Load(); n != 0 {
+		t.Errorf("a (the bulk key's backend) was called %d times by a key limited to b", n)
+	}
 }

@@ -259,6 +259,12 @@ func (p *Pool) Allows(in *request.Inbound) bool {
 	return false
 }
 
+// Allows reports whether a request of the inbound key in (nil: none)
+// may go with k: the bulk key, say, which no router chose.
+func (k *Key) Allows(in *request.Inbound) bool {
+	return allowed(&request.Descriptor{Inbound: in}, k)
+}
+
 // allowed reports whether r may go to k: an inbound key limited to some
 // backends goes to those only.
 func allowed(r *request.Descriptor, k *Key) bool {
