@@ -25,16 +25,18 @@ import (
 const sessionHeader = "X-Claude-Code-Session-Id"
 
 // sessionOf is what names r's conversation for the router: Claude Code's
-// session header, else metadata.user_id, else the tenant.
+// session header, else metadata.user_id, else the tenant. A session is
+// its tenant's: another tenant sending the same id (a client sets it as
+// it likes) names a session of its own, and cannot move this one.
 func sessionOf(h http.Header, d *request.Descriptor) string {
 	if s := h.Get(sessionHeader); s != "" {
 		if len(s) > request.MaxUserID {
 			s = s[:request.MaxUserID]
 		}
-		return "s:" + s
+		return "s:" + d.Tenant + "\x00" + s
 	}
 	if d.UserID != "" {
-		return "u:" + d.UserID
+		return "u:" + d.Tenant + "\x00" + d.UserID
 	}
 	if d.Tenant != "" {
 		return "t:" + d.Tenant

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/request"
 )
 
 const (
@@ -359,5 +360,24 @@ func TestInboundKeyLimitedKeepsOffTheBulkKey(t *testing.T) {
 	}
 	if n := a.calls.Load(); n != 0 {
 		t.Errorf("a (the bulk key's backend) was called %d times by a key limited to b", n)
+	}
+}
+
+// TestSessionIsTheTenants: a session id (Claude Code's header, or
+// metadata.user_id) names a session of its tenant only: another tenant
+// sending the same id, forged or by chance, neither steers its requests
+// by that session's key nor moves the session to its own.
+func TestSessionIsTheTenants(t *testing.T) {
+	h := http.Header{sessionHeader: {"3f1c-session"}}
+	for _, withHeader := range []bool{true, false} {
+		hh := http.Header{}
+		if withHeader {
+			hh = h
+		}
+		a := sessionOf(hh, &request.Descriptor{Tenant: "alice", UserID: "user-1"})
+		b := sessionOf(hh, &request.Descriptor{Tenant: "mallory", UserID: "user-1"})
+		if a == b {
+			t.Errorf("header %v: alice's and mallory's sessions are both %q; want them apart", withHeader, a)
+		}
 	}
 }
