@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // Stage 5 of a Messages request (see messages.go): fetching its answer
@@ -117,6 +118,12 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 		if rep != nil {
 			h = rep.header
 			ex.last = rep
+		}
+		if m == nil && cause == retry.CauseConnection && !notSent(err) {
+			// The plain path fails over only what never reached the
+			// upstream: a call cut after it was sent may be running there,
+			// and the client is told so (it may retry, if that is safe).
+			return nil, nil, err
 		}
 		retried, werr := ex.again(ctx, m, attempt, cause, h)
 		switch {
@@ -251,6 +258,13 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		return rep, nil, c, nil
 	}
 	return rep, nil, "", nil
+}
+
+// notSent reports whether err, a failed upstream call, failed to connect:
+// nothing of the request was sent.
+func notSent(err error) bool {
+	var ue *upstream.Error
+	return errors.As(err, &ue) && ue.Dial
 }
 
 // jsonHeader is the header of a streamed answer made whole: that of a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -379,5 +380,48 @@ func TestSessionIsTheTenants(t *testing.T) {
 		if a == b {
 			t.Errorf("header %v: alice's and mallory's sessions are both %q; want them apart", withHeader, a)
 		}
+	}
+}
+
+// TestPlainPathNoFailoverOnceSent: on the plain path (one attempt, no
+// retries), a call whose connection broke after its body was sent may
+// have reached the upstream, which may be running it: it is not sent
+// again to another key (twice the tokens, for a request the client may
+// itself retry), but answered with the 502 that says it may have reached
+// the upstream. A refused connection (nothing sent) still fails over.
+func TestPlainPathNoFailoverOnceSent(t *testing.T) {
+	var cut atomic.Int32
+	srv := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		cut.Add(1)
+		io.Copy(io.Discard, r.Body) // the whole request is in
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	a, b := &keyedUpstream{URL: srv.URL}, startKeyed(t, 200)
+	_, px := startProxy(t, routedConfig(t, a, b, false))
+	resp := post(t, px.URL, "/v1/messages", requestJSON)
+	got := readAll(t, resp.Body)
+	if n := b.calls.Load(); n != 0 {
+		t.Errorf("b was called %d times after a took the whole request and cut the connection; want 0", n)
+	}
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, "may have reached") {
+		t.Errorf("status %d, %s; want the 502 that says the request may have reached the upstream", resp.StatusCode, got)
+	}
+	if n := cut.Load(); n != 1 {
+		t.Errorf("a was called %d times; want once", n)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := &keyedUpstream{URL: "http://" + l.Addr().String()}
+	l.Close()
+	_, px = startProxy(t, routedConfig(t, refused, b, false))
+	resp = post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != 200 || b.calls.Load() != 1 {
+		t.Errorf("a refused connection: status %d, %s, b called %d times; want b's answer", resp.StatusCode, got, b.calls.Load())
 	}
 }
