@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -201,9 +202,14 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		if err == nil {
 			status = resp.StatusCode
 		}
-		if ctx.Err() == nil { // a call cut by sluice or its client says nothing of the key
+		switch {
+		case ctx.Err() == nil:
 			p.routes.Answered(key, status, time.Now())
-		}
+		case context.Cause(ctx) == errUpstreamTimeout:
+			// No answer within UPSTREAM_TIMEOUT_S: the key failed the
+			// call, as a 529 would have, and is skipped for a while.
+			p.routes.Result(key, route.Overloaded, time.Now())
+		} // otherwise cut by its client or the wave deadline: says nothing of the key
 	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)

@@ -425,3 +425,36 @@ func TestPlainPathNoFailoverOnceSent(t *testing.T) {
 		t.Errorf("a refused connection: status %d, %s, b called %d times; want b's answer", resp.StatusCode, got, b.calls.Load())
 	}
 }
+
+// TestPlainPathTimeoutSkipsTheKey: on the plain path, a key whose
+// upstream sends no answer within UPSTREAM_TIMEOUT_S has failed (as a
+// 529 would have): it is skipped, and the next request goes to the other
+// key instead of waiting out the timeout on it again.
+func TestPlainPathTimeoutSkipsTheKey(t *testing.T) {
+	release := make(chan struct{})
+	var hung atomic.Int32
+	srv := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	a, b := &keyedUpstream{URL: srv.URL}, startKeyed(t, 200)
+	cfg := routedConfig(t, a, b, false)
+	cfg.UpstreamTimeout = 200 * time.Millisecond
+	_, px := startProxy(t, cfg)
+	resp := post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("first request: status %d, %s; want a's timeout", resp.StatusCode, got)
+	}
+	resp = post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != 200 {
+		t.Errorf("second request: status %d, %s; want b's answer", resp.StatusCode, got)
+	}
+	if n := hung.Load(); n != 1 {
+		t.Errorf("the hung upstream was called %d times; want once, then skipped", n)
+	}
+}
