@@ -124,8 +124,10 @@ func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done fun
 		if k = p.routes.BulkKey(); k != nil && !k.Allows(inboundOf(r)) {
 			return nil, func() {}, errBulkNotAllowed(inboundOf(r), k)
 		}
-	} else if k, _ = p.routes.Route(p.router, &request.Descriptor{Inbound: inboundOf(r)}, nil, time.Now()); k != nil {
-		done = func() { p.routes.Done(k) }
+	} else if k = firstParty(p.routes, r); k == nil {
+		if k, _ = p.routes.Route(p.router, &request.Descriptor{Inbound: inboundOf(r)}, nil, time.Now()); k != nil {
+			done = func() { p.routes.Done(k) }
+		}
 	}
 	if k == nil {
 		return nil, nil, errNoBackend(inboundOf(r))
@@ -133,6 +135,30 @@ func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done fun
 	k.Authorize(r.Header)
 	recordOf(r).backend = k.Name
 	return k.Backend.Client, done, nil
+}
+
+// firstParty is the key for a relayed call r that a cloud backend does
+// not serve (/v1/models; anything but count_tokens): the first healthy
+// first-party key r may use, else the first such; nil for count_tokens,
+// or when there is none (the pool's choice then answers).
+func firstParty(pool *route.Pool, r *http.Request) *route.Key {
+	if strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages/count_tokens" {
+		return nil
+	}
+	var first *route.Key
+	now := time.Now()
+	for _, k := range pool.Keys {
+		if k.Backend.Kind != "anthropic" || !k.Allows(inboundOf(r)) {
+			continue
+		}
+		if k.Healthy(now) {
+			return k
+		}
+		if first == nil {
+			first = k
+		}
+	}
+	return first
 }
 
 // Backends are the config file's backend keys as the page shows them, in
