@@ -183,6 +183,11 @@ func (fb fileBackend) backend() (Backend, []string) {
 		if b.Kind == "vertex" && fb.Profile != "" {
 			errs = append(errs, "profile is for kind bedrock")
 		}
+		if fb.Bulk {
+			// Batches would go with its key (none) to the first-party
+			// URL, or be refused by the cloud.
+			errs = append(errs, "bulk is for kind anthropic: Bedrock and Vertex take no Message Batches")
+		}
 	default:
 		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock or vertex", fb.Kind))
 	}

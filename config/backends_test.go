@@ -55,6 +55,7 @@ func TestBackendsRefused(t *testing.T) {
 		{"two bulks", "[[backends]]\nname=\"a\"\nkeys=[\"env:A\"]\nbulk=true\n[[backends]]\nname=\"b\"\nkeys=[\"env:B\"]\nbulk=true", "more than one backend says bulk"},
 		{"bad kind", "[[backends]]\nname=\"a\"\nkind=\"azure\"\nkeys=[\"env:A\"]", `unknown kind "azure"`},
 		{"cloud with keys", "[[backends]]\nname=\"a\"\nkind=\"bedrock\"\nregion=\"us-east-1\"\nkeys=[\"env:A\"]", "keys are for kind anthropic"},
+		{"bulk on a cloud", "[[backends]]\nname=\"a\"\nkind=\"bedrock\"\nregion=\"us-east-1\"\nbulk=true", "bulk is for kind anthropic"},
 		{"vertex without project", "[[backends]]\nname=\"a\"\nkind=\"vertex\"\nregion=\"global\"", "project is missing"},
 		{"negative cap", "[[backends]]\nname=\"a\"\nkeys=[\"env:A\"]\nmax_concurrency=-1", "max_concurrency must be"},
 		{"not an array", "backends = 3", "backends must be an array of tables"},

@@ -69,6 +69,7 @@ func (g *Lanes) Join(t *Ticket) {
 		const joining, joined, declined = 0, 1, 2
 		t.onGrant = func() bool {
 			if accept() {
+				atomic.StoreUint32(&t.heldBehind, 1)
 				return true
 			}
 			if !step.CompareAndSwap(joining, declined) {
@@ -108,11 +109,30 @@ func (g *Lanes) Leave(t *Ticket) (hadSlot bool) {
 	return g.all.Leave(t)
 }
 
-// Release gives back the slots t holds, behind and in its lane.
+// Release gives back the slots t holds, behind and in its lane. A
+// ticket still in a line (its lane's, or behind with its lane's slot)
+// holds no slot to give back: it stays there, its lane's slot with it.
 func (g *Lanes) Release(t *Ticket, o Outcome) {
+	if g.Lane(t.Lane) != nil && !grantedBehind(t) {
+		return
+	}
 	g.all.Release(t, o)
 	if in, lane := g.laneOf(t); lane != nil {
 		lane.Release(in, o)
+	}
+}
+
+// grantedBehind reports whether t, a ticket of a lane, was granted its
+// slot behind (it may have given it back since).
+func grantedBehind(t *Ticket) bool {
+	if atomic.LoadUint32(&t.heldBehind) != 0 {
+		return true
+	}
+	select {
+	case <-t.ready: // nil (never joined, or an OnGrant ticket): never ready
+		return true
+	default:
+		return false
 	}
 }
 

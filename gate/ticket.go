@@ -27,6 +27,9 @@ type Ticket struct {
 	Lane int
 
 	inLane *Ticket // its ticket in its lane, while it has one (see Lanes)
+	// heldBehind is 1 once a Lanes ticket with OnGrant accepted its slot
+	// behind (atomic: set under that gate's lock, read by Release).
+	heldBehind uint32
 
 	ready      chan struct{}
 	onGrant    func() bool

@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
+	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // Stage 5 of a Messages request (see messages.go): fetching its answer
@@ -118,6 +120,12 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 			h = rep.header
 			ex.last = rep
 		}
+		if m == nil && cause == retry.CauseConnection && !notSent(err) {
+			// The plain path fails over only what never reached the
+			// upstream: a call cut after it was sent may be running there,
+			// and the client is told so (it may retry, if that is safe).
+			return nil, nil, err
+		}
 		retried, werr := ex.again(ctx, m, attempt, cause, h)
 		switch {
 		case retried:
@@ -194,9 +202,14 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		if err == nil {
 			status = resp.StatusCode
 		}
-		if ctx.Err() == nil { // a call cut by sluice or its client says nothing of the key
+		switch {
+		case ctx.Err() == nil:
 			p.routes.Answered(key, status, time.Now())
-		}
+		case context.Cause(ctx) == errUpstreamTimeout:
+			// No answer within UPSTREAM_TIMEOUT_S: the key failed the
+			// call, as a 529 would have, and is skipped for a while.
+			p.routes.Result(key, route.Overloaded, time.Now())
+		} // otherwise cut by its client or the wave deadline: says nothing of the key
 	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
@@ -251,6 +264,13 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		return rep, nil, c, nil
 	}
 	return rep, nil, "", nil
+}
+
+// notSent reports whether err, a failed upstream call, failed to connect:
+// nothing of the request was sent.
+func notSent(err error) bool {
+	var ue *upstream.Error
+	return errors.As(err, &ue) && ue.Dial
 }
 
 // jsonHeader is the header of a streamed answer made whole: that of a

@@ -449,6 +449,10 @@ func (p *Proxy) bulkBody(h http.Handler) http.Handler {
 				}
 			}
 			if k := p.routes.BulkKey(); k != nil {
+				if !k.Allows(inboundOf(r)) {
+					apierror.WriteSluice(w, errBulkNotAllowed(inboundOf(r), k))
+					return
+				}
 				k.Authorize(r.Header)
 				recordOf(r).backend = k.Name
 			}

@@ -58,10 +58,10 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	if p.tracer != nil {
 		ctx, span, out = p.startAttemptSpan(ctx, recordOf(r), r, 0)
 	}
-	client, done := p.relayBackend(out)
+	client, done, refused := p.relayBackend(out)
 	if client == nil {
 		stop()
-		apierror.WriteSluice(w, errNoBackend(inboundOf(r)))
+		apierror.WriteSluice(w, refused)
 		return
 	}
 	resp, err := client.Do(ctx, out, in, r.ContentLength)

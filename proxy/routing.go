@@ -25,16 +25,18 @@ import (
 const sessionHeader = "X-Claude-Code-Session-Id"
 
 // sessionOf is what names r's conversation for the router: Claude Code's
-// session header, else metadata.user_id, else the tenant.
+// session header, else metadata.user_id, else the tenant. A session is
+// its tenant's: another tenant sending the same id (a client sets it as
+// it likes) names a session of its own, and cannot move this one.
 func sessionOf(h http.Header, d *request.Descriptor) string {
 	if s := h.Get(sessionHeader); s != "" {
 		if len(s) > request.MaxUserID {
 			s = s[:request.MaxUserID]
 		}
-		return "s:" + s
+		return "s:" + d.Tenant + "\x00" + s
 	}
 	if d.UserID != "" {
-		return "u:" + d.UserID
+		return "u:" + d.Tenant + "\x00" + d.UserID
 	}
 	if d.Tenant != "" {
 		return "t:" + d.Tenant
@@ -98,28 +100,65 @@ func errNoBackend(in *request.Inbound) *apierror.Error {
 		Message: fmt.Sprintf("the sluice key %q may use only the backends %s, and this sluice has none of them; ask whoever runs this sluice to fix the key's backends in the keys file", name, names)}
 }
 
+// errBulkNotAllowed answers a batch or bulk request of an inbound key
+// that may not use the backend of the bulk key, k, which batches go with.
+func errBulkNotAllowed(in *request.Inbound, k *route.Key) *apierror.Error {
+	return &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
+		Message: fmt.Sprintf("the sluice key %q may use only the backends %s; batches go with backend %s, which it may not use: send batches with another sluice key, or ask whoever runs this sluice to add %s to the key's backends",
+			in.Name, strings.Join(in.Backends, ", "), k.Backend.Name, k.Backend.Name)}
+}
+
 // relayBackend is the client for a relayed call r (count_tokens, models,
 // batches), with the key's credential put on r: batches go with the bulk
 // key, since a batch is found again only with a key of the organisation
 // that made it; the rest with the least loaded key r may use. done gives
-// the key's load back. A nil client: r may use no backend.
-func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done func()) {
+// the key's load back. A nil client: r may use no backend, as refused
+// says.
+func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done func(), refused *apierror.Error) {
 	if p.routes == nil {
-		return p.up, func() {}
+		return p.up, func() {}, nil
 	}
 	var k *route.Key
 	done = func() {}
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
-		k = p.routes.BulkKey()
-	} else if k, _ = p.routes.Route(p.router, &request.Descriptor{Inbound: inboundOf(r)}, nil, time.Now()); k != nil {
-		done = func() { p.routes.Done(k) }
+		if k = p.routes.BulkKey(); k != nil && !k.Allows(inboundOf(r)) {
+			return nil, func() {}, errBulkNotAllowed(inboundOf(r), k)
+		}
+	} else if k = firstParty(p.routes, r); k == nil {
+		if k, _ = p.routes.Route(p.router, &request.Descriptor{Inbound: inboundOf(r)}, nil, time.Now()); k != nil {
+			done = func() { p.routes.Done(k) }
+		}
 	}
 	if k == nil {
-		return nil, nil
+		return nil, nil, errNoBackend(inboundOf(r))
 	}
 	k.Authorize(r.Header)
 	recordOf(r).backend = k.Name
-	return k.Backend.Client, done
+	return k.Backend.Client, done, nil
+}
+
+// firstParty is the key for a relayed call r that a cloud backend does
+// not serve (/v1/models; anything but count_tokens): the first healthy
+// first-party key r may use, else the first such; nil for count_tokens,
+// or when there is none (the pool's choice then answers).
+func firstParty(pool *route.Pool, r *http.Request) *route.Key {
+	if strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages/count_tokens" {
+		return nil
+	}
+	var first *route.Key
+	now := time.Now()
+	for _, k := range pool.Keys {
+		if k.Backend.Kind != "anthropic" || !k.Allows(inboundOf(r)) {
+			continue
+		}
+		if k.Healthy(now) {
+			return k
+		}
+		if first == nil {
+			first = k
+		}
+	}
+	return first
 }
 
 // Backends are the config file's backend keys as the page shows them, in

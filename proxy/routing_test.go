@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/bulk"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/request"
 )
 
 const (
@@ -317,4 +321,140 @@ func TestClaudeCodeConversationStaysOnItsKey(t *testing.T) {
 		t.Errorf("a stranger's request: status %d, b's calls %d → %d; want it on b, the emptier key", code, bNow, bCalls.Load())
 	}
 	_ = next2
+}
+
+// TestInboundKeyLimitedKeepsOffTheBulkKey: a sluice key limited to
+// backend b cannot reach the bulk key of backend a through the batches
+// endpoint (listing, reading results, submitting): it is refused with the
+// 403 that names its backends, and a is never called.
+func TestInboundKeyLimitedKeepsOffTheBulkKey(t *testing.T) {
+	a, b := startKeyed(t, 200), startKeyed(t, 200)
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeys(t, keys, keyEntry("bonly", `"backends":["b"]`))
+	in, err := LoadInbound(InboundOptions{KeysFile: keys, UpstreamKey: heldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, _ := url.Parse(a.URL)
+	svc, err := bulk.New(context.Background(), bulk.Config{Upstream: ua, DataDir: t.TempDir(), MaxWait: 50 * time.Millisecond, PollInterval: time.Hour, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	_, srv := startProxyWith(t, routedConfig(t, a, b, true), Options{Inbound: in, Bulk: svc})
+	status, got := send(t, "POST", srv.URL+"/v1/bulk/messages", msgBody(), "x-api-key", sluiceKey("bonly"))
+	if status != 403 || errorType(t, got) != "permission_error" || !strings.Contains(got, "backend a") {
+		t.Errorf("POST /v1/bulk/messages: status %d, %s; want a 403 naming the bulk backend", status, got)
+	}
+	for _, path := range []string{"/v1/messages/batches", "/v1/messages/batches/msgbatch_x/results"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("X-Api-Key", sluiceKey("bonly"))
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, resp.Body)
+		if resp.StatusCode != 403 || errorType(t, got) != "permission_error" {
+			t.Errorf("GET %s: status %d, %s; want a 403", path, resp.StatusCode, got)
+		}
+	}
+	if n := a.calls.Load(); n != 0 {
+		t.Errorf("a (the bulk key's backend) was called %d times by a key limited to b", n)
+	}
+}
+
+// TestSessionIsTheTenants: a session id (Claude Code's header, or
+// metadata.user_id) names a session of its tenant only: another tenant
+// sending the same id, forged or by chance, neither steers its requests
+// by that session's key nor moves the session to its own.
+func TestSessionIsTheTenants(t *testing.T) {
+	h := http.Header{sessionHeader: {"3f1c-session"}}
+	for _, withHeader := range []bool{true, false} {
+		hh := http.Header{}
+		if withHeader {
+			hh = h
+		}
+		a := sessionOf(hh, &request.Descriptor{Tenant: "alice", UserID: "user-1"})
+		b := sessionOf(hh, &request.Descriptor{Tenant: "mallory", UserID: "user-1"})
+		if a == b {
+			t.Errorf("header %v: alice's and mallory's sessions are both %q; want them apart", withHeader, a)
+		}
+	}
+}
+
+// TestPlainPathNoFailoverOnceSent: on the plain path (one attempt, no
+// retries), a call whose connection broke after its body was sent may
+// have reached the upstream, which may be running it: it is not sent
+// again to another key (twice the tokens, for a request the client may
+// itself retry), but answered with the 502 that says it may have reached
+// the upstream. A refused connection (nothing sent) still fails over.
+func TestPlainPathNoFailoverOnceSent(t *testing.T) {
+	var cut atomic.Int32
+	srv := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		cut.Add(1)
+		io.Copy(io.Discard, r.Body) // the whole request is in
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	a, b := &keyedUpstream{URL: srv.URL}, startKeyed(t, 200)
+	_, px := startProxy(t, routedConfig(t, a, b, false))
+	resp := post(t, px.URL, "/v1/messages", requestJSON)
+	got := readAll(t, resp.Body)
+	if n := b.calls.Load(); n != 0 {
+		t.Errorf("b was called %d times after a took the whole request and cut the connection; want 0", n)
+	}
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, "may have reached") {
+		t.Errorf("status %d, %s; want the 502 that says the request may have reached the upstream", resp.StatusCode, got)
+	}
+	if n := cut.Load(); n != 1 {
+		t.Errorf("a was called %d times; want once", n)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := &keyedUpstream{URL: "http://" + l.Addr().String()}
+	l.Close()
+	_, px = startProxy(t, routedConfig(t, refused, b, false))
+	resp = post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != 200 || b.calls.Load() != 1 {
+		t.Errorf("a refused connection: status %d, %s, b called %d times; want b's answer", resp.StatusCode, got, b.calls.Load())
+	}
+}
+
+// TestPlainPathTimeoutSkipsTheKey: on the plain path, a key whose
+// upstream sends no answer within UPSTREAM_TIMEOUT_S has failed (as a
+// 529 would have): it is skipped, and the next request goes to the other
+// key instead of waiting out the timeout on it again.
+func TestPlainPathTimeoutSkipsTheKey(t *testing.T) {
+	release := make(chan struct{})
+	var hung atomic.Int32
+	srv := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	a, b := &keyedUpstream{URL: srv.URL}, startKeyed(t, 200)
+	cfg := routedConfig(t, a, b, false)
+	cfg.UpstreamTimeout = 200 * time.Millisecond
+	_, px := startProxy(t, cfg)
+	resp := post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("first request: status %d, %s; want a's timeout", resp.StatusCode, got)
+	}
+	resp = post(t, px.URL, "/v1/messages", requestJSON)
+	if got := readAll(t, resp.Body); resp.StatusCode != 200 {
+		t.Errorf("second request: status %d, %s; want b's answer", resp.StatusCode, got)
+	}
+	if n := hung.Load(); n != 1 {
+		t.Errorf("the hung upstream was called %d times; want once, then skipped", n)
+	}
 }

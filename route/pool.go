@@ -198,6 +198,11 @@ func readKey(ref string, getenv func(string) string) (string, error) {
 			return "", errors.New("the environment variable is unset or empty")
 		}
 	case "file":
+		// Only a regular file (through any symlinks, as mounted secrets
+		// are): opening a FIFO would wait for a writer, holding the start.
+		if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
+			return "", fmt.Errorf("the key file is not a regular file (%s)", fi.Mode().Type())
+		}
 		f, err := os.Open(name)
 		if err != nil {
 			return "", fmt.Errorf("read the key file: %w", errors.Unwrap(err))
@@ -252,6 +257,12 @@ func (p *Pool) Allows(in *request.Inbound) bool {
 		}
 	}
 	return false
+}
+
+// Allows reports whether a request of the inbound key in (nil: none)
+// may go with k: the bulk key, say, which no router chose.
+func (k *Key) Allows(in *request.Inbound) bool {
+	return allowed(&request.Descriptor{Inbound: in}, k)
 }
 
 // allowed reports whether r may go to k: an inbound key limited to some

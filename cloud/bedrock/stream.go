@@ -1,6 +1,8 @@
 package bedrock
 
 import (
+	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +27,7 @@ func streamAnswer(in *http.Request, resp *http.Response, id, label string, creds
 		out.Header.Set("Request-Id", id)
 	}
 	out.ContentLength = -1
-	out.Body = &sseBody{rc: resp.Body, dec: eventstream.NewDecoder(), label: label, creds: creds}
+	out.Body = &sseBody{rc: resp.Body, br: bufio.NewReader(resp.Body), dec: eventstream.NewDecoder(), label: label, creds: creds}
 	out.Request = in
 	return &out
 }
@@ -37,6 +39,7 @@ func streamAnswer(in *http.Request, resp *http.Response, id, label string, creds
 // first-party stream would be.
 type sseBody struct {
 	rc      io.ReadCloser
+	br      *bufio.Reader // rc, to peek at each frame's length
 	dec     *eventstream.Decoder
 	label   string
 	creds   aws.Credentials // scrubbed from an exception's message
@@ -52,7 +55,11 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		b.out, b.off = b.out[:0], 0
-		msg, err := b.dec.Decode(b.rc, b.payload)
+		if p, err := b.br.Peek(4); err == nil && binary.BigEndian.Uint32(p) > maxFrame {
+			b.err = fmt.Errorf("%s: event stream: a frame of %d bytes, over %d MB: not a Messages event", b.label, binary.BigEndian.Uint32(p), maxFrame>>20)
+			continue
+		}
+		msg, err := b.dec.Decode(b.br, b.payload)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				b.err = io.EOF
@@ -128,3 +135,9 @@ func header(msg eventstream.Message, name string) string {
 	}
 	return ""
 }
+
+// maxFrame bounds one event-stream frame: the decoder reads a frame whole
+// into memory before anything of it is relayed, and a frame's length is
+// whatever its prelude says (up to 4 GB). The API's largest event (8 MB,
+// as sluice's relay bounds it) fits, base64 and all.
+const maxFrame = 16 << 20

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -106,6 +107,9 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 		return nil, err
 	}
 	ts := opt.TokenSource
+	// The token fetches' client (oauth2 takes it from the context the
+	// credentials are made with): Go's default one waits for ever.
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Timeout: tokenFetchTimeout})
 	switch {
 	case ts == nil && opt.CredentialsFile != "":
 		creds, err := credentialsFile(ctx, opt.CredentialsFile)
@@ -193,7 +197,7 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	if betas := cloudwire.Betas(in.Header); len(betas) > 0 {
 		out.Header.Set("Anthropic-Beta", strings.Join(betas, ","))
 	}
-	tok, err := c.tokens.Token()
+	tok, err := c.token(ctx)
 	if err != nil {
 		return nil, c.b.NoCredentials(fmt.Errorf("vertex: get a Google access token: %w", err))
 	}
@@ -220,6 +224,33 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	resp.Request = in
 	return resp, nil
 }
+
+// token is a bearer token, or ctx's end: oauth2's Token takes no
+// context, and a token endpoint or metadata server that accepts and never
+// answers would hold the request past its deadline (and, behind
+// ReuseTokenSource's lock, every request after it). The fetch left
+// behind ends with tokenFetchTimeout.
+func (c *Client) token(ctx context.Context) (*oauth2.Token, error) {
+	type got struct {
+		tok *oauth2.Token
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		tok, err := c.tokens.Token()
+		ch <- got{tok, err}
+	}()
+	select {
+	case g := <-ch:
+		return g.tok, g.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// tokenFetchTimeout bounds one fetch of a token from Google's endpoints
+// (the metadata server's client has its own, shorter ones).
+const tokenFetchTimeout = 30 * time.Second
 
 // requestID is the id to give the client: Anthropic's, when Vertex
 // passes the model server's on, else Google's.

@@ -316,3 +316,41 @@ func TestOfficialSDKThroughBackend(t *testing.T) {
 		return newClient(t, s.URL, nil, hdr...)
 	})
 }
+
+// hangingSource is a token endpoint that never answers until released.
+type hangingSource struct{ release chan struct{} }
+
+func (s hangingSource) Token() (*oauth2.Token, error) {
+	<-s.release
+	return nil, errors.New("token endpoint gave up")
+}
+
+// TestHungTokenFetchKeepsToTheRequestsContext: a token fetch that hangs
+// (a metadata server or token endpoint that accepts and never answers)
+// ends the call when the request's context ends, as a dial that hangs
+// would, rather than holding the request (and its slot) for ever.
+func TestHungTokenFetchKeepsToTheRequestsContext(t *testing.T) {
+	s := cloudtest.Start(t, cloudtest.Config())
+	src := hangingSource{release: make(chan struct{})}
+	c := newClient(t, s.URL, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, httptest.NewRequest(http.MethodPost, "/v1/messages", nil), strings.NewReader(hello), int64(len(hello)))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ue *upstream.Error
+		if !errors.As(err, &ue) || !ue.Dial {
+			t.Errorf("Do with a hung token fetch: %v; want an *upstream.Error with Dial set", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Do hung on the token fetch past its context's end")
+		close(src.release)
+		<-done
+		return
+	}
+	close(src.release) // the fetch left behind ends too
+}
