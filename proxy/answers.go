@@ -111,7 +111,7 @@ func (p *Proxy) mapError(err error) *apierror.Error {
 	case errors.As(err, &ue):
 		// The upstream's address and the dial error are for the operator's
 		// log, not for clients: they may name a private host.
-		p.log.Warn("upstream call failed", "upstream", p.upstreamName(), "dial", ue.Dial, "err", ue.Err)
+		p.log.Warn("upstream call failed", "upstream", ue.Upstream, "dial", ue.Dial, "err", ue.Err)
 		if ue.Dial {
 			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}

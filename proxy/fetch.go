@@ -263,8 +263,17 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if c, ok := retry.Retryable(status, header); ok {
 		return rep, nil, c, nil
 	}
+	if key != nil && status == http.StatusUnauthorized {
+		// The upstream refused the key sluice holds, not the client's:
+		// another key may take the request (see again).
+		return rep, nil, causeKeyRefused, nil
+	}
 	return rep, nil, "", nil
 }
+
+// causeKeyRefused is a 401 to a call made with a backend key sluice
+// holds: tried again only on another key.
+const causeKeyRefused retry.Cause = "401"
 
 // notSent reports whether err, a failed upstream call, failed to connect:
 // nothing of the request was sent.
@@ -301,8 +310,8 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 	if m == nil {
 		return failover && attempt < ex.p.cfg.RetryMaxAttempts && ex.failoverPlain(cause), nil
 	}
-	if attempt >= ex.p.cfg.RetryMaxAttempts {
-		return false, nil
+	if attempt >= ex.p.cfg.RetryMaxAttempts || cause == causeKeyRefused && !failover {
+		return false, nil // a refused key refuses again
 	}
 	wait := retry.Backoff(attempt-1, ex.p.rand())
 	if h != nil {

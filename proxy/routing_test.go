@@ -458,3 +458,22 @@ func TestPlainPathTimeoutSkipsTheKey(t *testing.T) {
 		t.Errorf("the hung upstream was called %d times; want once, then skipped", n)
 	}
 }
+
+// TestRefusedKeyFailsOver: a backend key the upstream refuses (401: it
+// was revoked) is left for another before the client sees the 401, and
+// skipped after, on both paths.
+func TestRefusedKeyFailsOver(t *testing.T) {
+	bothModes(t, func(t *testing.T, windowed bool) {
+		a, b := startKeyed(t, http.StatusUnauthorized), startKeyed(t, 200)
+		_, srv := startProxy(t, routedConfig(t, a, b, windowed))
+		for range 2 {
+			resp := post(t, srv.URL, "/v1/messages", requestJSON)
+			if got := readAll(t, resp.Body); resp.StatusCode != 200 {
+				t.Fatalf("status %d, %s; want b's answer", resp.StatusCode, got)
+			}
+		}
+		if a.calls.Load() != 1 || b.calls.Load() != 2 {
+			t.Errorf("calls a %d, b %d; want a once (then skipped), b twice", a.calls.Load(), b.calls.Load())
+		}
+	})
+}

@@ -37,11 +37,15 @@ const (
 )
 
 // OutcomeOf is the outcome of an answer with status (0: none came).
+// A 401 is the upstream refusing the key itself (revoked, mistyped):
+// nothing a client can change, so the key is skipped as a failing one. A
+// 403 may be about the request alone (a model the organisation may not
+// use), and is not held against the key.
 func OutcomeOf(status int) Outcome {
 	switch {
 	case status == 0:
 		return Unreachable
-	case status >= 500:
+	case status >= 500, status == 401:
 		return Overloaded
 	}
 	return Answered
@@ -78,10 +82,16 @@ func (h *health) ok() bool {
 }
 
 // fail counts a failure at now; it returns the failures in a row and
-// the end of the skip.
+// the end of the skip. A failure while the key is skipped (a call that
+// was in flight when the skip began, or one sent when every key was
+// skipped) says nothing new: the skip grows only when the key fails again
+// once tried again, so a burst of concurrent failures skips it once.
 func (h *health) fail(now time.Time) (int, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if now.Before(h.until) {
+		return h.fails, h.until
+	}
 	skip := firstSkip << min(h.fails, 10)
 	h.fails++
 	h.until = now.Add(min(skip, maxSkip))

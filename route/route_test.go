@@ -210,15 +210,25 @@ func TestHealthSkipsAndProbesBack(t *testing.T) {
 	if a1.Healthy(t0.Add(firstSkip-time.Millisecond)) || !a1.Healthy(t0.Add(firstSkip)) {
 		t.Errorf("after one 529: skipped for %v, then tried", firstSkip)
 	}
+	// Failures of calls in flight when the skip began do not grow it.
+	for range 5 {
+		p.Answered(a1, 529, t0.Add(time.Millisecond))
+	}
+	if !a1.Healthy(t0.Add(firstSkip)) {
+		t.Error("concurrent failures during the skip grew it")
+	}
 	p.Answered(a1, 503, t0.Add(firstSkip))
 	if a1.Healthy(t0.Add(firstSkip + 2*firstSkip - time.Millisecond)) {
 		t.Error("after a second failure in a row: want twice the skip")
 	}
-	for range 20 {
-		p.Answered(a1, 529, t0)
+	at := t0.Add(firstSkip)
+	for range 20 { // each failure as the key is tried again
+		_, until := a1.health.fail(a1.health.skippedUntil())
+		at = until
 	}
-	if a1.Healthy(t0.Add(maxSkip-time.Millisecond)) || !a1.Healthy(t0.Add(maxSkip)) {
-		t.Errorf("want the skip capped at %v", maxSkip)
+	p.Answered(a1, 529, at)
+	if until := a1.health.skippedUntil(); until.Sub(at) != maxSkip {
+		t.Errorf("skip after many failures in a row: %v; want it capped at %v", until.Sub(at), maxSkip)
 	}
 	p.Answered(a1, 200, t0)
 	if !a1.Healthy(t0) {
@@ -237,6 +247,15 @@ func TestHealthSkipsAndProbesBack(t *testing.T) {
 	if !b1.Healthy(t0) {
 		t.Error("a 429 made the key unhealthy")
 	}
+	p.Answered(b1, 403, t0) // may be about the request alone
+	if !b1.Healthy(t0) {
+		t.Error("a 403 made the key unhealthy")
+	}
+	p.Answered(b1, 401, t0) // the key itself refused
+	if b1.Healthy(t0) {
+		t.Error("a 401 on a held key left it healthy")
+	}
+	p.Answered(b1, 200, t0)
 	p.Answered(b1, 0, t0)
 	// Every key skipped: the one back soonest is still tried.
 	if k, _ := p.Route(Affinity{}, desc(""), nil, t0); k == nil {

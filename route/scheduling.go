@@ -1,6 +1,7 @@
 package route
 
 import (
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
@@ -12,6 +13,11 @@ import (
 type Scheduling struct {
 	Pool   *Pool
 	Router Router
+
+	// mu guards the members' records: a member may be routed (a
+	// cache-aware follower let go) on one goroutine as it ends (its
+	// client gone) on another.
+	mu sync.Mutex
 }
 
 var _ dispatch.Routing = (*Scheduling)(nil)
@@ -29,29 +35,46 @@ var routedNote = dispatch.NewNote[routed]()
 // Route chooses m's key (see dispatch.Routing). A request with prompt
 // prefixes routed to a key that held none of them is cold there.
 func (s *Scheduling) Route(m *dispatch.Member) dispatch.Routed {
+	s.mu.Lock()
 	n := routedNote.Make(m)
+	if n.done {
+		s.mu.Unlock()
+		return dispatch.Routed{} // it ended as it was let go: nowhere to go
+	}
 	if n.key != nil { // tried again: its last key failed it, or held it
 		n.tried = append(n.tried, n.key)
 		s.Pool.Done(n.key)
+		n.key = nil
 	}
+	tried := n.tried
+	s.mu.Unlock()
 	r := m.Request()
-	k, why, held := s.Pool.route(s.Router, r, n.tried, time.Now())
+	k, why, held := s.Pool.route(s.Router, r, tried, time.Now())
 	if k == nil {
 		// Nothing it may use: the proxy refuses such a request before it
 		// waits (see Pool.Allows), so this is a pool changed under it.
-		n.key = nil
+		return dispatch.Routed{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n.done { // it ended while it was being routed
+		s.Pool.Done(k)
 		return dispatch.Routed{}
 	}
 	n.key, n.why = k, why
 	return dispatch.Routed{Key: k.Hash, Lane: k.Lane, Cold: len(r.Prefixes) > 0 && !held}
 }
 
-// End gives m's place in its key's load back.
+// End gives m's place in its key's load back, once; a member that ends
+// before it is routed is not routed after.
 func (s *Scheduling) End(m *dispatch.Member) {
-	if n := routedNote.Peek(m); n != nil && n.key != nil && !n.done {
-		n.done = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := routedNote.Make(m)
+	if n.key != nil && !n.done {
 		s.Pool.Done(n.key)
 	}
+	n.done = true
 }
 
 // KeyOf is the key m was routed to, and why, and how many keys it failed
