@@ -22,9 +22,11 @@ func TestPageShowsBackends(t *testing.T) {
 	ctx, console := browser(t, 1280, 800)
 	openLive(t, ctx, st)
 	postMessage(t, st.url, `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"which key?"}]}`)
-	row := `#live-backends tr[data-key="primary/1"][data-routed="1"]`
+	// Routed is counted as the request is routed, pending given back as
+	// it ends: the row the page settles on has both.
+	row := `#live-backends tr[data-key="primary/1"][data-routed="1"][data-pending="0"]`
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
-		t.Fatalf("the live view shows no backends row for primary/1 with one request routed: %v", err)
+		t.Fatalf("the live view shows no backends row for primary/1 with one request routed and done: %v", err)
 	}
 	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+row+` td')].map(td => td.textContent)`))
 	if err != nil {

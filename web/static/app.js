@@ -748,7 +748,7 @@ function live() {
     $("live-backends-section").hidden = !backends.length;
     bk.replaceChildren(...backends.map((b) => {
       const tr = document.createElement("tr");
-      tr.dataset.key = b.key; tr.dataset.healthy = b.healthy; tr.dataset.routed = b.routed; tr.dataset.failedOver = b.failed_over;
+      tr.dataset.key = b.key; tr.dataset.healthy = b.healthy; tr.dataset.routed = b.routed; tr.dataset.pending = b.pending; tr.dataset.failedOver = b.failed_over;
       [b.key, b.pending + " / " + b.cap, b.healthy ? "tried" : "skipped", b.routed, b.by_affinity, b.by_session, b.failed_over, b.failures, b.rate_limited, b.cache_read_tokens.toLocaleString("en")]
         .forEach((c) => { const td = document.createElement("td"); td.textContent = String(c); tr.append(td); });
       return tr;
