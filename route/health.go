@@ -20,7 +20,15 @@ type health struct {
 	mu    sync.Mutex
 	fails int       // failures in a row
 	until time.Time // skipped until then
+	// probing is until when a request sent to the key once its skip
+	// ended is its probe: one at a time, so that a whole wave is not sent
+	// to a key that may still be failing. A probe that never reports (its
+	// client left) frees the key for another after probeWindow.
+	probing time.Time
 }
+
+// probeWindow bounds how long a probe holds a failing key for itself.
+const probeWindow = 10 * time.Second
 
 // Outcome is how an upstream call on a key went, as its health sees it.
 type Outcome uint8
@@ -77,7 +85,7 @@ func (h *health) ok() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	was := h.fails > 0
-	h.fails, h.until = 0, time.Time{}
+	h.fails, h.until, h.probing = 0, time.Time{}, time.Time{}
 	return was
 }
 
@@ -95,7 +103,26 @@ func (h *health) fail(now time.Time) (int, time.Time) {
 	skip := firstSkip << min(h.fails, 10)
 	h.fails++
 	h.until = now.Add(min(skip, maxSkip))
+	h.probing = time.Time{}
 	return h.fails, h.until
+}
+
+// usable reports whether a request may be sent to the key at now: it is
+// healthy, or its skip is over and no probe is out.
+func (h *health) usable(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fails == 0 || !now.Before(h.until) && !now.Before(h.probing)
+}
+
+// sent notes a request routed to the key at now: if the key is failing,
+// that request is its probe.
+func (h *health) sent(now time.Time) {
+	h.mu.Lock()
+	if h.fails > 0 {
+		h.probing = now.Add(probeWindow)
+	}
+	h.mu.Unlock()
 }
 
 // set takes what another replica learnt: a later skip, or a recovery.
@@ -117,5 +144,6 @@ func (h *health) skippedUntil() time.Time {
 	return h.until
 }
 
-// Healthy reports whether k is tried now.
-func (k *Key) Healthy(now time.Time) bool { return !k.health.skippedUntil().After(now) }
+// Healthy reports whether k is tried now: it is not failing, or its skip
+// is over and no probe of it is out.
+func (k *Key) Healthy(now time.Time) bool { return k.health.usable(now) }

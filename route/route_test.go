@@ -413,3 +413,33 @@ func TestRouteSaysWhetherTheKeyHeldThePrefix(t *testing.T) {
 		t.Errorf("sent elsewhere by room: %s, held %v; want another key, cold", k, held)
 	}
 }
+
+// TestOneProbeAfterASkip: once a failing key's skip is over, one request
+// goes to it as its probe, and the others elsewhere until it answers; a
+// probe that never reports frees the key for another after probeWindow.
+func TestOneProbeAfterASkip(t *testing.T) {
+	p := twoKeys(t, nil)
+	a1 := p.Keys[0]
+	p.Answered(a1, 529, t0)
+	back := t0.Add(firstSkip)
+	// a/1 is emptiest (nothing pending anywhere): the probe goes there.
+	if k, _ := p.Route(Affinity{}, desc(""), nil, back); k != a1 {
+		t.Fatalf("first request after the skip went to %s; want a/1, as its probe", k)
+	}
+	p.Done(a1)
+	for i := range 3 {
+		if k, _ := p.Route(Affinity{}, desc(""), nil, back); k == a1 {
+			t.Errorf("request %d went to a/1 while its probe is out", i)
+		} else {
+			p.Done(k)
+		}
+	}
+	if k, _ := p.Route(Affinity{}, desc(""), nil, back.Add(probeWindow)); k != a1 {
+		t.Errorf("after the probe window, %s; want a/1 probed again", k)
+	}
+	p.Done(a1)
+	p.Answered(a1, 200, back.Add(probeWindow))
+	if !a1.Healthy(back.Add(probeWindow)) {
+		t.Error("a/1 not healthy after its probe succeeded")
+	}
+}

@@ -205,6 +205,7 @@ func (p *Pool) route(router Router, r *request.Descriptor, avoid []*Key, now tim
 	}
 	c := router.Choose(p, r, cands, now)
 	k := c.Key
+	k.health.sent(now)
 	held := false
 	if r != nil && len(r.Prefixes) > 0 {
 		holders, _ := p.affinity.holders(r.Prefixes, now)
