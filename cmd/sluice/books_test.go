@@ -62,7 +62,21 @@ func sluiceAt(t *testing.T, cfg config.Config) (base string, stop func()) {
 	}
 	srv := httptest.NewServer(hs.api)
 	var once sync.Once
-	stop = func() { once.Do(func() { srv.Close(); hs.proxy.Close(); hs.flushSpans() }) }
+	stop = func() {
+		once.Do(func() {
+			srv.Close()
+			// A stream's connection is taken over from net/http (package
+			// park), which srv.Close no longer waits for: the proxy's own
+			// count of requests being served does, as sluice serve's drain.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := hs.proxy.Idle(ctx); err != nil {
+				t.Errorf("requests still being served 30 s into the drain: %v", err)
+			}
+			hs.proxy.Close()
+			hs.flushSpans()
+		})
+	}
 	t.Cleanup(stop)
 	return srv.URL, stop
 }
