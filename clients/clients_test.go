@@ -85,23 +85,32 @@ func startStack(t *testing.T, scfg sim.Config, windowed bool) (string, *sim.Serv
 	cfg := config.Default()
 	cfg.Enabled = windowed
 	cfg.UpstreamURL, _ = url.Parse(up.URL)
+	return serveStack(t, cfg, assemble.Env{}), s
+}
+
+// serveStack serves sluice serve's stack for cfg, of the parts
+// assemble builds with env, on a loopback listener, and returns its base
+// URL.
+func serveStack(t *testing.T, cfg config.Config, env assemble.Env) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
 	cfg.PublicURL, _ = url.Parse(base)
-	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler)})
+	env.Log = slog.New(slog.DiscardHandler)
+	parts, err := assemble.Build(cfg, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
+	p, err := proxy.New(cfg, proxy.Options{Logger: env.Log, Parts: *parts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := (&proxy.Server{Proxy: p, Log: slog.New(slog.DiscardHandler)}).Start(ln)
+	stop := (&proxy.Server{Proxy: p, Log: env.Log}).Start(ln)
 	t.Cleanup(func() { stop() })
-	return base, s
+	return base
 }
 
 // startDemo builds sluice and runs `sluice demo` with no built-in traffic
@@ -229,12 +238,7 @@ func TestClaudeCodeThroughSluice(t *testing.T) {
 func startCloudStack(t *testing.T, kind string) (string, *cloudtest.Sim) {
 	t.Helper()
 	s := cloudtest.Start(t, cloudtest.Config())
-	t.Setenv("AWS_ACCESS_KEY_ID", cloudtest.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", cloudtest.SecretAccessKey)
-	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	sa, _ := cloudtest.ServiceAccount(t)
+	sa := cloudtest.DefaultChains(t)
 	cfg := config.Default()
 	cfg.Enabled = true
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
@@ -242,23 +246,7 @@ func startCloudStack(t *testing.T, kind string) (string, *cloudtest.Sim) {
 		"bedrock": {Name: "aws", Kind: "bedrock", Region: "us-east-1", Endpoint: s.URL},
 		"vertex":  {Name: "gcp", Kind: "vertex", Region: "us-east5", Project: "sim-project", Endpoint: s.URL, CredentialsFile: sa},
 	}[kind]}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	cfg.PublicURL, _ = url.Parse(base)
-	parts, err := assemble.Build(cfg, assemble.Env{Log: slog.New(slog.DiscardHandler), Cloud: cloud.New})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler), Parts: *parts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := (&proxy.Server{Proxy: p, Log: slog.New(slog.DiscardHandler)}).Start(ln)
-	t.Cleanup(func() { stop() })
-	return base, s
+	return serveStack(t, cfg, assemble.Env{Cloud: cloud.New}), s
 }
 
 // TestClientsThroughSluiceToEachCloud: the official TypeScript SDK

@@ -42,29 +42,13 @@ func cloudSluice(t *testing.T, windowed bool, backends ...config.Backend) string
 	return srv.URL
 }
 
-// cloudCredentials points the clouds' default chains at the simulator's
-// test credentials, and nowhere else (no shared files, no metadata
-// server); it returns a Google service-account file whose token endpoint
-// is on loopback.
-func cloudCredentials(t *testing.T) string {
-	t.Setenv("AWS_ACCESS_KEY_ID", cloudtest.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", cloudtest.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	file, _ := cloudtest.ServiceAccount(t)
-	return file
-}
-
 // TestOfficialSDKThroughSluiceToEachCloud: the official Go SDK speaks the
 // Messages API to sluice, routed to a simulated Bedrock and a simulated
 // Vertex AI backend, on both paths: a reply, the same streamed, a count;
 // the cloud saw its own protocol and none of the client's key.
 func TestOfficialSDKThroughSluiceToEachCloud(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
-	sa := cloudCredentials(t)
+	sa := cloudtest.DefaultChains(t)
 	clouds := map[string]config.Backend{
 		"bedrock": {Name: "aws", Kind: "bedrock", Region: "us-east-1", Endpoint: s.URL},
 		"vertex":  {Name: "gcp", Kind: "vertex", Region: "us-east5", Project: "sim-project", Endpoint: s.URL, CredentialsFile: sa},
@@ -118,7 +102,7 @@ func TestOfficialSDKThroughSluiceToEachCloud(t *testing.T) {
 // an error.
 func TestCloudTakesOverFromAFailingFirstParty(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
-	cloudCredentials(t)
+	cloudtest.DefaultChains(t)
 	var overloaded atomic.Int32
 	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		overloaded.Add(1)

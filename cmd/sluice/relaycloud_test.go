@@ -16,7 +16,7 @@ import (
 // the first-party backend, not to the cloud that would answer 404.
 func TestModelsListNotSentToACloud(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
-	cloudCredentials(t)
+	cloudtest.DefaultChains(t)
 	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"data":[{"type":"model","id":"claude-sonnet-4-5"}],"has_more":false}`)

@@ -49,3 +49,19 @@ func ServiceAccount(t testing.TB) (string, *atomic.Int64) {
 	}
 	return file, &fetched
 }
+
+// DefaultChains points the clouds' default credential chains at the
+// simulator's test credentials and nowhere else (no shared files, no
+// metadata server), for the rest of the test, and returns a Google
+// service-account file whose token endpoint is on loopback.
+func DefaultChains(t *testing.T) string {
+	t.Setenv("AWS_ACCESS_KEY_ID", AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", SecretAccessKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	file, _ := ServiceAccount(t)
+	return file
+}
