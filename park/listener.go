@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // Listener wraps ln so that the connections it accepts can be parked, and
@@ -108,6 +109,20 @@ type conn struct {
 	net.Conn
 	addr *Addr
 	next []byte
+
+	rawOnce sync.Once
+	raw     syscall.RawConn // the socket, for Response.WriteNow; nil if none
+}
+
+// rawConn is c's socket for Response.WriteNow, looked up once; nil when c
+// is no socket.
+func (c *conn) rawConn() syscall.RawConn {
+	c.rawOnce.Do(func() {
+		if sc, ok := c.Conn.(syscall.Conn); ok {
+			c.raw, _ = sc.SyscallConn()
+		}
+	})
+	return c.raw
 }
 
 func (c *conn) LocalAddr() net.Addr { return c.addr }

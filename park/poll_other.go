@@ -14,3 +14,10 @@ func (*epoller) idle(*Response, time.Duration) {}
 func (*epoller) stop(*Response) bool           { return false }
 func (*epoller) close()                        {}
 func (*epoller) alive() bool                   { return false }
+
+// WriteNow is Linux's (see writenow_linux.go); elsewhere it never writes,
+// and the caller writes with Write and Flush.
+func (rw *Response) WriteNow(p []byte) bool { return false }
+
+// Owes reports whether WriteNow left bytes to send: never, here.
+func (rw *Response) Owes() bool { return false }

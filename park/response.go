@@ -2,8 +2,8 @@ package park
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -33,6 +33,7 @@ type Response struct {
 	declared  int64 // the Content-Length sent, or -1
 	written   int64
 	pending   []byte        // body written before the headers went out
+	owed      []byte        // the end of WriteNow's last frame, which the socket did not take at once
 	bw        *bufio.Writer // from writerPool, from a write to the next Flush; nil between
 	werr      error
 
@@ -144,6 +145,12 @@ func (rw *Response) writer() *bufio.Writer {
 	if rw.bw == nil {
 		rw.bw = writerPool.Get().(*bufio.Writer)
 		rw.bw.Reset(rw.c.Conn)
+		if len(rw.owed) > 0 {
+			// What the socket did not take of WriteNow's last frame goes
+			// first; a failure to send it is the buffer's, and Flush's.
+			rw.bw.Write(rw.owed)
+			rw.owed = nil
+		}
 	}
 	return rw.bw
 }
@@ -170,7 +177,19 @@ func (rw *Response) commit(final bool) {
 		return
 	}
 	rw.committed = true
+	rw.writer().Write(rw.head(final, nil))
+	if len(rw.pending) > 0 {
+		rw.werr = rw.writeBody(rw.pending)
+		rw.pending = nil
+	}
+}
+
+// head appends the status line and headers to b: the framing is chosen
+// here (a length, chunked, or no body). It may run again after a WriteNow
+// that sent nothing, and chooses the same again.
+func (rw *Response) head(final bool, b []byte) []byte {
 	h := rw.header
+	rw.chunked = false
 	if rw.bodyOK {
 		if _, typed := h["Content-Type"]; !typed && len(rw.pending) > 0 {
 			h.Set("Content-Type", http.DetectContentType(rw.pending))
@@ -200,18 +219,19 @@ func (rw *Response) commit(final bool) {
 	}
 	rw.mu.Unlock()
 
-	bw := rw.writer()
 	text := http.StatusText(rw.status)
 	if text == "" {
 		text = "status code " + strconv.Itoa(rw.status)
 	}
-	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", rw.status, text)
-	h.Write(bw)
-	bw.WriteString("\r\n")
-	if len(rw.pending) > 0 {
-		rw.werr = rw.writeBody(rw.pending)
-		rw.pending = nil
-	}
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(rw.status), 10)
+	b = append(b, ' ')
+	b = append(b, text...)
+	b = append(b, "\r\n"...)
+	buf := bytes.NewBuffer(b)
+	h.Write(buf)
+	buf.WriteString("\r\n")
+	return buf.Bytes()
 }
 
 func (rw *Response) writeBody(p []byte) error {
@@ -220,7 +240,8 @@ func (rw *Response) writeBody(p []byte) error {
 	}
 	bw := rw.writer()
 	if rw.chunked {
-		fmt.Fprintf(bw, "%x\r\n", len(p))
+		size := strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16)
+		bw.Write(append(size, "\r\n"...))
 	}
 	if _, err := bw.Write(p); err != nil {
 		rw.werr = err

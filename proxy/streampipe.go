@@ -47,8 +47,12 @@ type streamPipe struct {
 	cut   func()
 
 	// What start gave the writer; written before the first writer runs,
-	// and read only by the writer, one run at a time (writing).
-	w      http.ResponseWriter
+	// and read only by the writer, one run at a time (writing), or by put
+	// while no writer runs.
+	w http.ResponseWriter
+	// direct writes from put's goroutine, when w can (a connection taken
+	// over, see takeover.go): see put.
+	direct nowWriter
 	rc     *http.ResponseController
 	status int
 	idle   time.Duration
@@ -58,7 +62,8 @@ type streamPipe struct {
 	buf       []byte    // events put and not yet taken by the writer
 	spare     []byte    // the writer's last buffer, for buf's next turn while it runs
 	started   bool      // start has run: a writer may run
-	writing   bool      // a writer is running; it ends when buf has stayed empty for writerLinger
+	writing   bool      // a writer is running (or put is writing directly); it ends when buf has stayed empty for writerLinger
+	owes      bool      // direct left bytes that only the writer's next flush sends
 	closed    bool      // nothing more will be put
 	err       error     // the writer failed: the client is gone or stopped reading
 	tookAt    time.Time // when the client was last seen taking bytes
@@ -79,6 +84,15 @@ func newStreamPipe(max int, shared *byteBudget) *streamPipe {
 // for more before it ends: the events of a burst come a few milliseconds
 // apart, a silence lasts seconds.
 const writerLinger = time.Second
+
+// nowWriter is a ResponseWriter that can send a piece of the body at once
+// without waiting for the client (park.Response): WriteNow reports false
+// when it cannot, having sent nothing; Owes, that a piece it took was not
+// all sent, and the next Flush must send the rest.
+type nowWriter interface {
+	WriteNow(p []byte) bool
+	Owes() bool
+}
 
 // eventBufs holds the pipes' buffers while no writer runs, so that a
 // burst's first event does not allocate one and a silent stream holds
@@ -119,7 +133,7 @@ func signal(c chan struct{}) {
 // pipe to end) and none runs, or wakes the one lingering. Called with
 // sp.mu held.
 func (sp *streamPipe) kick() {
-	if !sp.started || (len(sp.buf) == 0 && !sp.closed && sp.err == nil) {
+	if !sp.started || (len(sp.buf) == 0 && !sp.owes && !sp.closed && sp.err == nil) {
 		return
 	}
 	if sp.writing {
@@ -180,12 +194,46 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte, more bool) error {
 			sp.buf = getEventBuf()
 		}
 		sp.buf = append(sp.buf, ev...)
-		if !more {
+		if !more && !sp.writeDirect() {
 			sp.kick()
 		}
 	}
 	sp.mu.Unlock()
 	return err
+}
+
+// writeDirect writes what was put to the client from put's own goroutine,
+// when no writer runs and w can send it without waiting (nowWriter): a
+// client that reads keeps up, and the events go out with one system call
+// and no hand-off to a writer goroutine, no timer, no deadline (CPU per
+// event, docs/benchmarks.md, issue 30). It reports false, leaving the
+// bytes for the writer, when the socket would make it wait (the client is
+// slow, and the writer waits under its deadline and the stall bound) or
+// when it cannot write directly at all. Called with sp.mu held; put is the
+// only goroutine that puts, so nothing is added while it writes.
+func (sp *streamPipe) writeDirect() bool {
+	if sp.direct == nil || !sp.started || sp.writing || sp.owes || sp.closed || sp.err != nil || !sp.began {
+		return false
+	}
+	take := sp.buf
+	sp.writing = true // no writer starts meanwhile
+	sp.mu.Unlock()
+	ok := sp.direct.WriteNow(take)
+	owes := ok && sp.direct.Owes()
+	sp.mu.Lock()
+	sp.writing = false
+	if !ok {
+		return false
+	}
+	sp.shared.release(int64(len(take)))
+	putEventBuf(take)
+	sp.buf = nil
+	sp.tookAt = time.Now()
+	if owes {
+		sp.owes = true
+		sp.kick()
+	}
+	return true
 }
 
 // stalled reports whether the client has taken no bytes for stall.
@@ -246,9 +294,18 @@ func (sp *streamPipe) putLast(ev []byte) {
 // close says nothing more will be put; the writer finishes what is left.
 func (sp *streamPipe) close() {
 	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		return
+	}
 	sp.closed = true
+	if sp.started && !sp.writing && len(sp.buf) == 0 && !sp.owes && sp.err == nil {
+		// Everything was written directly: nothing is left for a writer.
+		sp.writing = true // writing stays set: no run starts again
+		close(sp.done)
+		return
+	}
 	sp.kick()
-	sp.mu.Unlock()
 }
 
 // start sends status to w at once, and from then on every event put, each
@@ -258,6 +315,21 @@ func (sp *streamPipe) close() {
 // at once.
 func (sp *streamPipe) start(w http.ResponseWriter, status int, idle time.Duration) {
 	sp.w, sp.rc, sp.status, sp.idle = w, http.NewResponseController(w), status, idle
+	if d, ok := w.(nowWriter); ok {
+		sp.direct = d
+		w.WriteHeader(status)
+		if d.WriteNow(nil) {
+			// The status is out, sent from here: no writer is needed
+			// until the client falls behind (see writeDirect).
+			sp.began = true
+			sp.mu.Lock()
+			sp.started = true
+			sp.owes = d.Owes()
+			sp.kick()
+			sp.mu.Unlock()
+			return
+		}
+	}
 	sp.mu.Lock()
 	sp.started, sp.writing = true, true
 	sp.mu.Unlock()
@@ -283,7 +355,17 @@ func (sp *streamPipe) write() {
 	}()
 	for err == nil {
 		sp.mu.Lock()
-		for len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+		for len(sp.buf) == 0 && !sp.owes && !sp.closed && sp.err == nil {
+			if sp.direct != nil {
+				// put writes directly again from here: a writer waiting
+				// for more would only take the events from it.
+				putEventBuf(sp.buf)
+				putEventBuf(sp.spare)
+				sp.buf, sp.spare = nil, nil
+				sp.writing = false
+				sp.mu.Unlock()
+				return
+			}
 			sp.mu.Unlock()
 			if linger == nil {
 				linger = time.NewTimer(writerLinger)
@@ -297,7 +379,7 @@ func (sp *streamPipe) write() {
 			case <-linger.C:
 			}
 			sp.mu.Lock()
-			if len(sp.buf) == 0 && !sp.closed && sp.err == nil {
+			if len(sp.buf) == 0 && !sp.owes && !sp.closed && sp.err == nil {
 				// Silent: nothing is held through the silence; the next
 				// put starts a writer again.
 				putEventBuf(sp.buf)
@@ -313,7 +395,7 @@ func (sp *streamPipe) write() {
 			sp.mu.Unlock()
 			break
 		}
-		if len(sp.buf) == 0 { // closed, and all written
+		if len(sp.buf) == 0 && !sp.owes { // closed, and all written
 			putEventBuf(sp.spare)
 			sp.buf, sp.spare = nil, nil
 			sp.mu.Unlock() // writing stays set: no run starts again
@@ -322,9 +404,12 @@ func (sp *streamPipe) write() {
 		}
 		take := sp.buf
 		sp.buf, sp.spare = sp.spare, nil
+		sp.owes = false // the flush below sends what direct left
 		sp.mu.Unlock()
 		signal(sp.room)
-		if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
+		if len(take) == 0 && !sp.renew(sp.rc, sp.idle) {
+			err = errClientStalled
+		} else if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
 			err = fmt.Errorf("%w: %v", errClientWrite, werr)
 		} else {
 			err = flushTo(sp.rc)
