@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,10 +75,28 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 			ex.used(tally.model, tally.u)
 		}
 	}()
+	// The watchdog ends a stream whose upstream has sent nothing but pings
+	// for idle. Each event only notes the time (progress): a timer reset
+	// for each one cost more than the note (docs/benchmarks.md, issue
+	// 30). When the timer fires it looks at the note, and waits on for
+	// what is left of idle since then. Waiting for the client to make room
+	// (put) is not the upstream's silence: the note is taken after it.
 	var stalled atomic.Bool
-	watchdog := time.AfterFunc(idle, func() {
-		stalled.Store(true)
-		cancel(nil)
+	var lastProgress, putting atomic.Int64 // lastProgress: since began; putting: puts under way
+	began := time.Now()
+	note := func() { lastProgress.Store(int64(time.Since(began))) }
+	var watchdog *time.Timer
+	watchdog = time.AfterFunc(idle, func() {
+		quiet := time.Since(began) - time.Duration(lastProgress.Load())
+		switch {
+		case putting.Load() > 0:
+			watchdog.Reset(idle)
+		case quiet < idle:
+			watchdog.Reset(idle - quiet)
+		default:
+			stalled.Store(true)
+			cancel(nil)
+		}
 	})
 	defer watchdog.Stop()
 	// ended is set once the stream's last event (message_stop, or an
@@ -102,18 +120,18 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 			// Not progress (below): the watchdog runs on through it.
 			return pipe.put(ctx, ev, more)
 		}
-		// Waiting for the client to make room is not the upstream's
-		// silence.
-		watchdog.Stop()
-		defer watchdog.Reset(idle)
-		return pipe.put(ctx, ev, more)
+		putting.Add(1)
+		err := pipe.put(ctx, ev, more)
+		note()
+		putting.Add(-1)
+		return err
 	}
 	// Any line of an event is progress, but a ping is not: the API
 	// sends pings to keep a connection open, so an upstream that sends
 	// nothing else would otherwise hold its gate slot for ever.
 	progress := func(event []byte) {
 		if !bytes.HasPrefix(event, evPing) {
-			watchdog.Reset(idle)
+			note()
 		}
 	}
 	err := copyEvents(send, resp.Body, progress)
@@ -177,62 +195,154 @@ var errEventTooLarge = errors.New("upstream event too large")
 // already been read and follows at once, so that the events that arrived
 // together can be written to the client together (one write, one flush),
 // while one that came alone is never held back waiting for the next.
-// progress is called whenever a line arrives, with the event read so far
-// (that line included). At EOF a trailing partial event is sent as is. It
-// returns nil at EOF, send's error, errEventTooLarge for an event past
-// maxEventSize, or src's read error.
+// progress is called after each read that completed a line, with the
+// event being read then (that line included); an event that a read
+// completed goes to send instead. At EOF a trailing partial event is sent
+// as is. It returns nil at EOF, send's error, errEventTooLarge for an
+// event past maxEventSize, or src's read error.
+//
+// It reads everything src has at once, into a buffer taken from a pool
+// while there are bytes to hold: an agent's stream is silent most of the
+// time it is open (thinking, a tool call), and it waits for the next
+// event through a one-byte read, holding no buffer; the rest of what came
+// is then read in one go. A buffer of its own sized for a silence (1 KB)
+// split a burst into reads of a few events each, and a write to the client
+// for each read (docs/benchmarks.md, issue 30).
 func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress func(event []byte)) error {
-	// 1 KB: an agent's stream holds it for as long as the stream is open,
-	// most of it silent (16 KB cost 12 KB more per open stream, and 4 KB
-	// 3 KB more; docs/benchmarks.md, issue 30). The transport's own 4 KB
-	// buffer is beneath src, so a smaller one here costs copies, not
-	// reads from the socket. A line longer than it is read in pieces
-	// (ErrBufferFull below).
-	br := bufio.NewReaderSize(src, 1<<10)
-	var event []byte
-	lineStart := 0 // where the line being read began in event
+	var first [1]byte
+	var buf []byte // the event being read (from 0), then what was read after it
+	defer func() { putRelayBuf(buf) }()
 	for {
-		chunk, err := br.ReadSlice('\n')
-		event = append(event, chunk...)
-		if len(event) > maxEventSize {
-			return errEventTooLarge
+		if len(buf) == 0 {
+			putRelayBuf(buf)
+			buf = nil
+			n, err := src.Read(first[:])
+			if n == 0 {
+				switch {
+				case err == io.EOF:
+					return nil
+				case err != nil:
+					return err
+				}
+				continue
+			}
+			buf = append(getRelayBuf(), first[0])
+			if err != nil {
+				if serr := sendEvents(send, &buf, progress, err == io.EOF); serr != nil {
+					return serr
+				}
+				return eofOrErr(err)
+			}
 		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue // a long line: keep reading it
-		case err == io.EOF:
-			if len(event) > 0 {
-				return send(event, false)
+		if len(buf) == cap(buf) {
+			if len(buf) > maxEventSize {
+				return errEventTooLarge
 			}
-			return nil
-		case err != nil:
-			return err
+			buf = growRelayBuf(buf)
 		}
-		progress(event)
-		// The whole line, not the last chunk of it: a long line can end with
-		// a chunk of just "\n" when it fills the buffer exactly.
-		line := event[lineStart:]
-		lineStart = len(event)
-		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
-			// A blank line ends the event.
-			if err := send(event, eventBuffered(br)); err != nil {
-				return err
-			}
-			event = event[:0]
-			lineStart = 0
-			if br.Buffered() == 0 && cap(event) > 1<<10 {
-				// The read that follows may wait through a silence: a
-				// long event's buffer is not kept for it.
-				event = nil
-			}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if serr := sendEvents(send, &buf, progress, err == io.EOF); serr != nil {
+			return serr
+		}
+		if err != nil {
+			return eofOrErr(err)
 		}
 	}
 }
 
-// eventBuffered reports whether br holds a whole event, read from an
-// event boundary: a blank line within its buffered bytes.
-func eventBuffered(br *bufio.Reader) bool {
-	b, _ := br.Peek(br.Buffered())
-	return len(b) > 0 && (b[0] == '\n' || bytes.HasPrefix(b, []byte("\r\n")) ||
-		bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n")))
+func eofOrErr(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// sendEvents sends the whole events at the start of *buf and keeps the
+// rest (the start of the next event) at its front. At the source's end
+// (last: EOF, not a failed read) the rest is sent too, as it is. An event past maxEventSize is
+// errEventTooLarge.
+func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress func(event []byte), last bool) error {
+	b := *buf
+	start := 0 // of the event being read
+	var pending []byte
+	lineEnd := -1 // the end of the last whole line of the event being read, past its newline
+	for at := 0; ; {
+		i := bytes.IndexByte(b[at:], '\n')
+		if i < 0 {
+			break
+		}
+		i += at
+		line := b[at : i+1]
+		at = i + 1
+		lineEnd = at
+		if len(line) != 1 && (len(line) != 2 || line[0] != '\r') {
+			continue
+		}
+		// A blank line ends the event; the one before it goes first.
+		if pending != nil {
+			if err := send(pending, true); err != nil {
+				return err
+			}
+		}
+		pending = b[start:at]
+		start, lineEnd = at, -1
+	}
+	if pending != nil {
+		if err := send(pending, false); err != nil {
+			return err
+		}
+	}
+	rest := b[start:]
+	switch {
+	case last && len(rest) > 0:
+		if err := send(rest, false); err != nil {
+			return err
+		}
+		rest = nil
+	case len(rest) > maxEventSize:
+		return errEventTooLarge
+	case lineEnd > start:
+		progress(b[start:lineEnd])
+	}
+	*buf = b[:copy(b, rest)]
+	return nil
+}
+
+// relayBufs are copyEvents' read buffers, held only while a stream has
+// bytes to hold; a buffer grown for a long event is not pooled.
+var relayBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// relayReadSize is a read buffer's size: a burst of an answer's events,
+// and most single events, in one read.
+const relayReadSize = 16 << 10
+
+func getRelayBuf() []byte {
+	bp := relayBufs.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	relayBufs.Put(bp)
+	if b == nil {
+		b = make([]byte, 0, relayReadSize)
+	}
+	return b[:0]
+}
+
+func putRelayBuf(b []byte) {
+	if cap(b) != relayReadSize {
+		return
+	}
+	bp := relayBufs.Get().(*[]byte)
+	if *bp == nil {
+		*bp = b[:0]
+	}
+	relayBufs.Put(bp)
+}
+
+// growRelayBuf makes room after buf's bytes for a long event.
+func growRelayBuf(buf []byte) []byte {
+	grown := make([]byte, len(buf), 2*cap(buf))
+	copy(grown, buf)
+	putRelayBuf(buf)
+	return grown
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sluicehq/sluice/request"
 )
@@ -91,6 +93,24 @@ func FuzzCopyEvents(f *testing.F) {
 	f.Add([]byte("\n\n\n"))
 	f.Add(bytes.Repeat([]byte("data: "+strings.Repeat("x", 40000)+"\n"), 2))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// Read at once, a byte at a time, in halves, and with EOF on the
+		// last bytes' read: what a read brings must not change what is
+		// relayed, nor where it is cut.
+		readers := map[string]func() io.Reader{
+			"whole":    func() io.Reader { return bytes.NewReader(in) },
+			"one-byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(in)) },
+			"half":     func() io.Reader { return iotest.HalfReader(bytes.NewReader(in)) },
+			"data-eof": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(in)) },
+		}
+		for name, r := range readers {
+			checkCopyEvents(t, name, in, r())
+		}
+	})
+}
+
+func checkCopyEvents(t *testing.T, name string, in []byte, src io.Reader) {
+	t.Helper()
+	{
 		var got []byte
 		var writes [][]byte
 		var mores []bool
@@ -102,11 +122,11 @@ func FuzzCopyEvents(f *testing.F) {
 			got = append(got, ev...)
 			return nil
 		}
-		if err := copyEvents(send, bytes.NewReader(in), func([]byte) {}); err != nil {
-			t.Fatal(err)
+		if err := copyEvents(send, src, func([]byte) {}); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 		if !bytes.Equal(got, in) {
-			t.Fatalf("relayed %q; want %q", got, in)
+			t.Fatalf("%s: relayed %q; want %q", name, got, in)
 		}
 		whole := func(wr []byte) bool {
 			blank := string(wr) == "\n" || string(wr) == "\r\n"
@@ -114,13 +134,13 @@ func FuzzCopyEvents(f *testing.F) {
 		}
 		for i, wr := range writes[:max(len(writes)-1, 0)] {
 			if !whole(wr) {
-				t.Fatalf("write %d = %q does not end an event", i, wr)
+				t.Fatalf("%s: write %d = %q does not end an event", name, i, wr)
 			}
 		}
 		for i, more := range mores {
 			if more && (i == len(writes)-1 || !whole(writes[i+1])) {
-				t.Fatalf("write %d said more, but what followed was no whole event", i)
+				t.Fatalf("%s: write %d said more, but what followed was no whole event", name, i)
 			}
 		}
-	})
+	}
 }
