@@ -137,7 +137,8 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	}
 	collected := scrapeCollected(t, sl, pprofAddr, profile)
 	per := func(a, b float64) float64 { return (a - b) / float64(n) }
-	t.Logf("%s: %d streams open and silent upstream (%d upstream calls held)", mode, n, open.Load())
+	t.Logf("%s: %d streams open and silent upstream (%d upstream calls held); body budget held %.0f KB",
+		mode, n, open.Load(), m["sluice_body_budget_held_bytes"]/1024)
 	t.Logf("VmRSS idle %d KB, loaded %d KB: %.1f KB per open stream; threads %d",
 		idle["VmRSS"]>>10, loaded["VmRSS"]>>10, per(float64(loaded["VmRSS"]), float64(idle["VmRSS"]))/1024, loaded["Threads"])
 	t.Logf("per open stream: heap in use %.1f KB, stacks %.1f KB, goroutines %.2f",
