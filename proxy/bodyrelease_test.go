@@ -51,10 +51,12 @@ func bigStreamRequest(n int) string {
 func TestStreamLetsGoOfItsBodyOnceRelayed(t *testing.T) {
 	bothModes(t, func(t *testing.T, windowed bool) {
 		up := silentStreamUpstream(t)
-		p, px := startProxy(t, testConfig(t, up, windowed))
+		// Set before the proxy starts, and unset after it stops: the
+		// hook is read on its connections' goroutines.
 		read := make(chan weak.Pointer[byte], 1)
 		bodyReadHook = func(data []byte) { read <- weak.Make(&data[0]) }
 		t.Cleanup(func() { bodyReadHook = nil })
+		p, px := startProxy(t, testConfig(t, up, windowed))
 
 		body := bigStreamRequest(512 << 10)
 		resp := post(t, px.URL, "/v1/messages", body)
