@@ -25,7 +25,9 @@ import (
 type Backend interface {
 	// Do sends in's request (method, path, query, end-to-end headers)
 	// with body, of length size (-1 if unknown), under ctx. The caller
-	// closes the response body.
+	// closes the response body. body may be a *Body that the caller
+	// releases once a stream is being relayed: a Backend that sends a
+	// translation of it makes that with BodyFrom, to be released with it.
 	Do(ctx context.Context, in *http.Request, body io.Reader, size int64) (*http.Response, error)
 }
 
