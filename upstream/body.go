@@ -31,8 +31,8 @@ type Body struct {
 	data atomic.Pointer[[]byte] // nil once released
 	size int
 	r    bodyReader // Read's pass
-	// next is released with this one: a body made from it (see
-	// BodyFrom).
+	// next is released with this one: the latest body made from it
+	// (see BodyFrom).
 	next atomic.Pointer[Body]
 }
 
@@ -59,9 +59,10 @@ func BodyFrom(src io.Reader, data []byte) *Body {
 }
 
 // Attach makes b out's body: a pass of its own, and what the transport
-// reopens (GetBody) to resend it. Of a reader it knows (a
-// *bytes.Reader), NewRequest would keep a copy for GetBody instead, which
-// the transport holds until the response's body is closed.
+// reopens (GetBody) to resend it. Given a reader it knows (a
+// *bytes.Reader), NewRequest would keep a snapshot of the reader for
+// GetBody instead, sharing its bytes, and the transport holds it until
+// the response's body is closed.
 func (b *Body) Attach(out *http.Request) {
 	out.ContentLength = int64(b.size)
 	if b.size == 0 {
