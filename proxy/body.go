@@ -110,8 +110,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	// watch for a departing client is not cut short during a long stream.
 	_ = rc.SetReadDeadline(time.Time{})
 	hb.data = data
+	if bodyReadHook != nil {
+		bodyReadHook(data)
+	}
 	return hb, nil
 }
+
+// bodyReadHook, set by a test, sees each request body read whole: the
+// tests of letGoOfBody watch its bytes being collected.
+var bodyReadHook func(data []byte)
 
 // errBudgetSpent is readAllOf's failure when a body of unknown length
 // outgrows the budget.

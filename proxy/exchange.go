@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/upstream"
 )
 
 // exchange is one Messages request on its way through sluice.
@@ -42,6 +43,9 @@ type exchange struct {
 	// non-streaming request leads a cold prefix (see reassemble.go).
 	streamed []byte
 	sent     time.Time // when the latest upstream attempt was sent
+	// sending is the body the latest attempt sent, what its transport
+	// holds until its answer ends (see letGoOfBody).
+	sending *upstream.Body
 	// cancelCall cancels the context of forward's upstream call, with a
 	// cause: errUpstreamTimeout on the plain path (see attempt).
 	cancelCall context.CancelCauseFunc

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,6 +75,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			m.MarkBegun() // the headers are in: a cache entry exists from here
 		}
 		stream = "true"
+		ex.letGoOfBody()
 		var firstToken func()
 		if m != nil {
 			// The gate's adaptive limit learns from the time to first
@@ -193,7 +193,8 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	if key != nil {
 		key.Authorize(in.Header)
 	}
-	resp, err = client.Do(ctx, in, bytes.NewReader(body), int64(len(body)))
+	ex.sending = upstream.NewBody(body)
+	resp, err = client.Do(ctx, in, ex.sending, int64(len(body)))
 	if timeout != nil {
 		timeout.Stop() // the headers are in, or the call failed
 	}

@@ -285,10 +285,32 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 	}
 }
 
-// releaseBody gives the body's share of the budget back, once.
+// releaseBody gives the body's share of the budget back, once: at the
+// latest when the request is settled, and when its stream begins (see
+// letGoOfBody). Both run on the goroutine that runs the request.
 func (ex *exchange) releaseBody() {
 	ex.p.bodies.release(ex.body.reserved)
 	ex.body.reserved = 0
+}
+
+// letGoOfBody lets go of the request's body once its stream is being
+// relayed: a stream that has begun is never sent again (no retry, no
+// failover), and an agent's stream, open for minutes, would otherwise
+// hold its 50-200 KB and its share of BODY_BUDGET_MB all that time. Every
+// reference sluice keeps goes: the exchange's, the reassembly's, and what
+// the upstream transport holds to resend (see upstream.Body), so that the
+// bytes are collected while the stream goes on. Only RECORD_FILE keeps the
+// body, to be walked once the exchange ends; its share of the budget is
+// kept with it.
+func (ex *exchange) letGoOfBody() {
+	if ex.sending != nil {
+		ex.sending.Release()
+		ex.sending = nil
+	}
+	ex.body.data, ex.streamed = nil, nil
+	if ex.rec.shape == nil {
+		ex.releaseBody()
+	}
 }
 
 // writeReply writes a whole upstream answer to the client.

@@ -25,7 +25,9 @@ import (
 type Backend interface {
 	// Do sends in's request (method, path, query, end-to-end headers)
 	// with body, of length size (-1 if unknown), under ctx. The caller
-	// closes the response body.
+	// closes the response body. body may be a *Body that the caller
+	// releases once a stream is being relayed: a Backend that sends a
+	// translation of it makes that with BodyFrom, to be released with it.
 	Do(ctx context.Context, in *http.Request, body io.Reader, size int64) (*http.Response, error)
 }
 
@@ -108,8 +110,14 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Do sends in's method, path, query and end-to-end headers, with body, to
 // the upstream under ctx. body has length size (-1 if unknown). The caller
-// closes the response body.
+// closes the response body. A *Body is sent as a pass of its own, and is
+// what the transport reopens to resend the request: once it is released,
+// the transport holds none of its bytes (see Body).
 func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, size int64) (*http.Response, error) {
+	held, isHeld := body.(*Body)
+	if isHeld {
+		body = nil // attached below
+	}
 	out, err := http.NewRequestWithContext(ctx, in.Method, c.target(in.URL), body)
 	if err != nil {
 		return nil, fmt.Errorf("build upstream request: %w", err)
@@ -117,6 +125,9 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, size 
 	out.ContentLength = size
 	if size == 0 {
 		out.Body = http.NoBody
+	}
+	if isHeld {
+		held.Attach(out)
 	}
 	CopyHeader(out.Header, in.Header)
 	if _, ok := out.Header["User-Agent"]; !ok {

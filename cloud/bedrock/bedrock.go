@@ -8,7 +8,6 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -161,7 +160,7 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	case req.Stream:
 		op, accept = "invoke-with-response-stream", "application/vnd.amazon.eventstream"
 	}
-	resp, creds, err := c.send(ctx, modelID, op, accept, payload)
+	resp, creds, err := c.send(ctx, modelID, op, accept, payload, body)
 	if err != nil {
 		return nil, err
 	}
@@ -188,16 +187,19 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	return &out, nil
 }
 
-// send signs and sends one call. It returns the credentials it signed
-// with, so that an error from AWS can be scrubbed of them.
-func (c *Client) send(ctx context.Context, modelID, op, accept string, payload []byte) (*http.Response, aws.Credentials, error) {
+// send signs and sends one call with payload, made from the body Do was
+// given (from), and let go of with it (see upstream.BodyFrom). It returns
+// the credentials it signed with, so that an error from AWS can be
+// scrubbed of them.
+func (c *Client) send(ctx context.Context, modelID, op, accept string, payload []byte, from io.Reader) (*http.Response, aws.Credentials, error) {
 	// The model id is one path segment, escaped as the AWS SDK escapes
 	// a label (a colon as %3A, an ARN's slashes as %2F).
 	u := c.b.URL("/model/"+modelID+"/"+op, "/model/"+httpbinding.EscapePath(modelID, true)+"/"+op)
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return nil, aws.Credentials{}, fmt.Errorf("bedrock: build the request: %w", err)
 	}
+	upstream.BodyFrom(from, payload).Attach(out)
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", accept)
 	creds, err := c.creds.Retrieve(ctx)

@@ -7,7 +7,6 @@
 package vertex
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,10 +183,13 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 		return nil, fmt.Errorf("vertex: encode the request body: %w", err)
 	}
 	path := "/v1/projects/" + c.project + "/locations/" + c.region + "/publishers/anthropic/models/"
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, c.b.URL(path+op, path+url.PathEscape(op)), bytes.NewReader(payload))
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, c.b.URL(path+op, path+url.PathEscape(op)), nil)
 	if err != nil {
 		return nil, fmt.Errorf("vertex: build the request: %w", err)
 	}
+	// Let go of with the body Do was given: for a stream, once it is
+	// being relayed.
+	upstream.BodyFrom(body, payload).Attach(out)
 	out.Header.Set("Content-Type", "application/json")
 	if req.Stream && route == cloudwire.RouteCreate {
 		out.Header.Set("Accept", "text/event-stream")

@@ -24,7 +24,11 @@ import (
 // plain or windowed, default windowed); the upstream here sends each its
 // first events and then nothing but the connection. It reports sluice's
 // RSS, heap, stacks and goroutines per open stream, and asserts no target:
-// the figures go to docs/benchmarks.md. Skipped unless SLUICE_MEMBENCH=1.
+// the figures go to docs/benchmarks.md. SLUICE_MEMBENCH_BODY_KB=k gives
+// each request a body of about k KB (an agent's is 50-200 KB: its
+// conversation so far), to see what a stream's body costs while it is
+// open; unset, the body is a one-line prompt. Skipped unless
+// SLUICE_MEMBENCH=1.
 func TestMemoryPerIdleStream(t *testing.T) {
 	if os.Getenv("SLUICE_MEMBENCH") != "1" {
 		t.Skip("a benchmark, not a test: set SLUICE_MEMBENCH=1 to run it")
@@ -86,7 +90,8 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	tr := &http.Transport{MaxIdleConnsPerHost: n}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	body := `{"model":"claude-sonnet-4-5","max_tokens":4096,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	body := memBenchBody(envInt("SLUICE_MEMBENCH_BODY_KB", 0))
+	t.Logf("request body %d bytes", len(body))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -132,7 +137,8 @@ func TestMemoryPerIdleStream(t *testing.T) {
 	}
 	collected := scrapeCollected(t, sl, pprofAddr, profile)
 	per := func(a, b float64) float64 { return (a - b) / float64(n) }
-	t.Logf("%s: %d streams open and silent upstream (%d upstream calls held)", mode, n, open.Load())
+	t.Logf("%s: %d streams open and silent upstream (%d upstream calls held); body budget held %.0f KB",
+		mode, n, open.Load(), m["sluice_body_budget_held_bytes"]/1024)
 	t.Logf("VmRSS idle %d KB, loaded %d KB: %.1f KB per open stream; threads %d",
 		idle["VmRSS"]>>10, loaded["VmRSS"]>>10, per(float64(loaded["VmRSS"]), float64(idle["VmRSS"]))/1024, loaded["Threads"])
 	t.Logf("per open stream: heap in use %.1f KB, stacks %.1f KB, goroutines %.2f",
@@ -164,4 +170,15 @@ func scrapeCollected(t *testing.T, sl *sluiceProcess, pprofAddr, profile string)
 	}
 	resp.Body.Close()
 	return scrape(t, sl.probe, sl.base)
+}
+
+// memBenchBody is a streaming Messages body of about kb KB (a one-line
+// prompt when kb is 0): the prompt is padded to the size.
+func memBenchBody(kb int) string {
+	const head, tail = `{"model":"claude-sonnet-4-5","max_tokens":4096,"stream":true,"messages":[{"role":"user","content":"`, `"}]}`
+	prompt := "hello"
+	if pad := kb<<10 - len(head) - len(tail); pad > len(prompt) {
+		prompt = strings.Repeat("x", pad)
+	}
+	return head + prompt + tail
 }
