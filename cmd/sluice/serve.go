@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/logbuf"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -36,7 +37,12 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
-	log := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	// The log's lines (an access line a request) go out together every
+	// logFlushDelay rather than one write each (package logbuf); the last
+	// ones when serve returns.
+	logOut := logbuf.New(os.Stderr, logFlushDelay)
+	defer logOut.Close()
+	log := newLogger(logOut, cfg.LogFormat, cfg.LogLevel)
 	warnMisspelt(log, os.Environ())
 	setMemoryLimit(os.LookupEnv, cfg, log)
 	cfg = withPublicURL(cfg, ln.Addr(), log)
@@ -118,6 +124,11 @@ func warnMisspelt(log *slog.Logger, environ []string) {
 			"variable", m.Name, "setting", m.Setting)
 	}
 }
+
+// logFlushDelay is how late a log line may be written: long enough to
+// gather a busy proxy's access lines into one write, short enough that
+// someone tailing the log sees no lag.
+const logFlushDelay = 50 * time.Millisecond
 
 // newLogger builds the logger that LOG_FORMAT and LOG_LEVEL ask for.
 func newLogger(w io.Writer, format config.LogFormat, level slog.Level) *slog.Logger {
