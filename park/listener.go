@@ -112,6 +112,7 @@ type conn struct {
 
 	rawOnce sync.Once
 	raw     syscall.RawConn // the socket, for Response.WriteNow; nil if none
+	now     nowWrite        // WriteNow's system call (Linux)
 }
 
 // rawConn is c's socket for Response.WriteNow, looked up once; nil when c

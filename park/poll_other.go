@@ -21,3 +21,6 @@ func (rw *Response) WriteNow(p []byte) bool { return false }
 
 // Owes reports whether WriteNow left bytes to send: never, here.
 func (rw *Response) Owes() bool { return false }
+
+// nowWrite is Linux's WriteNow system call; nothing here.
+type nowWrite struct{}

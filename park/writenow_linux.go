@@ -44,16 +44,7 @@ func (rw *Response) WriteNow(p []byte) bool {
 		frame = append(frame, "\r\n"...)
 	}
 	*fp = frame
-	var n int
-	var werr error
-	err := raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = syscall.Write(int(fd), frame)
-			if werr != syscall.EINTR {
-				return true // never wait for the socket: that is the writer's job
-			}
-		}
-	})
+	n, err := rw.c.writeNow(raw, frame)
 	if err != nil || n <= 0 {
 		// A deadline passed (a cut), the connection closed, or the socket
 		// is full: Write and Flush, under their deadline, find out which.
@@ -81,3 +72,37 @@ func (rw *Response) Owes() bool { return len(rw.owed) > 0 }
 var frames = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledFrame = 64 << 10
+
+// nowWrite is one non-blocking write(2) for WriteNow, its function bound
+// once per connection: a closure made for each write, over its result,
+// cost four allocations an event.
+type nowWrite struct {
+	frame []byte
+	n     int
+	err   error
+	fn    func(fd uintptr) bool
+}
+
+func (w *nowWrite) write(fd uintptr) bool {
+	for {
+		w.n, w.err = syscall.Write(int(fd), w.frame)
+		if w.err != syscall.EINTR {
+			return true // never wait for the socket: that is the writer's job
+		}
+	}
+}
+
+// writeNow writes frame to the socket with one system call, without
+// waiting: n is what the socket took (0 when it took nothing), err a
+// failure of the connection itself (closed, its deadline passed).
+func (c *conn) writeNow(raw syscall.RawConn, frame []byte) (int, error) {
+	w := &c.now
+	if w.fn == nil {
+		w.fn = w.write
+	}
+	w.frame = frame
+	err := raw.Write(w.fn)
+	n := w.n
+	w.frame, w.n, w.err = nil, 0, nil
+	return n, err
+}

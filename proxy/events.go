@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -310,34 +309,13 @@ func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress fun
 }
 
 // relayBufs are copyEvents' read buffers, held only while a stream has
-// bytes to hold; a buffer grown for a long event is not pooled.
-var relayBufs = sync.Pool{New: func() any { return new([]byte) }}
+// bytes to hold; a buffer grown for a long event is not pooled. Each is
+// relayReadSize: a burst of an answer's events, and most single events,
+// in one read.
+var relayBufs = bytePool{size: 16 << 10}
 
-// relayReadSize is a read buffer's size: a burst of an answer's events,
-// and most single events, in one read.
-const relayReadSize = 16 << 10
-
-func getRelayBuf() []byte {
-	bp := relayBufs.Get().(*[]byte)
-	b := *bp
-	*bp = nil
-	relayBufs.Put(bp)
-	if b == nil {
-		b = make([]byte, 0, relayReadSize)
-	}
-	return b[:0]
-}
-
-func putRelayBuf(b []byte) {
-	if cap(b) != relayReadSize {
-		return
-	}
-	bp := relayBufs.Get().(*[]byte)
-	if *bp == nil {
-		*bp = b[:0]
-	}
-	relayBufs.Put(bp)
-}
+func getRelayBuf() []byte  { return relayBufs.get() }
+func putRelayBuf(b []byte) { relayBufs.put(b) }
 
 // growRelayBuf makes room after buf's bytes for a long event.
 func growRelayBuf(buf []byte) []byte {

@@ -96,31 +96,12 @@ type nowWriter interface {
 
 // eventBufs holds the pipes' buffers while no writer runs, so that a
 // burst's first event does not allocate one and a silent stream holds
-// none.
-var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+// none. A buffer grown past its size (a slow reader's megabyte) is let go
+// of.
+var eventBufs = bytePool{size: 4 << 10}
 
-// maxPooledBuf bounds the buffers given back to eventBufs: a slow
-// reader's megabyte is let go of.
-const maxPooledBuf = 64 << 10
-
-func getEventBuf() []byte {
-	bp := eventBufs.Get().(*[]byte)
-	b := *bp
-	*bp = nil
-	eventBufs.Put(bp) // the pointer only; cheap to keep
-	return b[:0]
-}
-
-func putEventBuf(b []byte) {
-	if cap(b) == 0 || cap(b) > maxPooledBuf {
-		return
-	}
-	bp := eventBufs.Get().(*[]byte)
-	if *bp == nil {
-		*bp = b[:0]
-	}
-	eventBufs.Put(bp)
-}
+func getEventBuf() []byte  { return eventBufs.get() }
+func putEventBuf(b []byte) { eventBufs.put(b) }
 
 func signal(c chan struct{}) {
 	select {
