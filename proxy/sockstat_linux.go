@@ -8,36 +8,39 @@ import (
 )
 
 // ackedBytes returns a probe of how many bytes the client's TCP stack has
-// acknowledged on c (tcpi_bytes_acked), or nil where that cannot be had.
-// It moves whenever the client takes bytes, however few: a client that
-// reads nothing fills its receive window and it stops, while one that
-// reads slowly moves it at its own pace, even in the middle of one of
-// sluice's writes.
+// acknowledged on c (tcpi_bytes_acked). It moves whenever the client
+// takes bytes, however few: a client that reads nothing fills its receive
+// window and it stops, while one that reads slowly moves it at its own
+// pace, even in the middle of one of sluice's writes. The socket is found
+// and asked only when the probe is first called (a stream's client falls
+// behind): looked up for every stream, it cost each a system call and
+// four allocations (docs/streams.md). Where TCP_INFO cannot be had (not
+// TCP), the probe reports 0 for ever, and a stalled client is told only by
+// writes that do not complete, as with no probe.
 func ackedBytes(c net.Conn) func() uint64 {
 	var raw syscall.RawConn
-	walkConn(c, func(c net.Conn) bool {
-		if sc, ok := c.(syscall.Conn); ok {
-			raw, _ = sc.SyscallConn()
+	looked := false
+	return func() uint64 {
+		if !looked {
+			looked = true
+			walkConn(c, func(c net.Conn) bool {
+				if sc, ok := c.(syscall.Conn); ok {
+					raw, _ = sc.SyscallConn()
+				}
+				return raw != nil
+			})
 		}
-		return raw != nil
-	})
-	if raw == nil {
-		return nil
-	}
-	probe := func() (uint64, bool) {
+		if raw == nil {
+			return 0
+		}
 		var n uint64
-		ok := false
 		raw.Control(func(fd uintptr) {
 			if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-				n, ok = ti.Bytes_acked, true
+				n = ti.Bytes_acked
 			}
 		})
-		return n, ok
+		return n
 	}
-	if _, ok := probe(); !ok { // not TCP
-		return nil
-	}
-	return func() uint64 { n, _ := probe(); return n }
 }
 
 // unreadBytes reports whether bytes from the client wait unread in c's
