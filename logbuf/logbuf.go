@@ -1,10 +1,10 @@
 // Package logbuf holds log lines for a moment and writes them to their
 // destination together. sluice writes an access line for every request:
-// written as it came, each line cost a system call, a tenth of the CPU
-// sluice spent on a short request (docs/benchmarks.md, issue 30). Held up
-// to Delay, or until MaxHeld bytes wait, the lines of many requests go out
-// in one write, as a web server's buffered access log does; a line is
-// late by at most Delay, and a crash loses at most what waited then (the
+// written as it came, each line cost a system call, 3 % of the CPU sluice
+// spent on short requests (docs/streams.md). Held for up to the Writer's
+// delay, or until MaxHeld bytes wait, the lines of many requests go out in
+// one write, as a web server's buffered access log does: a line is late by
+// at most the delay, and a crash loses at most what waited then (the
 // runtime writes its own crash report straight to the file).
 package logbuf
 

@@ -10,7 +10,7 @@ import (
 // the client, from the caller's goroutine: a stream's relay writes each
 // event (or the events of one read from the upstream) as it comes, one
 // system call, with no hand-off to a writer goroutine and no write
-// deadline to renew (docs/benchmarks.md, issue 30). It reports false when
+// deadline to renew (docs/streams.md). It reports false when
 // it cannot, and then nothing was sent and p is still the caller's to
 // write with Write and Flush: the answer is not a chunked one, bytes are
 // buffered or pending, a write failed or its deadline passed (a cut), the

@@ -8,7 +8,7 @@ import "sync"
 // buffers taken out wait in a pool of their own until the buffers come
 // back. (A pool of holders that gave back empty holders, and put a
 // buffer back only into an empty one, lost buffers and allocated anew
-// for every stream: docs/benchmarks.md, issue 30.)
+// for every stream: docs/streams.md.)
 type bytePool struct {
 	size    int
 	full    sync.Pool // *[]byte holding a buffer of cap size

@@ -74,12 +74,12 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 			ex.used(tally.model, tally.u)
 		}
 	}()
-	// The watchdog ends a stream whose upstream has sent nothing but pings
-	// for idle. Each event only notes the time (progress): a timer reset
-	// for each one cost more than the note (docs/benchmarks.md, issue
-	// 30). When the timer fires it looks at the note, and waits on for
-	// what is left of idle since then. Waiting for the client to make room
-	// (put) is not the upstream's silence: the note is taken after it.
+	// The watchdog ends a stream whose upstream has sent nothing but
+	// pings for idle. Each event only notes the time (progress): a timer
+	// reset for each one cost more than the note (docs/streams.md). When
+	// the timer fires it looks at the note, and waits on for what is left
+	// of idle since then. Waiting for the client to make room (put) is
+	// not the upstream's silence: the note is taken after it.
 	var stalled atomic.Bool
 	var lastProgress, putting atomic.Int64 // lastProgress: since began; putting: puts under way
 	began := time.Now()
@@ -206,7 +206,7 @@ var errEventTooLarge = errors.New("upstream event too large")
 // event through a one-byte read, holding no buffer; the rest of what came
 // is then read in one go. A buffer of its own sized for a silence (1 KB)
 // split a burst into reads of a few events each, and a write to the client
-// for each read (docs/benchmarks.md, issue 30).
+// for each read (docs/streams.md).
 func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress func(event []byte)) error {
 	var first [1]byte
 	var buf []byte // the event being read (from 0), then what was read after it

@@ -22,14 +22,18 @@ var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIEN
 
 // streamPipe carries a stream's events from the goroutine that reads the
 // upstream (put) to the client, holding at most max bytes between them.
-// The client is written by a goroutine of the pipe's own, which runs only
-// while the stream is busy: put starts it when the pipe goes from empty to
-// not, and it ends once nothing more has come for writerLinger after it
-// wrote all there was. An agent's stream is silent most of the time it is
-// open (thinking, a tool call), and a writer parked for the whole silence
-// cost each open stream a goroutine and its stack (docs/benchmarks.md,
-// issue 30); one started anew for each event of a burst cost each event a
-// goroutine and its stack's growth.
+// While the client keeps up, put writes them itself, with one write that
+// does not wait (writeDirect, on a connection taken over). Otherwise the
+// client is written by a goroutine of the pipe's own, which runs only while
+// there is something to write: put starts it when the pipe goes from empty
+// to not; with direct writes it ends as soon as it has written all there
+// was, and without them once nothing more has come for writerLinger. An
+// agent's stream is silent most of the time it is open (thinking, a tool
+// call): a writer parked for the whole silence cost each open stream a
+// goroutine and its stack, one started anew for each event of a burst cost
+// each event a goroutine and its stack's growth, and handing each event
+// over to a writer cost about a fifth more CPU per event than writing it
+// from put (docs/streams.md).
 type streamPipe struct {
 	max    int
 	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
@@ -187,7 +191,7 @@ func (sp *streamPipe) put(ctx context.Context, ev []byte, more bool) error {
 // when no writer runs and w can send it without waiting (nowWriter): a
 // client that reads keeps up, and the events go out with one system call
 // and no hand-off to a writer goroutine, no timer, no deadline (CPU per
-// event, docs/benchmarks.md, issue 30). It reports false, leaving the
+// event, docs/streams.md). It reports false, leaving the
 // bytes for the writer, when the socket would make it wait (the client is
 // slow, and the writer waits under its deadline and the stall bound) or
 // when it cannot write directly at all. Called with sp.mu held; put is the

@@ -7,16 +7,16 @@ import (
 )
 
 // takeOver takes a stream's connection over from net/http (package park)
-// while its handler goes on serving it in place, on the same goroutine.
-// An agent's stream stays open for as long as its answer takes, silent
-// most of that time (thinking, a tool call), and net/http holds for each
-// open request a goroutine reading in the background and 10 KB of
-// buffers, which park lets go of; parked instead (the handler returning,
-// the scheduler's goroutine serving it) a stream would cost a goroutine
-// started and its stack grown anew for each (docs/benchmarks.md, issue
-// 30). Other requests, and connections that cannot be taken over (HTTP/2,
-// HTTP/1.0, TLS), are left as they are. It reports true when the takeover
-// lost the connection: there is nobody left to answer.
+// while its handler goes on serving it in place, on the same goroutine. An
+// agent's stream stays open for as long as its answer takes, silent most of
+// that time (thinking, a tool call), and net/http holds for each open request
+// a goroutine reading in the background and 10 KB of buffers, which park lets
+// go of; parked instead (the handler returning, the scheduler's goroutine
+// serving it) a stream would cost a goroutine started and its stack grown
+// anew for each (docs/streams.md). Other requests, and connections that
+// cannot be taken over (HTTP/2, HTTP/1.0, TLS), are left as they are. It
+// reports true when the takeover lost the connection: there is nobody left to
+// answer.
 func (p *Proxy) takeOver(ex *exchange) (gone bool) {
 	if !ex.desc.Stream || ex.parked != nil {
 		return false

@@ -24,7 +24,7 @@ import (
 // plain or windowed, default windowed); the upstream here sends each its
 // first events and then nothing but the connection. It reports sluice's
 // RSS, heap, stacks and goroutines per open stream, and asserts no target:
-// the figures go to docs/benchmarks.md. SLUICE_MEMBENCH_BODY_KB=k gives
+// the figures go to docs/streams.md. SLUICE_MEMBENCH_BODY_KB=k gives
 // each request a body of about k KB (an agent's is 50-200 KB: its
 // conversation so far), to see what a stream's body costs while it is
 // open; unset, the body is a one-line prompt. Skipped unless
