@@ -344,11 +344,7 @@ func (sp *streamPipe) write() {
 			if sp.direct != nil {
 				// put writes directly again from here: a writer waiting
 				// for more would only take the events from it.
-				putEventBuf(sp.buf)
-				putEventBuf(sp.spare)
-				sp.buf, sp.spare = nil, nil
-				sp.writing = false
-				sp.mu.Unlock()
+				sp.endRun()
 				return
 			}
 			sp.mu.Unlock()
@@ -367,11 +363,7 @@ func (sp *streamPipe) write() {
 			if len(sp.buf) == 0 && !sp.owes && !sp.closed && sp.err == nil {
 				// Silent: nothing is held through the silence; the next
 				// put starts a writer again.
-				putEventBuf(sp.buf)
-				putEventBuf(sp.spare)
-				sp.buf, sp.spare = nil, nil
-				sp.writing = false
-				sp.mu.Unlock()
+				sp.endRun()
 				return
 			}
 		}
@@ -417,6 +409,17 @@ func (sp *streamPipe) write() {
 	sp.mu.Unlock()
 	signal(sp.room)
 	close(sp.done)
+}
+
+// endRun ends a writer's run with nothing left to write: its buffers go
+// back to the pool, and the next put writes or starts a run again. Called
+// with sp.mu held; it unlocks it.
+func (sp *streamPipe) endRun() {
+	putEventBuf(sp.buf)
+	putEventBuf(sp.spare)
+	sp.buf, sp.spare = nil, nil
+	sp.writing = false
+	sp.mu.Unlock()
 }
 
 // writeChunk is how much of an answer is written under one write deadline.
