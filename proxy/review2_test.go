@@ -1,0 +1,67 @@
+package proxy
+
+// A hostile review of the direct relay (WriteNow, writeDirect) and the
+// rewritten copyEvents: clients and upstreams that misbehave.
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// bigEvent is one content_block_delta of n bytes in all, blank line
+// included.
+func bigEvent(n int) []byte {
+	head := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\""
+	tail := "\"}}\n\n"
+	return []byte(head + strings.Repeat("x", n-len(head)-len(tail)) + tail)
+}
+
+// An event past maxEventSize is refused however the reads that bring it
+// fall: the bound is on the event, not on what one read left over. A
+// source that fills each read (a fast upstream, a large socket buffer)
+// brings the end of a 9 MB event in the same read that crosses 8 MB.
+func TestCopyEventsRefusesAnEventPastTheBoundWhateverTheReads(t *testing.T) {
+	for _, size := range []int{maxEventSize + 1, maxEventSize + 100, 9 << 20} {
+		in := append(append([]byte(sseEvents[0]), bigEvent(size)...), sseEvents[len(sseEvents)-1]...)
+		var relayed int
+		err := copyEvents(func(ev []byte, more bool) error {
+			relayed = max(relayed, len(ev))
+			return nil
+		}, bytes.NewReader(in), func([]byte) {})
+		if err != errEventTooLarge {
+			t.Errorf("a %d-byte event (bound %d): copyEvents = %v, largest event relayed %d bytes; want errEventTooLarge", size, maxEventSize, err, relayed)
+		}
+	}
+	// The bound itself is allowed.
+	in := append(append([]byte(sseEvents[0]), bigEvent(maxEventSize)...), sseEvents[len(sseEvents)-1]...)
+	if err := copyEvents(func([]byte, bool) error { return nil }, bytes.NewReader(in), func([]byte) {}); err != nil {
+		t.Errorf("an event of exactly maxEventSize: %v", err)
+	}
+}
+
+// Over loopback: an upstream that sends a 9 MB event in one write gets
+// the client the in-band error, not the event.
+func TestStreamWithA9MBEventEndsWithTheInBandError(t *testing.T) {
+	ev := bigEvent(9 << 20)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sseEvents[0])
+		w.Write(ev)
+		io.WriteString(w, sseEvents[len(sseEvents)-1])
+	})
+	_, px := startProxy(t, testConfig(t, up.URL, false, func(c *config.Config) { c.StreamIdleTimeout = 20 * time.Second }))
+	for i := range 3 {
+		r := post(t, px.URL, "/v1/messages", streamRequestJSON)
+		body := readAll(t, r.Body)
+		if !strings.Contains(body, "larger than 8 MB") || len(body) > maxEventSize {
+			t.Fatalf("try %d: %d bytes relayed, in-band error present: %v; want the error and not the event", i, len(body), strings.Contains(body, "larger than 8 MB"))
+		}
+	}
+}
