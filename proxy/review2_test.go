@@ -65,3 +65,29 @@ func TestStreamWithA9MBEventEndsWithTheInBandError(t *testing.T) {
 		}
 	}
 }
+
+// manyDeltas is a whole stream of n deltas of varied sizes (some past a
+// socket's buffer), as one string.
+func manyDeltas(n int) string {
+	var b strings.Builder
+	b.WriteString(sseEvents[0] + sseEvents[1])
+	for i := range n {
+		text := strings.Repeat(string(rune('a'+i%26)), 1+(i*7919)%(12<<10))
+		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n")
+	}
+	for _, ev := range sseEvents[5:] {
+		b.WriteString(ev)
+	}
+	return b.String()
+}
+
+// sendFlushed writes s to w in pieces of the given sizes in turn, each
+// flushed.
+func sendFlushed(w http.ResponseWriter, s string, sizes ...int) {
+	for i := 0; len(s) > 0; i++ {
+		n := min(len(s), sizes[i%len(sizes)])
+		io.WriteString(w, s[:n])
+		w.(http.Flusher).Flush()
+		s = s[n:]
+	}
+}
