@@ -19,7 +19,7 @@ import (
 // them), and the next answer follows it whole, never in the middle of
 // bytes the direct writes owed.
 func TestTinyWindowByteReaderGetsEveryByteThenItsPipelinedAnswer(t *testing.T) {
-	want := manyDeltas(40) // 250 KB
+	want := manyDeltas(15) // 90 KB
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if !strings.Contains(string(body), `"stream":true`) {
@@ -40,7 +40,7 @@ func TestTinyWindowByteReaderGetsEveryByteThenItsPipelinedAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.(*net.TCPConn).SetReadBuffer(2048)
+			c.(*net.TCPConn).SetReadBuffer(4096)
 			c.SetDeadline(time.Now().Add(60 * time.Second))
 			req := func(body string) string {
 				return fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nX-Api-Key: sk-test\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
@@ -202,4 +202,39 @@ func TestClientThatStopsAfterAFewBytesIsCut(t *testing.T) {
 	}
 	c.Close()
 	eventually(t, "the connection let go", func() bool { return p.parker.Parked() == 0 })
+}
+
+// An HTTP/1.0 client (no chunking: not taken over) and an HTTP/1.1 client
+// that asks for Connection: close each get the whole stream, and then the
+// connection's end.
+func TestStreamToHTTP10AndConnectionCloseClients(t *testing.T) {
+	want := manyDeltas(20)
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		sendFlushed(w, want, 1, 500, 9000)
+	})
+	_, px := startProxy(t, testConfig(t, up.URL, true))
+	for _, tc := range []struct{ proto, extra string }{{"HTTP/1.0", ""}, {"HTTP/1.1", "Connection: close\r\n"}} {
+		c, err := net.Dial("tcp", px.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "POST /v1/messages %s\r\nHost: sluice\r\nContent-Type: application/json\r\nX-Api-Key: sk-test\r\n%sContent-Length: %d\r\n\r\n%s",
+			tc.proto, tc.extra, len(streamRequestJSON), streamRequestJSON)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.proto, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || string(body) != want {
+			t.Fatalf("%s %q: %d of %d bytes, %v", tc.proto, tc.extra, len(body), len(want), err)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Fatalf("%s %q: after the stream, read %d, %v; want the connection closed", tc.proto, tc.extra, n, err)
+		}
+	}
 }
