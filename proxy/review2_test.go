@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,51 @@ func sendFlushed(w http.ResponseWriter, s string, sizes ...int) {
 		io.WriteString(w, s[:n])
 		w.(http.Flusher).Flush()
 		s = s[n:]
+	}
+}
+
+// A 7 MB event (under the bound) reaches a client whole, the socket
+// taking a part of it at once and owing the rest, and the same
+// connection then serves a plain request and another stream.
+func TestA7MBEventThenMoreOnTheSameConnection(t *testing.T) {
+	ev := bigEvent(7 << 20)
+	want := sseEvents[0] + string(ev) + sseEvents[len(sseEvents)-1]
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"stream":true`) {
+			writeMessage(w)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, want)
+	})
+	_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = 20 * time.Second }))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var conns []string
+	for i, body := range []string{streamRequestJSON, requestJSON, streamRequestJSON} {
+		req, _ := http.NewRequest(http.MethodPost, px.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("X-Api-Key", "sk-test")
+		req.Header.Set("Content-Type", "application/json")
+		var local string
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(ci httptrace.GotConnInfo) { local = ci.Conn.LocalAddr().String() }}))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if i == 0 {
+			time.Sleep(300 * time.Millisecond) // reading nothing for a while: the socket fills, the rest owed
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || (i != 1 && string(got) != want) || (i == 1 && string(got) != messageJSON) {
+			t.Fatalf("request %d: status %d, %d bytes (want %d), %v", i, resp.StatusCode, len(got), len(want), err)
+		}
+		conns = append(conns, local)
+	}
+	if conns[0] != conns[1] || conns[1] != conns[2] {
+		t.Errorf("connections %v; want one, kept alive", conns)
 	}
 }
