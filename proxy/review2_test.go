@@ -138,3 +138,36 @@ func TestA7MBEventThenMoreOnTheSameConnection(t *testing.T) {
 		t.Errorf("connections %v; want one, kept alive", conns)
 	}
 }
+
+// An upstream that sends nothing but pings after its first event, with
+// \r\n line endings and each ping split in two writes, is ended by the
+// watchdog after STREAM_IDLE_TIMEOUT_S with the in-band timeout_error,
+// which the client gets after every byte before it.
+func TestPingsOnlyWithCRLFAreCutByTheWatchdog(t *testing.T) {
+	start := strings.ReplaceAll(sseEvents[0], "\n", "\r\n")
+	ping := "event: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n"
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, start)
+		w.(http.Flusher).Flush()
+		for r.Context().Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			io.WriteString(w, ping[:13])
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+			io.WriteString(w, ping[13:])
+			w.(http.Flusher).Flush()
+		}
+	})
+	p, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = time.Second }))
+	began := time.Now()
+	r := post(t, px.URL, "/v1/messages", streamRequestJSON)
+	body := readAll(t, r.Body)
+	took := time.Since(began)
+	last := body[strings.LastIndex(body, "\r\n\r\n")+4:] // sluice's own event follows the upstream's last
+	if !strings.HasPrefix(body, start) || lastEventError([]byte(last)) != "timeout_error" || took > 3*time.Second {
+		t.Fatalf("after %v: last event %q, starts with the upstream's first event: %v", took, last, strings.HasPrefix(body, start))
+	}
+	eventually(t, "the slot back", func() bool { return p.GateStats().InFlight == 0 })
+}
