@@ -238,3 +238,53 @@ func TestStreamToHTTP10AndConnectionCloseClients(t *testing.T) {
 		}
 	}
 }
+
+// A client that reads a large event steadily but slowly, never pausing
+// near STREAM_IDLE_TIMEOUT_S, gets all of it, though it takes several
+// times the timeout.
+//
+// It fails, at 3a0f992 as on main: cut after 5.4 of 7.3 MB, 2 s in. The
+// write deadline is renewed per 32 KB piece (writeRenewing), but a write
+// to a socket whose send buffer has grown to megabytes waits until the
+// kernel calls it writable again, about half the buffer drained: at the
+// client's pace that is longer than the timeout. Not today's change; left
+// for the lead (skipped so as not to break the suite).
+func TestSteadySlowStreamReaderGetsALargeEventWhole(t *testing.T) {
+	t.Skip("pre-existing (fails at 3a0f992 too): writeRenewing's deadline outlasted by one wait for a large send buffer to drain; see the comment")
+	want := sseEvents[0] + string(bigEvent(7<<20)) + sseEvents[len(sseEvents)-1]
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, want)
+	})
+	_, px := startProxyWith(t, testConfig(t, up.URL, true, func(c *config.Config) {
+		c.StreamIdleTimeout = time.Second
+		c.StreamClientStall = 0
+	}), Options{})
+	c := openStreamConn(t, px.Listener.Addr().String(), 64<<10)
+	// At most 32 KB every 20 ms, 1.6 MB/s: the 7 MB event takes 4 s or
+	// more, past what the socket's buffers hold.
+	br := bufio.NewReaderSize(&pacedReader{c: c, every: 20 * time.Millisecond, n: 32 << 10}, 32<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != want {
+		t.Fatalf("after %v: %d of %d bytes, %v", time.Since(start).Round(time.Millisecond), len(got), len(want), err)
+	}
+	t.Logf("read the stream in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// pacedReader reads at most n bytes every interval.
+type pacedReader struct {
+	c     net.Conn
+	every time.Duration
+	n     int
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	time.Sleep(p.every)
+	return p.c.Read(b[:min(len(b), p.n)])
+}
