@@ -99,15 +99,7 @@ func sendFlushed(w http.ResponseWriter, s string, sizes ...int) {
 func TestA7MBEventThenMoreOnTheSameConnection(t *testing.T) {
 	ev := bigEvent(7 << 20)
 	want := sseEvents[0] + string(ev) + sseEvents[len(sseEvents)-1]
-	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"stream":true`) {
-			writeMessage(w)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, want)
-	})
+	up := startUpstream(t, streamOrMessage(func(w http.ResponseWriter) { io.WriteString(w, want) }))
 	_, px := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.StreamIdleTimeout = 20 * time.Second }))
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -170,4 +162,18 @@ func TestPingsOnlyWithCRLFAreCutByTheWatchdog(t *testing.T) {
 		t.Fatalf("after %v: last event %q, starts with the upstream's first event: %v", took, last, strings.HasPrefix(body, start))
 	}
 	eventually(t, "the slot back", func() bool { return p.GateStats().InFlight == 0 })
+}
+
+// streamOrMessage is an upstream that answers a stream with want, written
+// by send, and any other request with messageJSON.
+func streamOrMessage(send func(w http.ResponseWriter)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"stream":true`) {
+			writeMessage(w)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		send(w)
+	}
 }

@@ -20,15 +20,7 @@ import (
 // bytes the direct writes owed.
 func TestTinyWindowByteReaderGetsEveryByteThenItsPipelinedAnswer(t *testing.T) {
 	want := manyDeltas(15) // 90 KB
-	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"stream":true`) {
-			writeMessage(w)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		sendFlushed(w, want, 1, 7, 300, 5000, 70000)
-	})
+	up := startUpstream(t, streamOrMessage(func(w http.ResponseWriter) { sendFlushed(w, want, 1, 7, 300, 5000, 70000) }))
 	for _, windowed := range []bool{false, true} {
 		t.Run(fmt.Sprint("windowed=", windowed), func(t *testing.T) {
 			_, px := startProxy(t, testConfig(t, up.URL, windowed, func(c *config.Config) {

@@ -12,15 +12,7 @@ import (
 // next request: nothing bypassed the encryption.
 func TestStreamOverTLSIsWholeAndTheConnectionServesOn(t *testing.T) {
 	want := manyDeltas(30)
-	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"stream":true`) {
-			writeMessage(w)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		sendFlushed(w, want, 1, 700, 9000)
-	})
+	up := startUpstream(t, streamOrMessage(func(w http.ResponseWriter) { sendFlushed(w, want, 1, 700, 9000) }))
 	certPEM, keyPEM, pool := testCert(t, 1)
 	f := startTLSProxy(t, up.URL, certPEM, keyPEM)
 	c := tlsClient(pool)
