@@ -278,11 +278,17 @@ func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress fun
 		if len(line) != 1 && (len(line) != 2 || line[0] != '\r') {
 			continue
 		}
-		// A blank line ends the event; the one before it goes first.
+		// A blank line ends the event; the one before it goes first. The
+		// bound is checked on each whole event, not only on what a read
+		// leaves over: a read may bring an event's end past the bound.
+		tooLarge := at-start > maxEventSize
 		if pending != nil {
-			if err := send(pending, true); err != nil {
+			if err := send(pending, !tooLarge); err != nil {
 				return err
 			}
+		}
+		if tooLarge {
+			return errEventTooLarge
 		}
 		pending = b[start:at]
 		start, lineEnd = at, -1
@@ -294,13 +300,13 @@ func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress fun
 	}
 	rest := b[start:]
 	switch {
+	case len(rest) > maxEventSize:
+		return errEventTooLarge
 	case last && len(rest) > 0:
 		if err := send(rest, false); err != nil {
 			return err
 		}
 		rest = nil
-	case len(rest) > maxEventSize:
-		return errEventTooLarge
 	case lineEnd > start:
 		progress(b[start:lineEnd])
 	}
