@@ -19,8 +19,8 @@ func (*epoller) alive() bool                   { return false }
 // and the caller writes with Write and Flush.
 func (rw *Response) WriteNow(p []byte) bool { return false }
 
-// Owes reports whether WriteNow left bytes to send: never, here.
-func (rw *Response) Owes() bool { return false }
+// Owes is how many bytes WriteNow left to send: none, here.
+func (rw *Response) Owes() int { return 0 }
 
 // nowWrite is Linux's WriteNow system call; nothing here.
 type nowWrite struct{}

@@ -29,7 +29,12 @@ func (rw *Response) WriteNow(p []byte) bool {
 		return false
 	}
 	fp := frames.Get().(*[]byte)
-	defer frames.Put(fp)
+	defer func() {
+		if cap(*fp) > maxPooledFrame {
+			*fp = nil // a long event's frame is let go of, sent or not
+		}
+		frames.Put(fp)
+	}()
 	frame := (*fp)[:0]
 	committing := !rw.committed
 	if committing {
@@ -57,15 +62,12 @@ func (rw *Response) WriteNow(p []byte) bool {
 	if n < len(frame) {
 		rw.owed = append([]byte(nil), frame[n:]...)
 	}
-	if cap(frame) > maxPooledFrame {
-		*fp = nil
-	}
 	return true
 }
 
-// Owes reports whether WriteNow left bytes that only the next Write or
-// Flush sends.
-func (rw *Response) Owes() bool { return len(rw.owed) > 0 }
+// Owes is how many bytes WriteNow left that only the next Write or Flush
+// sends (its frame's end: at most the piece and its chunk's framing).
+func (rw *Response) Owes() int { return len(rw.owed) }
 
 // frames are WriteNow's buffers for a chunk's frame; a long one is let go
 // (maxPooledFrame).

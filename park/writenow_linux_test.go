@@ -43,7 +43,7 @@ func TestWriteNowSendsEachPieceAtOnce(t *testing.T) {
 		var oks []bool
 		oks = append(oks, rw.WriteNow(nil), rw.WriteNow([]byte("event: a\n\n")))
 		<-next
-		oks = append(oks, rw.WriteNow([]byte("event: b\n\n")), rw.Owes())
+		oks = append(oks, rw.WriteNow([]byte("event: b\n\n")), rw.Owes() > 0)
 		taken <- oks
 	}))
 	c := dialRaw(t, srv.Listener.Addr().String(), streamRequest)
@@ -103,7 +103,7 @@ func TestWriteNowOwesWhatTheSocketDidNotTake(t *testing.T) {
 			piece := bytes.Repeat([]byte{byte('a' + i%26)}, 8<<10)
 			if rw.WriteNow(piece) {
 				o.sent = append(o.sent, piece...)
-				o.owed = o.owed || rw.Owes()
+				o.owed = o.owed || rw.Owes() > 0
 				continue
 			}
 			o.declined = true

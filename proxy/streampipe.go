@@ -68,6 +68,7 @@ type streamPipe struct {
 	started   bool      // start has run: a writer may run
 	writing   bool      // a writer is running (or put is writing directly); it ends when buf has stayed empty for writerLinger
 	owes      bool      // direct left bytes that only the writer's next flush sends
+	owedHeld  int64     // of those, the bytes still counted in shared until that flush
 	closed    bool      // nothing more will be put
 	err       error     // the writer failed: the client is gone or stopped reading
 	tookAt    time.Time // when the client was last seen taking bytes
@@ -91,11 +92,11 @@ const writerLinger = time.Second
 
 // nowWriter is a ResponseWriter that can send a piece of the body at once
 // without waiting for the client (park.Response): WriteNow reports false
-// when it cannot, having sent nothing; Owes, that a piece it took was not
-// all sent, and the next Flush must send the rest.
+// when it cannot, having sent nothing; Owes, how many bytes of a piece it
+// took were not sent, which the next Flush must send.
 type nowWriter interface {
 	WriteNow(p []byte) bool
-	Owes() bool
+	Owes() int
 }
 
 // eventBufs holds the pipes' buffers while no writer runs, so that a
@@ -204,18 +205,24 @@ func (sp *streamPipe) writeDirect() bool {
 	sp.writing = true // no writer starts meanwhile
 	sp.mu.Unlock()
 	ok := sp.direct.WriteNow(take)
-	owes := ok && sp.direct.Owes()
+	owed := 0
+	if ok {
+		owed = sp.direct.Owes()
+	}
 	sp.mu.Lock()
 	sp.writing = false
 	if !ok {
 		return false
 	}
-	sp.shared.release(int64(len(take)))
+	// What the socket did not take is still in memory (the Response's):
+	// it stays counted in the streams' budget until the writer sends it.
+	held := min(int64(owed), int64(len(take)))
+	sp.shared.release(int64(len(take)) - held)
 	putEventBuf(take)
 	sp.buf = nil
 	sp.tookAt = time.Now()
-	if owes {
-		sp.owes = true
+	if owed > 0 {
+		sp.owes, sp.owedHeld = true, held
 		sp.kick()
 	}
 	return true
@@ -309,7 +316,7 @@ func (sp *streamPipe) start(w http.ResponseWriter, status int, idle time.Duratio
 			sp.began = true
 			sp.mu.Lock()
 			sp.started = true
-			sp.owes = d.Owes()
+			sp.owes = d.Owes() > 0 // the headers: not counted in shared
 			sp.kick()
 			sp.mu.Unlock()
 			return
@@ -381,7 +388,8 @@ func (sp *streamPipe) write() {
 		}
 		take := sp.buf
 		sp.buf, sp.spare = sp.spare, nil
-		sp.owes = false // the flush below sends what direct left
+		owedHeld := sp.owedHeld
+		sp.owes, sp.owedHeld = false, 0 // the flush below sends what direct left
 		sp.mu.Unlock()
 		signal(sp.room)
 		if len(take) == 0 && !sp.renew(sp.rc, sp.idle) {
@@ -391,7 +399,7 @@ func (sp *streamPipe) write() {
 		} else {
 			err = flushTo(sp.rc)
 		}
-		sp.shared.release(int64(len(take)))
+		sp.shared.release(int64(len(take)) + owedHeld)
 		sp.mu.Lock()
 		sp.spare = take[:0]
 		sp.tookAt = time.Now()
@@ -404,8 +412,8 @@ func (sp *streamPipe) write() {
 	if sp.err == nil {
 		sp.err = err
 	}
-	sp.shared.release(int64(len(sp.buf)))
-	sp.buf, sp.spare = nil, nil // not pooled: a cut write may still hold one
+	sp.shared.release(int64(len(sp.buf)) + sp.owedHeld)
+	sp.buf, sp.spare, sp.owedHeld = nil, nil, 0 // not pooled: a cut write may still hold one
 	sp.mu.Unlock()
 	signal(sp.room)
 	close(sp.done)

@@ -112,3 +112,63 @@ func TestStreamPipeWritesEventsThatCameTogetherAtOnce(t *testing.T) {
 		sp.wait()
 	})
 }
+
+// owingRecorder is a ResponseWriter that writes directly as a taken-over
+// connection does (nowWriter), taking every piece but leaving owe bytes of
+// each unsent until the next Flush, which waits for sent to close.
+type owingRecorder struct {
+	*httptest.ResponseRecorder
+	owe     int
+	owed    int
+	direct  int // pieces written directly
+	flushes int
+	sent    chan struct{}
+}
+
+func (o *owingRecorder) WriteNow(p []byte) bool {
+	o.direct++
+	o.owed = min(o.owe, len(p))
+	o.ResponseRecorder.Write(p)
+	return true
+}
+
+func (o *owingRecorder) Owes() int { return o.owed }
+
+func (o *owingRecorder) Flush() {
+	<-o.sent
+	o.flushes++
+	o.owed = 0
+	o.ResponseRecorder.Flush()
+}
+
+// Bytes a direct write left unsent are still in memory: they stay counted
+// in the streams' shared budget until the writer has sent them, and the
+// budget is all given back once the stream ends.
+func TestStreamPipeCountsOwedBytesUntilSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := &byteBudget{limit: 1 << 20}
+		sp := newStreamPipe(1000, shared)
+		o := &owingRecorder{ResponseRecorder: httptest.NewRecorder(), owe: 6, sent: make(chan struct{})}
+		sp.start(o, 200, time.Second)
+		if err := sp.put(context.Background(), []byte("event: a\n\n"), false); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the writer waits in Flush to send what is owed
+		if held := shared.Held(); held != 6 {
+			t.Fatalf("while 6 bytes are owed: %d bytes held; want 6", held)
+		}
+		close(o.sent)
+		synctest.Wait()
+		if o.direct != 2 || o.flushes != 1 || o.owed != 0 {
+			t.Fatalf("direct writes %d (want the headers and the event), flushes %d, still owed %d", o.direct, o.flushes, o.owed)
+		}
+		if held := shared.Held(); held != 0 {
+			t.Fatalf("after the writer sent what was owed: %d bytes held; want 0", held)
+		}
+		sp.close()
+		sp.wait()
+		if held := shared.Held(); held != 0 {
+			t.Fatalf("after the stream: %d bytes held", held)
+		}
+	})
+}
