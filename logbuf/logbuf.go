@@ -70,10 +70,29 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) Flush() error {
 	w.out.Lock()
 	defer w.out.Unlock()
+	return w.flushOut(false)
+}
+
+// Close writes what is held, and from then on writes go to dst at once.
+// It does not close dst. A line written while it runs goes after those
+// held: the switch to writing at once is made while dst is being written.
+func (w *Writer) Close() error {
+	w.timer.Stop()
+	w.out.Lock()
+	defer w.out.Unlock()
+	return w.flushOut(true)
+}
+
+// flushOut writes what is held to dst, with w.out held; closing, it makes
+// later writes go straight to dst.
+func (w *Writer) flushOut(closing bool) error {
 	w.mu.Lock()
 	b := w.held
 	w.held, w.spare = w.spare[:0], nil
 	w.armed = false
+	if closing {
+		w.closed = true
+	}
 	w.mu.Unlock()
 	if len(b) == 0 {
 		return nil
@@ -85,14 +104,4 @@ func (w *Writer) Flush() error {
 	}
 	w.mu.Unlock()
 	return err
-}
-
-// Close writes what is held, and from then on writes go to dst at once.
-// It does not close dst.
-func (w *Writer) Close() error {
-	w.timer.Stop()
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	return w.Flush()
 }
