@@ -210,6 +210,7 @@ var errEventTooLarge = errors.New("upstream event too large")
 func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress func(event []byte)) error {
 	var first [1]byte
 	var buf []byte // the event being read (from 0), then what was read after it
+	scanned := 0   // buf[:scanned] holds no blank line: a long event's bytes are looked at once
 	defer func() { putRelayBuf(buf) }()
 	for {
 		if len(buf) == 0 {
@@ -225,9 +226,9 @@ func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress f
 				}
 				continue
 			}
-			buf = append(getRelayBuf(), first[0])
+			buf, scanned = append(getRelayBuf(), first[0]), 0
 			if err != nil {
-				if serr := sendEvents(send, &buf, progress, err == io.EOF); serr != nil {
+				if _, serr := sendEvents(send, &buf, 0, progress, err == io.EOF); serr != nil {
 					return serr
 				}
 				return eofOrErr(err)
@@ -241,7 +242,8 @@ func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress f
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if serr := sendEvents(send, &buf, progress, err == io.EOF); serr != nil {
+		var serr error
+		if scanned, serr = sendEvents(send, &buf, scanned, progress, err == io.EOF); serr != nil {
 			return serr
 		}
 		if err != nil {
@@ -259,14 +261,17 @@ func eofOrErr(err error) error {
 
 // sendEvents sends the whole events at the start of *buf and keeps the
 // rest (the start of the next event) at its front. At the source's end
-// (last: EOF, not a failed read) the rest is sent too, as it is. An event past maxEventSize is
-// errEventTooLarge.
-func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress func(event []byte), last bool) error {
+// (last: EOF, not a failed read) the rest is sent too, as it is. An event
+// past maxEventSize is errEventTooLarge. from is where to look for lines:
+// *buf before it was looked at by the call before, and holds no blank
+// line; it returns where the next call may start, the start of the rest's
+// last line, unfinished.
+func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, from int, progress func(event []byte), last bool) (int, error) {
 	b := *buf
 	start := 0 // of the event being read
 	var pending []byte
 	lineEnd := -1 // the end of the last whole line of the event being read, past its newline
-	for at := 0; ; {
+	for at := from; ; {
 		i := bytes.IndexByte(b[at:], '\n')
 		if i < 0 {
 			break
@@ -284,34 +289,40 @@ func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, progress fun
 		tooLarge := at-start > maxEventSize
 		if pending != nil {
 			if err := send(pending, !tooLarge); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if tooLarge {
-			return errEventTooLarge
+			return 0, errEventTooLarge
 		}
 		pending = b[start:at]
 		start, lineEnd = at, -1
 	}
 	if pending != nil {
 		if err := send(pending, false); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	rest := b[start:]
 	switch {
 	case len(rest) > maxEventSize:
-		return errEventTooLarge
+		return 0, errEventTooLarge
 	case last && len(rest) > 0:
 		if err := send(rest, false); err != nil {
-			return err
+			return 0, err
 		}
 		rest = nil
 	case lineEnd > start:
 		progress(b[start:lineEnd])
 	}
 	*buf = b[:copy(b, rest)]
-	return nil
+	switch {
+	case lineEnd > start:
+		return lineEnd - start, nil
+	case start == 0:
+		return from, nil // no line ended: the next call starts where this one did
+	}
+	return 0, nil
 }
 
 // relayBufs are copyEvents' read buffers, held only while a stream has
