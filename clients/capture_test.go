@@ -60,6 +60,16 @@ func runClaudeIn(ctx context.Context, bin, base, prompt string, prepare func(wor
 		return claudeResult{}, "", err
 	}
 	defer os.RemoveAll(home)
+	return runClaudeAt(ctx, bin, base, home, prompt, prepare, extra...)
+}
+
+// runClaudeHome is runClaude with HOME at home, which the caller keeps
+// (to read what Claude Code wrote there).
+func runClaudeHome(ctx context.Context, bin, base, home, prompt string, extra ...string) (claudeResult, string, error) {
+	return runClaudeAt(ctx, bin, base, home, prompt, nil, extra...)
+}
+
+func runClaudeAt(ctx context.Context, bin, base, home, prompt string, prepare func(work string) error, extra ...string) (claudeResult, string, error) {
 	work := filepath.Join(home, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		return claudeResult{}, "", err

@@ -93,6 +93,13 @@ func startStack(t *testing.T, scfg sim.Config, windowed bool) (string, *sim.Serv
 // URL.
 func serveStack(t *testing.T, cfg config.Config, env assemble.Env) string {
 	t.Helper()
+	return serveStackWith(t, cfg, env, proxy.Options{})
+}
+
+// serveStackWith is serveStack with opt's inbound keys (and anything else
+// it sets but the logger and the parts).
+func serveStackWith(t *testing.T, cfg config.Config, env assemble.Env, opt proxy.Options) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +111,8 @@ func serveStack(t *testing.T, cfg config.Config, env assemble.Env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(cfg, proxy.Options{Logger: env.Log, Parts: *parts})
+	opt.Logger, opt.Parts = env.Log, *parts
+	p, err := proxy.New(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

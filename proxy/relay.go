@@ -27,9 +27,15 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		apierror.WriteSluice(w, closing(w, errTooLarge(limit)))
 		return
 	}
-	if rewritesBatchObjects(r) {
-		// sluice must read the batch objects to point results_url at itself,
-		// so it asks the upstream for them uncompressed.
+	if id, list, ok := modelsCall(r); ok && p.answersModelsItself(r) {
+		p.serveModelTable(w, r, id, list)
+		return
+	}
+	filterModels := filtersModelList(r)
+	if rewritesBatchObjects(r) || filterModels {
+		// sluice must read the batch objects to point results_url at itself
+		// (or the model list to show a key only its models), so it asks
+		// the upstream for them uncompressed.
 		r = r.Clone(r.Context())
 		r.Header.Del("Accept-Encoding")
 	}
@@ -100,6 +106,10 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	recordOf(r).upstreamID = resp.Header.Get("Request-Id")
+	if filterModels && resp.StatusCode == http.StatusOK {
+		p.relayModelList(w, inboundOf(r), resp)
+		return
+	}
 	if isBatchObjectResponse(r, resp) {
 		p.relayBatchObject(w, r, resp)
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/catalog"
 )
 
 const maxBatchRequests = 100_000
@@ -372,7 +373,7 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 	}
 	st.mu.Unlock()
 	slices.Reverse(views) // newest first
-	p, aerr := paginate(r, views, func(v batchJSON) string { return v.ID })
+	p, aerr := catalog.Paginate(r, views, func(v batchJSON) string { return v.ID })
 	if aerr != nil {
 		writeError(w, aerr)
 		return

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/catalog"
 )
 
 // What current official clients send must be accepted, as the API accepts it.
@@ -310,7 +312,7 @@ func TestCurrentModels(t *testing.T) {
 			t.Errorf("GET /v1/models/%s: %d", id, w.Code)
 		}
 	}
-	var list page[model]
+	var list catalog.Page[model]
 	if err := json.Unmarshal(call(s, "GET", "/v1/models?limit=1000", "").Body.Bytes(), &list); err != nil || len(list.Data) != len(models) {
 		t.Fatalf("model list %+v (%v); want all %d", list, err, len(models))
 	}

@@ -33,6 +33,13 @@ type Backend interface {
 
 var _ Backend = (*Client)(nil)
 
+// ModelLister is a Backend that serves a fixed table of models, named by
+// the first-party ids clients send (a cloud's): sluice lists them for GET
+// /v1/models when no first-party key can answer it.
+type ModelLister interface {
+	ModelIDs() []string
+}
+
 // Client forwards requests to one upstream. It is safe for concurrent use.
 type Client struct {
 	base      *url.URL

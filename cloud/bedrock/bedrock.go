@@ -78,7 +78,14 @@ type Client struct {
 	now    func() time.Time // the signing clock; tests move it
 }
 
-var _ upstream.Backend = (*Client)(nil)
+var (
+	_ upstream.Backend     = (*Client)(nil)
+	_ upstream.ModelLister = (*Client)(nil)
+)
+
+// ModelIDs are the first-party model ids the client's table maps: what
+// sluice lists for GET /v1/models when no first-party key can.
+func (c *Client) ModelIDs() []string { return c.b.ModelIDs() }
 
 // DefaultModels returns a copy of the built-in model table.
 func DefaultModels() map[string]string { return cloudwire.Models(defaultModels, nil) }

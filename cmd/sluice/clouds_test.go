@@ -27,13 +27,20 @@ func cloudSluice(t *testing.T, windowed bool, backends ...config.Backend) string
 	cfg.Enabled = windowed
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
 	cfg.Backends = backends
+	return serveParts(t, cfg, nil)
+}
+
+// serveParts serves sluice for cfg on loopback, its parts built as serve
+// builds them, with sluice keys in (nil: none), and returns its URL.
+func serveParts(t *testing.T, cfg config.Config, in *proxy.Inbound) string {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	parts, _, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeShared)
-	p, err := proxy.New(cfg, proxy.Options{Logger: log, Parts: *parts})
+	p, err := proxy.New(cfg, proxy.Options{Logger: log, Parts: *parts, Inbound: in})
 	if err != nil {
 		t.Fatal(err)
 	}

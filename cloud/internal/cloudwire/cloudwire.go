@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -242,6 +243,16 @@ func NewBackend(kind, name, endpoint string, defaults, models map[string]string,
 		hc = &http.Client{Transport: t}
 	}
 	return Backend{Kind: kind, Name: name, Models: Models(defaults, models), Base: base, HTTP: hc}, nil
+}
+
+// ModelIDs are the first-party ids the model table maps, sorted.
+func (b *Backend) ModelIDs() []string {
+	ids := make([]string, 0, len(b.Models))
+	for id := range b.Models {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Label names the backend in messages: bedrock backend "east".
