@@ -51,6 +51,8 @@ type exchange struct {
 	// attempt cut for late headers is followed by one under a new context,
 	// and cancelCall is then that one's (see fetch).
 	cancelCall context.CancelCauseFunc
+	// watch bounds its first attempt's wait for headers (see attempt).
+	watch headerWatch
 	// serving lists the request among those Abort cuts (see begin).
 	serving inFlight
 	// key is the backend key of its latest upstream attempt, when the

@@ -211,7 +211,7 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		// Cut through forward's own context: a context of its own per
 		// attempt, as withUpstreamTimeout makes, would be one more per
 		// request. A watch the wave deadline comes before is not armed.
-		watch = watchHeaders(limits, sent, ex.cancelCall)
+		watch = watchHeaders(&ex.watch, limits, sent, ex.cancelCall)
 	}
 	// A stream's body is let go of once its events are being relayed
 	// (letGoOfBody), through a Body the transport holds none of after;

@@ -72,7 +72,8 @@ func (l headerLimits) check(waited time.Duration) (next time.Duration, cause err
 // headerWatch cuts one upstream attempt whose headers are late, through
 // its call's context. One per attempt: nothing of it changes once armed
 // but its state, so a timer that fires as the attempt ends reads nothing
-// the next attempt writes.
+// the next attempt writes. A request's first attempt uses the one its
+// exchange holds (most make one attempt: no allocation of its own).
 type headerWatch struct {
 	limits headerLimits
 	sent   time.Time
@@ -92,9 +93,13 @@ const (
 	watchCut
 )
 
-// watchHeaders arms a watch over an attempt sent at sent, which cut ends.
-func watchHeaders(l headerLimits, sent time.Time, cut context.CancelCauseFunc) *headerWatch {
-	w := &headerWatch{limits: l, sent: sent, cut: cut}
+// watchHeaders arms w, unused, over an attempt sent at sent, which cut
+// ends; nil w: a new one.
+func watchHeaders(w *headerWatch, l headerLimits, sent time.Time, cut context.CancelCauseFunc) *headerWatch {
+	if w == nil || w.timer != nil {
+		w = new(headerWatch)
+	}
+	w.limits, w.sent, w.cut = l, sent, cut
 	w.mu.Lock()
 	w.timer = time.AfterFunc(l.first(), w.due)
 	w.mu.Unlock()

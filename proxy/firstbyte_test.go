@@ -230,7 +230,7 @@ func TestHeaderWatch(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
 		start := time.Now()
-		w := watchHeaders(l, start, cancel)
+		w := watchHeaders(nil, l, start, cancel)
 		if during != nil {
 			during()
 		}
