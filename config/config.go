@@ -242,7 +242,7 @@ var Settings = []Setting{
 			return err
 		}},
 	{Env: "UPSTREAM_TIMEOUT_S", Flag: "upstream-timeout-s", Default: "600", Accepts: "whole seconds >= 1",
-		Meaning: "On the plain path and every relayed path, how long the upstream may take to send its response headers (the SDKs' own default timeout is 600 s); after them a body silent for STREAM_IDLE_TIMEOUT_S is cut.",
+		Meaning: "How long the upstream may take to send its response headers, on every path (the SDKs' own default timeout is 600 s; on the windowed path the wave deadline usually comes first); with backends, also the cap of the shorter bound each key learns from its answers (see routing.md). After them a body silent for STREAM_IDLE_TIMEOUT_S is cut.",
 		apply:   wholeUnits(time.Second, 1, func(c *Config) *time.Duration { return &c.UpstreamTimeout })},
 	{Env: "MAX_PENDING_CONNS", Flag: "max-pending-conns", Default: "4096", Accepts: "a whole number >= 1",
 		Meaning: "Max connections that have not yet sent a whole request, headers and body (new ones, and idle keep-alive ones awaiting their next request). A new one past it takes the place of the keep-alive connection idle longest, which is closed; with none idle (all sending slowly) it is answered 529 and closed at once. So slow or idle clients cannot use up file descriptors, and idle ones cannot lock new clients out. Capped to fit the process's file limit (RLIMIT_NOFILE), with descriptors kept for the admin listener, upstream connections and requests being served.",

@@ -47,8 +47,12 @@ type exchange struct {
 	// holds until its answer ends (see letGoOfBody).
 	sending *upstream.Body
 	// cancelCall cancels the context of forward's upstream call, with a
-	// cause: errUpstreamTimeout on the plain path (see attempt).
+	// cause: errUpstreamTimeout or errHeadersLate (see headerWatch). An
+	// attempt cut for late headers is followed by one under a new context,
+	// and cancelCall is then that one's (see fetch).
 	cancelCall context.CancelCauseFunc
+	// watch bounds its first attempt's wait for headers (see attempt).
+	watch headerWatch
 	// serving lists the request among those Abort cuts (see begin).
 	serving inFlight
 	// key is the backend key of its latest upstream attempt, when the

@@ -34,9 +34,9 @@ import (
 // upstream has finished sending it. On the windowed path a retryable
 // failure is tried again in place (see again).
 func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	ex.cancelCall = cancel
+	parent := ctx
+	ctx, ex.cancelCall = context.WithCancelCause(ctx)
+	defer func() { ex.cancelCall(nil) }() // the latest call's: see fetch
 	if m != nil {
 		ex.tenant = m.Tenant()
 		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
@@ -62,7 +62,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			return ex.p.metrics.UpstreamDuration.WithLabelValues(stream)
 		}).Observe(time.Since(start).Seconds())
 	}()
-	rep, resp, err := ex.fetch(ctx, m)
+	rep, resp, ctx, err := ex.fetch(parent, ctx, m)
 	switch {
 	case err != nil:
 		return err
@@ -85,7 +85,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			sent := ex.sent
 			firstToken = func() { m.FirstToken(time.Since(sent)) }
 		}
-		return ex.relayEvents(ctx, cancel, resp, firstToken)
+		return ex.relayEvents(ctx, ex.cancelCall, resp, firstToken)
 	}
 	if m != nil {
 		m.MarkBegun()
@@ -107,15 +107,24 @@ func (ex *exchange) observeCache(st dispatch.CacheStanding) {
 	}
 }
 
-// fetch makes the request's upstream attempts until one gives an answer
-// to relay: a whole reply, or a stream's response with its body still to
-// be read. The decision to try again is made in one place, again, for
-// every kind of failure.
-func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *http.Response, error) {
+// fetch makes the request's upstream attempts under ctx, forward's call
+// context of parent, until one gives an answer to relay: a whole reply,
+// or a stream's response with its body still to be read. The decision to
+// try again is made in one place, again, for every kind of failure. It
+// returns the call context the answer came under: an attempt whose
+// headers were late was cut through ctx, and the next one is made under a
+// new one (ex.cancelCall cancels it).
+func (ex *exchange) fetch(parent, ctx context.Context, m *dispatch.Member) (*reply, *http.Response, context.Context, error) {
 	for attempt := 1; ; attempt++ {
 		rep, resp, cause, err := ex.attempt(ctx, m)
 		if cause == "" {
-			return rep, resp, err
+			return rep, resp, ctx, err
+		}
+		if cause == causeHeadersLate && parent.Err() == nil {
+			// Cut by its key's bound, not by its client or deadline: the
+			// next key gets a call context of its own. Rare: a key found
+			// silent, so it costs the common path nothing.
+			ctx, ex.cancelCall = context.WithCancelCause(parent)
 		}
 		var h http.Header
 		if rep != nil {
@@ -126,7 +135,7 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 			// The plain path fails over only what never reached the
 			// upstream: a call cut after it was sent may be running there,
 			// and the client is told so (it may retry, if that is safe).
-			return nil, nil, err
+			return nil, nil, ctx, err
 		}
 		retried, werr := ex.again(ctx, m, attempt, cause, h)
 		switch {
@@ -136,34 +145,30 @@ func (ex *exchange) fetch(ctx context.Context, m *dispatch.Member) (*reply, *htt
 			// The deadline passed while waiting to try again: the upstream's
 			// own last answer, retry-after and all, tells the client more than
 			// a timeout would.
-			return ex.last, nil, nil
+			return ex.last, nil, ctx, nil
 		case werr != nil:
-			return nil, nil, werr
+			return nil, nil, ctx, werr
 		case rep != nil:
 			// Giving up: the upstream's own answer, retry-after and all, goes
 			// to the client so that its retry policy takes over.
-			return rep, nil, nil
+			return rep, nil, ctx, nil
 		}
-		return nil, nil, err
+		return nil, nil, ctx, err
 	}
 }
 
-// attempt makes one upstream call for m (nil on the plain path, where no
-// wave deadline bounds it: UPSTREAM_TIMEOUT_S bounds the wait for its
-// headers instead, and STREAM_IDLE_TIMEOUT_S its body). A cause is set
-// when the attempt failed in a way worth trying again; rep then holds the
-// upstream's answer, if it gave one, and err the failure otherwise.
+// attempt makes one upstream call for m (nil on the plain path). On both
+// paths the wait for its headers is bounded (see watchHeaders): by
+// UPSTREAM_TIMEOUT_S, and with backends by the bound its key's answers
+// teach; on the windowed path the wave deadline may come first.
+// STREAM_IDLE_TIMEOUT_S bounds its body. A cause is set when the attempt
+// failed in a way worth trying again; rep then holds the upstream's
+// answer, if it gave one, and err the failure otherwise. An answer that
+// had begun (a success status in) is never tried again, on either path.
 func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
 	p := ex.p
 	sent := time.Now()
 	ex.sent = sent
-	var timeout *time.Timer
-	if m == nil {
-		// The plain path's one attempt (again never retries it) is cut
-		// through forward's own context: a context of its own, as
-		// withUpstreamTimeout makes, would be one more per request.
-		timeout = time.AfterFunc(p.cfg.UpstreamTimeout, func() { ex.cancelCall(errUpstreamTimeout) })
-	}
 	body := ex.body.data
 	if ex.streamed != nil {
 		body = ex.streamed
@@ -187,13 +192,26 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	}
 	client, key := ex.backendFor(m)
 	if client == nil {
-		if timeout != nil {
-			timeout.Stop()
-		}
 		return nil, nil, "", errNoBackend(ex.desc.Inbound)
 	}
+	limits := headerLimits{upstreamTimeout: p.cfg.UpstreamTimeout}
 	if key != nil {
 		key.Authorize(in.Header)
+		// The body sent asks for a stream (a cache leader's does): its
+		// headers come before its first token, a whole answer's after its
+		// last.
+		limits.pool, limits.key, limits.stream = p.routes, key, ex.desc.Stream || ex.streamed != nil
+		limits.size = ex.desc.Cost.InputTokens
+		if !limits.stream {
+			limits.size += ex.desc.Cost.MaxTokens
+		}
+	}
+	var watch *headerWatch
+	if m == nil || sent.Add(limits.first()).Before(m.Deadline()) {
+		// Cut through forward's own context: a context of its own per
+		// attempt, as withUpstreamTimeout makes, would be one more per
+		// request. A watch the wave deadline comes before is not armed.
+		watch = watchHeaders(&ex.watch, limits, sent, ex.cancelCall)
 	}
 	// A stream's body is let go of once its events are being relayed
 	// (letGoOfBody), through a Body the transport holds none of after;
@@ -207,27 +225,37 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		send = bytes.NewReader(body)
 	}
 	resp, err = client.Do(ctx, in, send, int64(len(body)))
-	if timeout != nil {
-		timeout.Stop() // the headers are in, or the call failed
+	late, bound := watch.stop() // the headers are in, or the call failed
+	if late && err == nil {
+		// The headers came as the watch cut the call: too late.
+		resp.Body.Close()
+		resp, err = nil, context.Cause(ctx)
 	}
+	ttfb := time.Since(sent)
 	if key != nil {
 		status := 0
 		if err == nil {
 			status = resp.StatusCode
 		}
 		switch {
+		case late:
+			// No headers within the bound: the key failed the call, as a
+			// 529 would have, and is skipped for a while.
+			p.routes.Result(key, route.Overloaded, time.Now())
 		case ctx.Err() == nil:
 			p.routes.Answered(key, status, time.Now())
-		case context.Cause(ctx) == errUpstreamTimeout:
-			// No answer within UPSTREAM_TIMEOUT_S: the key failed the
-			// call, as a 529 would have, and is skipped for a while.
-			p.routes.Result(key, route.Overloaded, time.Now())
+			if status >= 200 && status < 300 {
+				p.routes.FirstByte(key, limits.stream, limits.size, ttfb)
+			}
 		} // otherwise cut by its client or the wave deadline: says nothing of the key
+	}
+	if late && context.Cause(ctx) == errHeadersLate {
+		return nil, nil, causeHeadersLate, errKeyNoHeaders(key, bound)
 	}
 	if err != nil {
 		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
 	}
-	p.metrics.UpstreamTTFB.Observe(time.Since(sent).Seconds())
+	p.metrics.UpstreamTTFB.Observe(ttfb.Seconds())
 	ex.rec.upstreamID = resp.Header.Get("Request-Id")
 	ex.rec.recordAnswer(resp.Header)
 	if m != nil {
@@ -261,7 +289,14 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		if errors.Is(err, errResponseTooLarge) {
 			return nil, nil, "", errAnswerTooLarge
 		}
-		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
+		err = p.upstreamFailure(ctx, fmt.Errorf("read response body: %w", err))
+		if ctx.Err() == nil && status < 300 {
+			// The answer had begun: the upstream generated it and bills
+			// it. Sent again it would be generated twice and counted once.
+			p.log.Warn("upstream answer broke off after it had begun; not sent again", "upstream_request_id", ex.rec.upstreamID, "status", status, "err", err)
+			return nil, nil, "", errAnswerBroke(status)
+		}
+		return nil, nil, retry.CauseConnection, err
 	}
 	if status == http.StatusOK && !reassembling && !json.Valid(data) {
 		// A whole answer cut short or garbled on the way (the connection
@@ -323,8 +358,10 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 	if m == nil {
 		return failover && attempt < ex.p.cfg.RetryMaxAttempts && ex.failoverPlain(cause), nil
 	}
-	if attempt >= ex.p.cfg.RetryMaxAttempts || cause == causeKeyRefused && !failover {
-		return false, nil // a refused key refuses again
+	if attempt >= ex.p.cfg.RetryMaxAttempts || (cause == causeKeyRefused || cause == causeHeadersLate) && !failover {
+		// A refused key refuses again; a key whose headers were late may
+		// be slow rather than silent, and running the request still.
+		return false, nil
 	}
 	wait := retry.Backoff(attempt-1, ex.p.rand())
 	if h != nil {

@@ -41,7 +41,7 @@ var (
 		"Requests that left a backend key for another after it failed them (529, 5xx, no connection) or held them, before anything reached the client.",
 		[]string{"backend", "key"}, nil)
 	failuresDesc = prometheus.NewDesc("sluice_backend_failures_total",
-		"Upstream calls on a backend key that failed: 529, another 5xx, or no answer.",
+		"Upstream calls on a backend key that failed: 529, another 5xx, 401, no answer, or no response headers within its bound.",
 		[]string{"backend", "key"}, nil)
 	rateLimitDesc = prometheus.NewDesc("sluice_backend_rate_limited_total",
 		"429 answers from a backend key.",
@@ -55,11 +55,14 @@ var (
 	healthyDesc = prometheus.NewDesc("sluice_backend_healthy",
 		"1 while a backend key is tried, 0 while it is skipped after failures.",
 		[]string{"backend", "key"}, nil)
+	firstByteDesc = prometheus.NewDesc("sluice_backend_first_byte_bound_seconds",
+		"How long a call of the usual size on a backend key waits for its response headers before the key counts as failing, as learnt from its answers (four times their p99 time to first byte, at least the floor), by kind (stream, whole); absent while too few answers are known. UPSTREAM_TIMEOUT_S caps it.",
+		[]string{"backend", "key", "kind"}, nil)
 )
 
 // Describe is prometheus.Collector's.
 func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{routedDesc, failoverDesc, failuresDesc, rateLimitDesc, cacheReadDesc, pendingDesc, healthyDesc} {
+	for _, d := range []*prometheus.Desc{routedDesc, failoverDesc, failuresDesc, rateLimitDesc, cacheReadDesc, pendingDesc, healthyDesc, firstByteDesc} {
 		ch <- d
 	}
 }
@@ -83,6 +86,11 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 			healthy = 1
 		}
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy, b, n)
+		for _, kind := range [...]string{"whole", "stream"} {
+			if d, ok := p.FirstByteBound(k, kind == "stream", 0); ok {
+				ch <- prometheus.MustNewConstMetric(firstByteDesc, prometheus.GaugeValue, d.Seconds(), b, n, kind)
+			}
+		}
 	}
 }
 

@@ -61,6 +61,8 @@ type Key struct {
 	pending atomic.Int64 // routed here and not yet ended
 	health  health
 	count   counts
+	// firstBytes are its answers' latest times to first byte.
+	firstBytes firstBytes
 }
 
 // Authorize puts the key's credential on h, the headers of a call about
@@ -124,6 +126,9 @@ type Pool struct {
 	// request waits for the key that holds its prefix or its session
 	// before it goes elsewhere.
 	AffinityWait time.Duration
+	// FirstByteFloor is the shortest a key's learnt bound on the wait for
+	// an answer's headers is (see FirstByteBound).
+	FirstByteFloor time.Duration
 }
 
 // DefaultAffinityWait is Pool.AffinityWait's default.
@@ -140,7 +145,7 @@ func New(specs []Spec, room Room, getenv func(string) string) (*Pool, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	p := &Pool{room: room, byName: map[string]*Backend{}, AffinityWait: DefaultAffinityWait}
+	p := &Pool{room: room, byName: map[string]*Backend{}, AffinityWait: DefaultAffinityWait, FirstByteFloor: DefaultFirstByteFloor}
 	p.affinity.init()
 	p.sessions.init()
 	seen := map[string]string{}
