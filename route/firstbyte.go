@@ -89,11 +89,23 @@ func (p *Pool) FirstByteBound(k *Key, stream bool, size int) (bound time.Duratio
 		per[j] = float64(s.took) / float64(s.size)
 	}
 	b := max(p99(took), p99(per)*float64(max(size, 1))) * firstByteFactor
+	if !stream {
+		// A whole answer's headers wait for its last token, and one long
+		// answer among many short ones of the same size is no sign of a
+		// dead key: cutting it would have it generated (and billed) again
+		// elsewhere. So it is given at least the time its size takes at a
+		// rate slower than any model writes.
+		b = max(b, float64(max(size, 1))*float64(time.Second)/wholeAnswerMinRate)
+	}
 	if b > float64(maxFirstByteBound) {
 		b = float64(maxFirstByteBound)
 	}
 	return max(time.Duration(b), p.FirstByteFloor), true
 }
+
+// wholeAnswerMinRate is tokens per second, slower than any Claude model
+// writes: a whole answer of size tokens is never cut before size/rate.
+const wholeAnswerMinRate = 10
 
 // maxFirstByteBound keeps a learnt bound's arithmetic in range; the
 // caller's UPSTREAM_TIMEOUT_S is the real cap.

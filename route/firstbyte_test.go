@@ -50,6 +50,16 @@ func TestFirstByteBound(t *testing.T) {
 	p.FirstByteFloor = 10 * time.Second
 	check("never under the floor", a1, true, 100, 10*time.Second)
 
+	// A whole answer is never cut before its size at wholeAnswerMinRate:
+	// one long answer among short ones of the same max_tokens is no dead
+	// key, and cut it would be generated again elsewhere.
+	p.FirstByteFloor = 100 * time.Millisecond
+	for range firstByteMin {
+		p.FirstByte(a1, false, 4096, 2*time.Second)
+	}
+	check("a whole answer of 4,096 tokens", a1, false, 4096, 4096*time.Second/wholeAnswerMinRate)
+	p.FirstByteFloor = 10 * time.Second
+
 	// The ring keeps the latest answers: a key that got slow is judged by
 	// its slow answers once they are all it has.
 	for range firstByteRing {
