@@ -50,7 +50,11 @@ func (l headerLimits) first() time.Duration {
 // headers: cut it (with cause), or look again after next. A bound not
 // yet learnt is looked at again after the floor, since the pool's
 // answers may teach one meanwhile.
-func (l headerLimits) check(waited time.Duration) (next time.Duration, cause error, bound time.Duration) {
+//
+// A whole answer past its learnt bound on a key that has answered other
+// calls since it was sent is a long answer, not a dead key: it is given
+// route.WholeAnswerBound before it is cut.
+func (l headerLimits) check(sent time.Time, waited time.Duration) (next time.Duration, cause error, bound time.Duration) {
 	if waited >= l.upstreamTimeout {
 		return 0, errUpstreamTimeout, l.upstreamTimeout
 	}
@@ -63,6 +67,15 @@ func (l headerLimits) check(waited time.Duration) (next time.Duration, cause err
 		return min(l.pool.FirstByteFloor, l.upstreamTimeout-waited), nil, 0
 	case b >= l.upstreamTimeout:
 		return l.upstreamTimeout - waited, nil, 0
+	case waited >= b && !l.stream && l.key.AnsweredSince(sent):
+		long := max(b, route.WholeAnswerBound(l.size))
+		switch {
+		case long >= l.upstreamTimeout:
+			return l.upstreamTimeout - waited, nil, 0
+		case waited >= long:
+			return 0, errHeadersLate, long
+		}
+		return long - waited, nil, 0
 	case waited >= b:
 		return 0, errHeadersLate, b
 	}
@@ -112,7 +125,7 @@ func (w *headerWatch) due() {
 	if w.state.Load() != watchWaiting {
 		return
 	}
-	next, cause, bound := w.limits.check(time.Since(w.sent))
+	next, cause, bound := w.limits.check(w.sent, time.Since(w.sent))
 	if cause != nil {
 		w.bound = bound
 		if w.state.CompareAndSwap(watchWaiting, watchCut) {

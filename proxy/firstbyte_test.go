@@ -222,6 +222,7 @@ func TestHeaderWatch(t *testing.T) {
 	learn := func(p *route.Pool, took time.Duration) {
 		for range 20 {
 			p.FirstByte(p.Keys[0], true, 100, took)
+			p.FirstByte(p.Keys[0], false, 1000, took)
 		}
 	}
 	// cutAt arms a watch over a call sent now and reports when, and with
@@ -257,6 +258,7 @@ func TestHeaderWatch(t *testing.T) {
 		headersAt time.Duration
 		wantAt    time.Duration
 		wantCause error
+		whole     bool // a whole answer, not a stream
 	}{
 		{name: "learnt: cut at the floor", learnt: 100 * time.Millisecond,
 			wantAt: route.DefaultFirstByteFloor, wantCause: errHeadersLate},
@@ -271,6 +273,13 @@ func TestHeaderWatch(t *testing.T) {
 		{name: "no backends: UPSTREAM_TIMEOUT_S", keyless: true,
 			wantAt: upstreamTimeout, wantCause: errUpstreamTimeout},
 		{name: "headers in time: never cut", learnt: 100 * time.Millisecond, headersAt: 9 * time.Second},
+		{name: "a whole answer on a silent key: cut at the learnt bound", learnt: 5 * time.Second, whole: true,
+			wantAt: 20 * time.Second, wantCause: errHeadersLate},
+		{name: "a whole answer on a key answering others: given its size at 10 tokens/s", learnt: 5 * time.Second, whole: true,
+			during: func(p *route.Pool) { p.FirstByte(p.Keys[0], false, 1000, time.Second) },
+			wantAt: route.WholeAnswerBound(1000), wantCause: errHeadersLate},
+		{name: "a long whole answer on a live key: never cut before its headers", learnt: 5 * time.Second, whole: true,
+			during: func(p *route.Pool) { p.FirstByte(p.Keys[0], false, 1000, time.Second) }, headersAt: 50 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -279,6 +288,9 @@ func TestHeaderWatch(t *testing.T) {
 					learn(p, tc.learnt)
 				}
 				l := headerLimits{upstreamTimeout: upstreamTimeout, stream: true, size: 100}
+				if tc.whole {
+					l.stream, l.size = false, 1000
+				}
 				if !tc.keyless {
 					l.pool, l.key = p, p.Keys[0]
 				}

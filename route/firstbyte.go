@@ -59,7 +59,28 @@ func (p *Pool) FirstByte(k *Key, stream bool, size int, took time.Duration) {
 	f.ring[i][f.n[i]%firstByteRing] = firstByte{took: took, size: max(size, 1)}
 	f.n[i]++
 	f.mu.Unlock()
+	k.answeredAt.Store(time.Now().UnixNano())
 }
+
+// AnsweredSince reports whether k sent an answer's headers after t: a
+// key that answers other calls is alive, whatever one call waits for.
+func (k *Key) AnsweredSince(t time.Time) bool {
+	return k.answeredAt.Load() > t.UnixNano()
+}
+
+// WholeAnswerBound is how long a whole (not streamed) answer of size
+// (estimated input tokens plus max_tokens) may take on a key that is
+// answering other calls: its size at wholeAnswerMinRate. Its headers come
+// after its last token, so a long one among short ones of the same
+// max_tokens is no sign of a dead key, and cut it would be generated
+// (and billed) again elsewhere.
+func WholeAnswerBound(size int) time.Duration {
+	return time.Duration(max(size, 1)) * time.Second / wholeAnswerMinRate
+}
+
+// wholeAnswerMinRate is tokens per second, slower than any Claude model
+// writes.
+const wholeAnswerMinRate = 10
 
 // FirstByteBound is how long a call on k of size (its estimated input
 // tokens, plus its max_tokens for a whole answer) may wait for its
@@ -89,23 +110,11 @@ func (p *Pool) FirstByteBound(k *Key, stream bool, size int) (bound time.Duratio
 		per[j] = float64(s.took) / float64(s.size)
 	}
 	b := max(p99(took), p99(per)*float64(max(size, 1))) * firstByteFactor
-	if !stream {
-		// A whole answer's headers wait for its last token, and one long
-		// answer among many short ones of the same size is no sign of a
-		// dead key: cutting it would have it generated (and billed) again
-		// elsewhere. So it is given at least the time its size takes at a
-		// rate slower than any model writes.
-		b = max(b, float64(max(size, 1))*float64(time.Second)/wholeAnswerMinRate)
-	}
 	if b > float64(maxFirstByteBound) {
 		b = float64(maxFirstByteBound)
 	}
 	return max(time.Duration(b), p.FirstByteFloor), true
 }
-
-// wholeAnswerMinRate is tokens per second, slower than any Claude model
-// writes: a whole answer of size tokens is never cut before size/rate.
-const wholeAnswerMinRate = 10
 
 // maxFirstByteBound keeps a learnt bound's arithmetic in range; the
 // caller's UPSTREAM_TIMEOUT_S is the real cap.

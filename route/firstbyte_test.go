@@ -50,15 +50,18 @@ func TestFirstByteBound(t *testing.T) {
 	p.FirstByteFloor = 10 * time.Second
 	check("never under the floor", a1, true, 100, 10*time.Second)
 
-	// A whole answer is never cut before its size at wholeAnswerMinRate:
-	// one long answer among short ones of the same max_tokens is no dead
-	// key, and cut it would be generated again elsewhere.
-	p.FirstByteFloor = 100 * time.Millisecond
-	for range firstByteMin {
-		p.FirstByte(a1, false, 4096, 2*time.Second)
+	// A key is alive once it sends an answer's headers.
+	since := time.Now()
+	if a2.AnsweredSince(since) {
+		t.Error("a2 answered since now without an answer")
 	}
-	check("a whole answer of 4,096 tokens", a1, false, 4096, 4096*time.Second/wholeAnswerMinRate)
-	p.FirstByteFloor = 10 * time.Second
+	p.FirstByte(a2, false, 100, time.Second)
+	if !a2.AnsweredSince(since) || a1.AnsweredSince(since) {
+		t.Error("AnsweredSince: want a2, which answered, and not a1")
+	}
+	if got := WholeAnswerBound(4096); got != 4096*time.Second/10 {
+		t.Errorf("WholeAnswerBound(4096) = %v; want 409.6 s", got)
+	}
 
 	// The ring keeps the latest answers: a key that got slow is judged by
 	// its slow answers once they are all it has.

@@ -61,8 +61,10 @@ type Key struct {
 	pending atomic.Int64 // routed here and not yet ended
 	health  health
 	count   counts
-	// firstBytes are its answers' latest times to first byte.
+	// firstBytes are its answers' latest times to first byte, and
+	// answeredAt when it last sent an answer's headers (Unix ns).
 	firstBytes firstBytes
+	answeredAt atomic.Int64
 }
 
 // Authorize puts the key's credential on h, the headers of a call about
