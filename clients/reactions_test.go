@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,6 +255,9 @@ func reactions(t *testing.T, bin string, answer *apierror.Error, n int) (claude,
 // nothing: it is the survey behind docs/errors.md's last column
 //
 //	SLUICE_REACTIONS=1 go test ./clients -run ReactionsSurvey -v
+//
+// (SLUICE_REACTIONS=ra61,400 runs only the cases whose names hold "ra61"
+// or "400").
 func TestReactionsSurvey(t *testing.T) {
 	if os.Getenv("SLUICE_REACTIONS") == "" {
 		t.Skip("SLUICE_REACTIONS=1 runs the survey of client reactions")
@@ -263,15 +267,25 @@ func TestReactionsSurvey(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer *apierror.Error
+		n      int // tries refused; 4 when 0
 	}{
-		{"529 overloaded ra1", &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1, Message: "sluice is overloaded"}},
-		{"504 timeout", &apierror.Error{Status: 504, Type: "timeout_error", Message: "sluice gave up after BATCH_TIMEOUT_S"}},
-		{"429 rate_limit ra2", &apierror.Error{Status: 429, Type: "rate_limit_error", RetryAfter: 2, Message: "rate limited"}},
-		{"402 billing no-retry", &apierror.Error{Status: 402, Type: "billing_error", NoRetry: true, Message: "budget spent"}},
-		{"503 api_error ra2", &apierror.Error{Status: 503, Type: "api_error", RetryAfter: 2, Message: "sluice is busy"}},
-		{"503 overloaded ra2", &apierror.Error{Status: 503, Type: "overloaded_error", RetryAfter: 2, Message: "sluice is busy"}},
+		{"529 overloaded ra1", &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1, Message: "sluice is overloaded"}, 0},
+		{"504 timeout", &apierror.Error{Status: 504, Type: "timeout_error", Message: "sluice gave up after BATCH_TIMEOUT_S"}, 0},
+		{"429 rate_limit ra2", &apierror.Error{Status: 429, Type: "rate_limit_error", RetryAfter: 2, Message: "rate limited"}, 0},
+		{"402 billing no-retry", &apierror.Error{Status: 402, Type: "billing_error", NoRetry: true, Message: "budget spent"}, 0},
+		{"503 api_error ra2", &apierror.Error{Status: 503, Type: "api_error", RetryAfter: 2, Message: "sluice is busy"}, 0},
+		{"503 overloaded ra2", &apierror.Error{Status: 503, Type: "overloaded_error", RetryAfter: 2, Message: "sluice is busy"}, 0},
+		{"400 invalid_request", &apierror.Error{Status: 400, Type: "invalid_request_error", Message: "bad request"}, 0},
+		{"429 rate_limit ra61 once", &apierror.Error{Status: 429, Type: "rate_limit_error", RetryAfter: 61, Message: "rate limited"}, 1},
 	} {
-		c, ts, g := reactions(t, bin, tc.answer, 4)
+		if only := os.Getenv("SLUICE_REACTIONS"); only != "1" && !slices.ContainsFunc(strings.Split(only, ","), func(w string) bool { return strings.Contains(tc.name, w) }) {
+			continue
+		}
+		n := tc.n
+		if n == 0 {
+			n = 4
+		}
+		c, ts, g := reactions(t, bin, tc.answer, n)
 		t.Logf("%s:\n  claude: %s\n  ts: %s\n  go: %s", tc.name, c, ts, g)
 	}
 }

@@ -18,11 +18,19 @@ import (
 // path answers of its own is built in this file.
 
 // failure is the answer to a Messages request whose passage failed with
-// err; desc is what is known of the request (nil before it was read).
-func (p *Proxy) failure(desc *request.Descriptor, err error) *apierror.Error {
+// err; desc is what is known of the request (nil before it was read), and
+// sent whether it was sent upstream.
+func (p *Proxy) failure(desc *request.Descriptor, err error, sent bool) *apierror.Error {
 	if errors.Is(err, dispatch.ErrDeadline) {
 		if e := p.rateLimited(desc); e != nil {
 			return e
+		}
+		if sent {
+			// Cut while the upstream had it: the upstream's slowness, not
+			// sluice's back-pressure (mapError's answer for a request
+			// that never left its line).
+			return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+				Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for the upstream's response; retry later, or raise BATCH_TIMEOUT_S", p.cfg.Timeout)}
 		}
 	}
 	return p.mapError(err)
@@ -79,7 +87,8 @@ var errInternal = &apierror.Error{Status: http.StatusInternalServerError, Type: 
 // backPressure is sluice's answer to a request it holds back of its own,
 // with no fault of the request's or the upstream's: its queue is full, the
 // tenant's or key's waiting bound is reached, the request would outwait its
-// client, the wave deadline passed, the bodies held would pass
+// client, the wave deadline passed before it left its line, the bodies
+// held would pass
 // BODY_BUDGET_MB, MAX_PENDING_CONNS is reached, sluice is shutting down.
 // Every such answer is built here, and is a 429 rate_limit_error with a
 // retry-after of wait, in whole seconds within [1, maxRetryAfter].
@@ -139,11 +148,12 @@ func (p *Proxy) mapError(err error) *apierror.Error {
 		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
 	case errors.Is(err, dispatch.ErrDeadline):
-		// Back-pressure too, not a 504: sluice could not get the request
-		// through within its own bound, and Claude Code answers any 5xx
-		// but 529 by switching to its fallback model at once.
+		// The deadline passed before the request left its line:
+		// back-pressure too, not a 504, which Claude Code answers by
+		// switching to its fallback model at once, as it does any 5xx
+		// but 529.
 		return backPressure(p.drainWait(),
-			fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry after the retry-after delay, or whoever runs sluice raises BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout))
+			fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for one of the BATCH_MAX_CONCURRENCY=%d slots; the request was not sent. Retry after the retry-after delay; if it lasts, send fewer requests at once, or whoever runs sluice raises BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout, p.cfg.MaxConcurrency))
 	case errors.Is(err, dispatch.ErrQueueFull):
 		return backPressure(p.drainWait(),
 			fmt.Sprintf("sluice is holding back this request: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream. Retry after the retry-after delay, when about that many will have been served; if it lasts, send fewer requests at once", p.cfg.MaxQueue))
