@@ -386,11 +386,10 @@ func checkSpacing(t *testing.T, who string, tries []try) {
 // BATCH_MAX_CONCURRENCY=1 BATCH_MAX_QUEUE=1 to a simulator that takes
 // 3 s to answer (the issue measured 1.5 s; 3 s keeps agents that start
 // a few seconds apart on a loaded machine overlapping). sluice sheds many
-// of their tries. Every agent
-// must finish on its own model (with sluice's old 529s, four of six were
-// answered by the fallback model), no client may be told 529 or come back
-// sooner than the retry-after it was given, and every retry-after is
-// within what Claude Code waits.
+// of their tries. Every agent must finish on its own model (with sluice's
+// old 529s, three of six were answered by the fallback model), no client
+// may be told 529 or come back sooner than the retry-after it was given,
+// and every retry-after is within what Claude Code waits.
 func TestShedAgentsStayOnTheirModel(t *testing.T) {
 	requireClients(t)
 	bin := claudeBinary(t)

@@ -88,20 +88,20 @@ var errInternal = &apierror.Error{Status: http.StatusInternalServerError, Type: 
 // with no fault of the request's or the upstream's: its queue is full, the
 // tenant's or key's waiting bound is reached, the request would outwait its
 // client, the wave deadline passed before it left its line, the bodies
-// held would pass
-// BODY_BUDGET_MB, MAX_PENDING_CONNS is reached, sluice is shutting down.
-// Every such answer is built here, and is a 429 rate_limit_error with a
-// retry-after of wait, in whole seconds within [1, maxRetryAfter].
+// held would pass BODY_BUDGET_MB, MAX_PENDING_CONNS is reached, sluice is
+// shutting down. Every such answer is built here (refuseConn writes its
+// shape by hand), and is a 429 rate_limit_error with a retry-after of
+// wait, in whole seconds within [1, maxRetryAfter].
 //
 // Not a 529 overloaded_error, nor any 5xx: Claude Code counts every 529
 // (and every error whose body says overloaded_error, whatever its status)
 // towards switching to its fallback model, and switches after three in a
 // row; any other 5xx makes it switch at once. That sheds nothing here
 // (the same queue serves both models) and changes what the user gets and
-// pays for. A 429 it retries on the same model,
-// waiting at least the retry-after (up to 10 retries, backing off to 32 s);
-// the official SDKs retry a 429 as they do a 529, after the retry-after
-// (docs/errors.md has what each client was measured to do).
+// pays for. A 429 it retries on the same model, waiting at least the
+// retry-after (up to 10 retries, backing off to 32 s); the official SDKs
+// retry a 429 as they do a 529, after the retry-after (docs/errors.md has
+// what each client was measured to do).
 func backPressure(wait time.Duration, message string) *apierror.Error {
 	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retryAfterFor(wait), Message: message}
 }
