@@ -113,7 +113,7 @@ func New() *Metrics {
 	m.RetryBudgetSpent = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_retry_budget_exhausted_total",
 		Help: "Retries not made because the retry budget was spent."})
 	m.Shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_shed_requests_total",
-		Help: "Requests answered 529 at once: BATCH_MAX_QUEUE requests were waiting, the expected wait exceeded the client's x-stainless-timeout, the body would pass BODY_BUDGET_MB, or MAX_PENDING_CONNS was reached."})
+		Help: "Requests answered 429 at once: BATCH_MAX_QUEUE requests were waiting, the expected wait exceeded the client's x-stainless-timeout, the body would pass BODY_BUDGET_MB, or MAX_PENDING_CONNS was reached."})
 	m.Deadlines = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_deadline_timeouts_total",
 		Help: "Requests cut at their wave deadline (BATCH_TIMEOUT_S)."})
 	m.Departed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_departed_clients_total",

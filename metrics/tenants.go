@@ -30,7 +30,7 @@ func newTenantCollector(read func() []TenantCounts) *tenantCollector {
 	return &tenantCollector{read: read,
 		waiting:  d("sluice_tenant_waiting_requests", "Requests of the tenant waiting now, in open windows or for a slot."),
 		inFlight: d("sluice_tenant_in_flight_requests", "Requests of the tenant holding a gate slot now."),
-		shed:     d("sluice_tenant_shed_requests_total", "Requests of the tenant answered 529 at once because it had TENANT_MAX_WAITING waiting."),
+		shed:     d("sluice_tenant_shed_requests_total", "Requests of the tenant answered 429 at once because it had TENANT_MAX_WAITING waiting."),
 		served:   d("sluice_tenant_served_requests_total", "Requests of the tenant that held a gate slot and gave it back."),
 		toks:     d("sluice_tenant_tokens_total", "Tokens reported in the usage of the tenant's answers (input and output)."),
 	}

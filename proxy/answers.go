@@ -18,11 +18,19 @@ import (
 // path answers of its own is built in this file.
 
 // failure is the answer to a Messages request whose passage failed with
-// err; desc is what is known of the request (nil before it was read).
-func (p *Proxy) failure(desc *request.Descriptor, err error) *apierror.Error {
+// err; desc is what is known of the request (nil before it was read), and
+// sent whether it was sent upstream.
+func (p *Proxy) failure(desc *request.Descriptor, err error, sent bool) *apierror.Error {
 	if errors.Is(err, dispatch.ErrDeadline) {
 		if e := p.rateLimited(desc); e != nil {
 			return e
+		}
+		if sent {
+			// Cut while the upstream had it: the upstream's slowness, not
+			// sluice's back-pressure (mapError's answer for a request
+			// that never left its line).
+			return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
+				Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for the upstream's response; retry later, or raise BATCH_TIMEOUT_S", p.cfg.Timeout)}
 		}
 	}
 	return p.mapError(err)
@@ -76,6 +84,50 @@ func errAnswerNotJSON(n int) *apierror.Error {
 var errInternal = &apierror.Error{Status: http.StatusInternalServerError, Type: "api_error",
 	Message: "sluice hit an internal error handling this request; retry, and report it if it persists"}
 
+// backPressure is sluice's answer to a request it holds back of its own,
+// with no fault of the request's or the upstream's: its queue is full, the
+// tenant's or key's waiting bound is reached, the request would outwait its
+// client, the wave deadline passed before it left its line, the bodies
+// held would pass BODY_BUDGET_MB, MAX_PENDING_CONNS is reached, sluice is
+// shutting down. Every such answer is built here (refuseConn writes its
+// shape by hand), and is a 429 rate_limit_error with a retry-after of
+// wait, in whole seconds within [1, maxRetryAfter].
+//
+// Not a 529 overloaded_error, nor any 5xx: Claude Code counts every 529
+// (and every error whose body says overloaded_error, whatever its status)
+// towards switching to its fallback model, and switches after three in a
+// row; any other 5xx makes it switch at once. That sheds nothing here
+// (the same queue serves both models) and changes what the user gets and
+// pays for. A 429 it retries on the same model, waiting at least the
+// retry-after (up to 10 retries, backing off to 32 s); the official SDKs
+// retry a 429 as they do a 529, after the retry-after (docs/errors.md has
+// what each client was measured to do).
+func backPressure(wait time.Duration, message string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", RetryAfter: retryAfterFor(wait), Message: message}
+}
+
+// maxRetryAfter bounds a back-pressure answer's retry-after: Claude Code
+// gives up at once on a retry-after over 60 s rather than wait it.
+const maxRetryAfter = 60
+
+// retryAfterFor is wait as a retry-after: whole seconds, rounded up, at
+// least 1 (never a retry at once, in a tight loop) and at most
+// maxRetryAfter.
+func retryAfterFor(wait time.Duration) int {
+	return min(maxRetryAfter, max(1, int(math.Ceil(wait.Seconds()))))
+}
+
+// drainWait is how long the requests waiting now would take to reach the
+// upstream, as the scheduler estimates it from its slots and their recent
+// service time: when a request shed now would find room. Zero when
+// windowing is off or nothing has been served yet.
+func (p *Proxy) drainWait() time.Duration {
+	if p.sched == nil {
+		return 0
+	}
+	return p.sched.ExpectedWait()
+}
+
 // secondsUntil is a retry-after for t: whole seconds from now, at least 1.
 func secondsUntil(t, now time.Time) int { return max(1, int(math.Ceil(t.Sub(now).Seconds()))) }
 
@@ -91,23 +143,26 @@ func (p *Proxy) mapError(err error) *apierror.Error {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &full):
-		return tenantFull(full)
+		return p.tenantFull(full)
 	case errors.Is(err, errUpstreamTimeout):
 		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
 			Message: fmt.Sprintf("the upstream sent no response within UPSTREAM_TIMEOUT_S=%s; retry later", p.cfg.UpstreamTimeout)}
 	case errors.Is(err, dispatch.ErrDeadline):
-		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: "timeout_error",
-			Message: fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for a concurrency slot and the upstream's response; retry later, or raise BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout)}
+		// The deadline passed before the request left its line:
+		// back-pressure too, not a 504, which Claude Code answers by
+		// switching to its fallback model at once, as it does any 5xx
+		// but 529.
+		return backPressure(p.drainWait(),
+			fmt.Sprintf("sluice gave up after BATCH_TIMEOUT_S=%s, counted from the request's window flush, waiting for one of the BATCH_MAX_CONCURRENCY=%d slots; the request was not sent. Retry after the retry-after delay; if it lasts, send fewer requests at once, or whoever runs sluice raises BATCH_TIMEOUT_S or BATCH_MAX_CONCURRENCY", p.cfg.Timeout, p.cfg.MaxConcurrency))
 	case errors.Is(err, dispatch.ErrQueueFull):
-		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-			Message: fmt.Sprintf("sluice is overloaded: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream; retry after the retry-after delay", p.cfg.MaxQueue)}
+		return backPressure(p.drainWait(),
+			fmt.Sprintf("sluice is holding back this request: BATCH_MAX_QUEUE=%d requests are already waiting for the upstream. Retry after the retry-after delay, when about that many will have been served; if it lasts, send fewer requests at once", p.cfg.MaxQueue))
 	case errors.As(err, &tooLong):
-		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: max(1, int(math.Ceil(tooLong.Expected.Seconds()))),
-			Message: fmt.Sprintf("sluice is overloaded: this request would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call; retry after the retry-after delay",
-				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience)}
+		return backPressure(tooLong.Expected,
+			fmt.Sprintf("sluice is holding back this request: it would wait about %s for one of the BATCH_MAX_CONCURRENCY=%d slots, more than the client's own %s timeout (x-stainless-timeout) leaves for the call. Retry after the retry-after delay",
+				tooLong.Expected.Round(time.Millisecond), p.cfg.MaxConcurrency, tooLong.Patience))
 	case errors.Is(err, dispatch.ErrClosed):
-		return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-			Message: "sluice is shutting down and accepts no new requests; retry in a moment"}
+		return backPressure(time.Second, "sluice is shutting down and accepts no new requests; retry after the retry-after delay (another instance, or this one once restarted, will serve it)")
 	case errors.As(err, &ue):
 		// The upstream's address and the dial error are for the operator's
 		// log, not for clients: they may name a private host.

@@ -28,6 +28,7 @@ const (
 type byteBudget struct {
 	limit int64
 	held  atomic.Int64
+	drain func() time.Duration // when the bodies held now will have gone: a refusal's retry-after; nil: none known
 }
 
 // reserve takes n bytes of the budget, or reports false and takes nothing.
@@ -56,10 +57,14 @@ func (b *byteBudget) release(n int64) {
 // Held reports the bytes of request bodies held now.
 func (b *byteBudget) Held() int64 { return b.held.Load() }
 
-// errBudget answers a request whose body would not fit in BODY_BUDGET_MB.
-func errBudget(limit int64) *apierror.Error {
-	return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-		Message: fmt.Sprintf("sluice is overloaded: the request bodies it holds would exceed BODY_BUDGET_MB=%d; retry after the retry-after delay", limit>>20)}
+// errBudget answers a request whose body would not fit in BODY_BUDGET_MB:
+// back-pressure, retried once the bodies waiting now have gone upstream.
+func errBudget(b *byteBudget) *apierror.Error {
+	var wait time.Duration
+	if b.drain != nil {
+		wait = b.drain()
+	}
+	return backPressure(wait, fmt.Sprintf("sluice is holding back this request: the request bodies it holds would exceed BODY_BUDGET_MB=%d; retry after the retry-after delay", b.limit>>20))
 }
 
 // errClientGone marks a client that left while its body was being read.
@@ -79,7 +84,7 @@ const bodyChunk = 64 << 10
 // readBody reads r's whole body, up to limit bytes, within timeout, into a
 // buffer of exactly its size, holding its size in budget (the caller gives
 // it back when it is done with the body). Every way the read can fail gets
-// an answer: 413 past limit, 529 past the budget, 408 when the body does
+// an answer: 413 past limit, 429 past the budget, 408 when the body does
 // not arrive in time, 400 when it cannot be read; after any of them the
 // connection is closed, since what is left of the body on it cannot be
 // told from a next request. errClientGone means nobody is left to answer.
@@ -94,7 +99,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 		return heldBody{}, closing(w, errTooLarge(limit))
 	}
 	if r.ContentLength > budget.limit-budget.Held() {
-		return heldBody{}, closing(w, errBudget(budget.limit))
+		return heldBody{}, closing(w, errBudget(budget))
 	}
 	var hb heldBody
 	rc := http.NewResponseController(w)
@@ -131,7 +136,7 @@ func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duratio
 	case errors.As(err, &tooBig):
 		return errTooLarge(limit)
 	case errors.Is(err, errBudgetSpent):
-		return errBudget(budget.limit)
+		return errBudget(budget)
 	// Before the context: the server cancels the request's context when
 	// its read hits the deadline, which is not the client leaving.
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -227,8 +232,8 @@ func readAllOf(rd io.Reader, declared int64, budget *byteBudget, reserved *int64
 
 // errTooManyPending answers a request whose body would be one too many
 // still arriving.
-var errTooManyPending = &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-	Message: "sluice has MAX_PENDING_CONNS connections and request bodies still arriving; retry after the retry-after delay"}
+var errTooManyPending = backPressure(time.Second,
+	"sluice is holding back this request: it has MAX_PENDING_CONNS connections and request bodies still arriving; retry after the retry-after delay")
 
 // pendingCount counts connections and bodies that have not yet arrived
 // whole (see pendingConns).
@@ -248,7 +253,7 @@ func (c *pendingCount) give() { c.n.Add(-1) }
 // takeBody reads r's body as a Messages body is read, whatever endpoint it
 // is for: counted against MAX_PENDING_CONNS while it arrives, within the
 // body timeout, under the body budget as bytes come. When the body cannot
-// be had it answers the client itself (529, 408, 413, ...; nothing to a
+// be had it answers the client itself (429, 408, 413, ...; nothing to a
 // client that is gone) and reports false; otherwise the caller releases
 // the body's reservation from p.bodies.
 func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request) (heldBody, bool) {
@@ -260,7 +265,7 @@ func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request) (heldBody, bool
 	body, aerr := readBody(w, r, maxMessagesBody, p.bodyTimeout, p.bodies)
 	p.pendingConns.give()
 	if aerr != nil {
-		if aerr.Status == 529 {
+		if aerr.Type == "rate_limit_error" {
 			p.metrics.Shed.Inc()
 		}
 		if aerr != errClientGone {

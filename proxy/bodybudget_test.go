@@ -14,9 +14,9 @@ import (
 )
 
 // Bodies held by waiting requests have a budget: past it a request is
-// answered 529 with retry-after before its body is read, and the budget
+// answered 429 with retry-after before its body is read, and the budget
 // comes back when the request ends.
-func TestBodyBudgetSheds529BeforeTheBodyIsRead(t *testing.T) {
+func TestBodyBudgetSheds429BeforeTheBodyIsRead(t *testing.T) {
 	up, holding, release := heldUpstream(t)
 	t.Cleanup(release)
 	p, px := startProxyWith(t, testConfig(t, up, true, func(c *config.Config) { c.BodyBudget = 1 << 20 }), Options{})
@@ -39,9 +39,9 @@ func TestBodyBudgetSheds529BeforeTheBodyIsRead(t *testing.T) {
 	head := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: %d", len(big))
 	conn := rawRequest(t, px.Listener.Addr().String(), head, "")
 	resp, body := readAnswer(t, conn, bufio.NewReader(conn))
-	wantErrorAnswer(t, resp, body, 529, "overloaded_error", "BODY_BUDGET_MB")
+	wantErrorAnswer(t, resp, body, 429, "rate_limit_error", "BODY_BUDGET_MB")
 	if resp.Header.Get("Retry-After") == "" {
-		t.Error("529 past the budget carries no retry-after")
+		t.Error("429 past the budget carries no retry-after")
 	}
 	release()
 	if resp := <-first; resp == nil || resp.StatusCode != 200 {

@@ -25,7 +25,7 @@ import (
 // cut only by the header and body timeouts. A parked request is not
 // counted at all (it has sent its request), and is never closed to make
 // room. Past the bound with no idle connection, a new connection is
-// answered 529 and closed.
+// answered 429 with a retry-after and closed.
 type pendingConns struct {
 	max   int
 	count *pendingCount

@@ -98,8 +98,8 @@ func TestInboundKeyLimitsBindWhateverTheTenantHeader(t *testing.T) {
 			for shed < 7 && peak.Load() <= 1 {
 				select {
 				case s := <-statuses:
-					if s != 529 {
-						t.Fatalf("a request answered %d while the upstream holds every call; want 529", s)
+					if s != 429 {
+						t.Fatalf("a request answered %d while the upstream holds every call; want 429", s)
 					}
 					shed++
 				case <-time.After(3 * time.Second):

@@ -281,7 +281,7 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 	case ctx.Err() != nil:
 		// the client left: nobody to answer
 	default:
-		apierror.WriteSluice(ex.w, ex.p.failure(&ex.desc, err))
+		apierror.WriteSluice(ex.w, ex.p.failure(&ex.desc, err, !ex.sent.IsZero()))
 	}
 }
 

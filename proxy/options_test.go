@@ -45,5 +45,5 @@ func TestPartsAreInjectedThroughOptions(t *testing.T) {
 	}
 
 	_, px2 := startProxyWith(t, testConfig(t, up.URL, true), Options{Parts: assemble.Parts{Admission: refuseAll{}}})
-	wantError(t, post(t, px2.URL, "/v1/messages", requestJSON), 529, "overloaded_error", "BATCH_MAX_QUEUE")
+	wantError(t, post(t, px2.URL, "/v1/messages", requestJSON), 429, "rate_limit_error", "BATCH_MAX_QUEUE")
 }

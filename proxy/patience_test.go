@@ -71,7 +71,7 @@ func TestRequestThatWouldOutwaitItsClientIsShedWithRetryAfter(t *testing.T) {
 				if admit {
 					resp := <-impatient
 					defer resp.Body.Close()
-					wantError(t, resp, 529, "overloaded_error", "x-stainless-timeout")
+					wantError(t, resp, 429, "rate_limit_error", "x-stainless-timeout")
 					if ra := resp.Header.Get("Retry-After"); ra != "8" {
 						t.Errorf("retry-after = %q; want 8 (the expected wait in seconds)", ra)
 					}

@@ -258,7 +258,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if opt.TracerProvider != nil {
 		p.tracer = opt.TracerProvider.Tracer(instrumentationName)
 	}
-	p.bodies = &byteBudget{limit: cfg.BodyBudget}
+	p.bodies = &byteBudget{limit: cfg.BodyBudget, drain: p.drainWait}
 	p.streamBytes = &byteBudget{limit: streamBufferBudget}
 	p.pendingConns = &pendingCount{}
 	p.bodyTimeout, p.batchBodyTimeout = bodyReadTimeout, batchBodyReadTimeout

@@ -62,7 +62,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// wantConnRefused dials addr and wants the 529 of a connection past
+// wantConnRefused dials addr and wants the 429 of a connection past
 // MAX_PENDING_CONNS.
 func wantConnRefused(t *testing.T, addr string) {
 	t.Helper()
@@ -72,5 +72,8 @@ func wantConnRefused(t *testing.T, addr string) {
 	}
 	defer c.Close()
 	resp, body := readAnswer(t, c, bufio.NewReader(c))
-	wantErrorAnswer(t, resp, body, 529, "overloaded_error", "MAX_PENDING_CONNS")
+	wantErrorAnswer(t, resp, body, 429, "rate_limit_error", "MAX_PENDING_CONNS")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("the refused connection's 429 has no retry-after")
+	}
 }

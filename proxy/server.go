@@ -140,7 +140,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if p.Idle(graceCtx) != nil {
 			log.Warn("drain timeout passed; some answers could not be written in time", "cut", n, "unanswered", p.active.Load())
 		} else {
-			log.Warn("drain timeout passed; answered the requests still being served with 529", "cut", n)
+			log.Warn("drain timeout passed; answered the requests still being served with 429", "cut", n)
 		}
 	}
 	srv.Close()
@@ -157,10 +157,12 @@ type connKey struct{}
 // request (HTTP lets a server answer early), and closes it.
 func refuseConn(c net.Conn) {
 	id := apierror.NewRequestID()
-	body := `{"type":"error","error":{"type":"overloaded_error","message":"sluice has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
+	// The shape and status of backPressure's answers (answers.go), written
+	// by hand: no request, so no handler, to write it.
+	body := `{"type":"error","error":{"type":"rate_limit_error","message":"sluice is holding back this connection: it has MAX_PENDING_CONNS connections that have not yet sent their request; retry after the retry-after delay"},"request_id":"` + id + `"}`
 	// Read too: over TLS the write first waits for the client's handshake.
 	_ = c.SetDeadline(time.Now().Add(100 * time.Millisecond))
-	fmt.Fprintf(c, "HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
+	fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRequest-Id: %s\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 	c.Close()
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/apierror"
 )
 
 // errShuttingDown is the cause with which Abort cuts every request still
@@ -15,8 +13,8 @@ var errShuttingDown = errors.New("sluice is shutting down")
 
 // errShutdownCut answers a request cut by Abort before anything was sent:
 // it may have waited in line (never sent upstream) or been in flight.
-var errShutdownCut = &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-	Message: "sluice is shutting down and could not finish this request within DRAIN_TIMEOUT_S; retry it, another instance or this one once restarted will serve it"}
+var errShutdownCut = backPressure(time.Second,
+	"sluice is shutting down and could not finish this request within DRAIN_TIMEOUT_S; retry it after the retry-after delay, another instance or this one once restarted will serve it")
 
 // inFlight is one Messages request being served, in the list that Abort
 // cuts; it lives in the request's exchange, so that being listed costs
@@ -82,7 +80,7 @@ func (p *Proxy) end(f *inFlight) {
 }
 
 // Abort cuts every Messages request still being served: those still in
-// line are answered 529 "shutting down" with retry-after, those in flight
+// line are answered 429 "shutting down" with retry-after, those in flight
 // have their upstream call cancelled and are answered the same way, and
 // streams get an in-band error event. The server calls it when the drain
 // deadline passes, then waits (Idle) for those answers before it closes

@@ -57,7 +57,7 @@ func TestAbortCutsTheRequestsBeingServed(t *testing.T) {
 }
 
 // At the drain deadline nothing accepted ends without an answer: requests
-// in line or in flight get 529 with retry-after, a stream that had begun
+// in line or in flight get 429 with retry-after, a stream that had begun
 // gets an in-band error event.
 func TestShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -129,8 +129,8 @@ func TestShutdownAnswersEveryAcceptedRequest(t *testing.T) {
 					t.Errorf("the stream: status %d, body %q; want its events, then an in-band overloaded_error", a.status, a.body)
 				}
 			default:
-				if a.status != 529 || a.retry == "" || !bytes.Contains(a.body, []byte("shutting down")) {
-					t.Errorf("request %d: status %d, retry-after %q, body %s; want 529 shutting down with retry-after", i, a.status, a.retry, a.body)
+				if a.status != 429 || a.retry == "" || !bytes.Contains(a.body, []byte("shutting down")) || !bytes.Contains(a.body, []byte(`"rate_limit_error"`)) {
+					t.Errorf("request %d: status %d, retry-after %q, body %s; want 429 rate_limit_error shutting down with retry-after", i, a.status, a.retry, a.body)
 				}
 			}
 		}

@@ -31,7 +31,7 @@ func (p *Proxy) Tenants() []dispatch.TenantStats {
 
 // tenantFull is the answer to a request shed because its tenant has
 // TENANT_MAX_WAITING requests waiting.
-func tenantFull(e *dispatch.TenantFullError) *apierror.Error {
-	return &apierror.Error{Status: 529, Type: "overloaded_error", RetryAfter: 1,
-		Message: fmt.Sprintf("sluice is overloaded for this tenant: it already has %d requests waiting for the upstream (TENANT_MAX_WAITING, or its inbound key's limit); other tenants are still served. Retry after the retry-after delay, or send fewer requests at once", e.Max)}
+func (p *Proxy) tenantFull(e *dispatch.TenantFullError) *apierror.Error {
+	return backPressure(p.drainWait(),
+		fmt.Sprintf("sluice is holding back this request: its tenant already has %d requests waiting for the upstream (TENANT_MAX_WAITING, or its inbound key's max_waiting); other tenants are still served. Retry after the retry-after delay, or send fewer requests at once", e.Max))
 }

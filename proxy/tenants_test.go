@@ -74,7 +74,7 @@ func (c *tenantClient) answer(name string) *tenantAnswer {
 	return nil
 }
 
-// A tenant past TENANT_MAX_WAITING is shed with 529 and retry-after; a
+// A tenant past TENANT_MAX_WAITING is shed with 429 and retry-after; a
 // tenant at TENANT_MAX_CONCURRENT waits while another takes the free
 // slots; the other tenant is neither shed nor held behind it.
 func TestTenantLimitsShedOnlyThatTenant(t *testing.T) {
@@ -95,9 +95,9 @@ func TestTenantLimitsShedOnlyThatTenant(t *testing.T) {
 		c.send("b2", "sk-tenant-b")
 
 		a4 := c.answer("a4")
-		wantShape(t, a4, 529, "overloaded_error", "TENANT_MAX_WAITING")
+		wantShape(t, a4, 429, "rate_limit_error", "TENANT_MAX_WAITING")
 		if a4.retryAfter == "" {
-			t.Error("a shed tenant's 529 has no retry-after")
+			t.Error("a shed tenant's 429 has no retry-after")
 		}
 		for _, name := range []string{"a1", "a2", "a3", "b1", "b2"} {
 			if a := c.answer(name); a.status != http.StatusOK {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,10 +147,13 @@ func TestDeadlineCoversSlotWait(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		for i, s := range statuses {
-			if s != http.StatusGatewayTimeout {
-				t.Errorf("request %d status = %d; want 504", i, s)
-			}
+		// The one sent upstream timed out there: 504. The two that never
+		// left their line were held back by sluice: 429, which Claude
+		// Code retries on its own model (a 504 it answers by switching
+		// to its fallback model).
+		slices.Sort(statuses)
+		if want := []int{http.StatusTooManyRequests, http.StatusTooManyRequests, http.StatusGatewayTimeout}; !slices.Equal(statuses, want) {
+			t.Errorf("statuses %v; want %v", statuses, want)
 		}
 		if n := calls.Load(); n != 1 {
 			t.Errorf("upstream saw %d calls; want 1 (the others timed out waiting for the one slot)", n)

@@ -25,7 +25,7 @@ import (
 // concurrent clients (2,000 by default; SLUICE_LOAD_N and SLUICE_LOAD_QUEUE
 // change it for the benchmark in docs/benchmarks.md) through real HTTP on
 // loopback at a queue limit of 1,024 and an upstream that holds every call
-// until released. The excess must be shed with 529 at once, memory must stay
+// until released. The excess must be shed with 429 at once, memory must stay
 // bounded while the queue is full, and after the shutdown signal every
 // accepted request must still be answered.
 func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
@@ -87,7 +87,7 @@ func TestOverloadShedsExcessAndSIGTERMAnswersEveryAccepted(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			switch {
-			case resp.StatusCode == 529 && resp.Header.Get("Retry-After") != "":
+			case resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "":
 				shed.Add(1)
 				if d := int64(time.Since(t0)); d > slowestShed.Load() {
 					slowestShed.Store(d)

@@ -187,7 +187,7 @@ func TestMemoryOfLargeBodies(t *testing.T) {
 		t.Skip("a benchmark, not a test: set SLUICE_MEMBENCH=1 to run it")
 	}
 	r := sendLargeBodies(t, 3*time.Second)
-	t.Logf("%d clients × %d MB: %d held upstream, %d queued, %d answered 529", largeClients, largeSize>>20, r.upstream, r.queued, r.shed)
+	t.Logf("%d clients × %d MB: %d held upstream, %d queued, %d answered 429", largeClients, largeSize>>20, r.upstream, r.queued, r.shed)
 	t.Logf("VmRSS idle %d MB, loaded %d MB; peak VmHWM %d MB; body budget held %.0f MB; heap in use %.0f MB",
 		r.idle["VmRSS"]>>20, r.loaded["VmRSS"]>>20, r.loaded["VmHWM"]>>20, r.metrics["sluice_body_budget_held_bytes"]/(1<<20), r.metrics["go_memstats_heap_inuse_bytes"]/(1<<20))
 }

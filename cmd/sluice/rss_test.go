@@ -37,7 +37,7 @@ func TestLargeBodiesBoundRSS(t *testing.T) {
 	const budgetMB, rssHeadroomMB = 256, 192
 	start := time.Now()
 	r := sendLargeBodies(t, 0, "BODY_BUDGET_MB=256")
-	t.Logf("%d clients × %d MB in %v: %d held upstream, %d queued, %d answered 529, %d otherwise", largeClients, largeSize>>20,
+	t.Logf("%d clients × %d MB in %v: %d held upstream, %d queued, %d answered 429, %d otherwise", largeClients, largeSize>>20,
 		time.Since(start).Round(time.Millisecond), r.upstream, r.queued, r.shed, r.other)
 	t.Logf("sluice: VmRSS %d MB, peak VmHWM %d MB; body budget held %.0f MB; heap in use %.0f MB",
 		r.loaded["VmRSS"]>>20, r.loaded["VmHWM"]>>20, r.metrics["sluice_body_budget_held_bytes"]/(1<<20), r.metrics["go_memstats_heap_inuse_bytes"]/(1<<20))
@@ -45,7 +45,7 @@ func TestLargeBodiesBoundRSS(t *testing.T) {
 		t.Logf("sluice's stderr:\n%s", r.stderr)
 	}
 	if r.other > 0 {
-		t.Errorf("%d clients were answered neither by the upstream nor 529", r.other)
+		t.Errorf("%d clients were answered neither by the upstream nor 429", r.other)
 	}
 	if bound := int64(budgetMB+rssHeadroomMB) << 20; r.loaded["VmHWM"] > bound {
 		t.Errorf("sluice's peak RSS %d MB passed BODY_BUDGET_MB + %d MB = %d MB", r.loaded["VmHWM"]>>20, rssHeadroomMB, bound>>20)
@@ -115,7 +115,7 @@ func sendLargeBodies(t *testing.T, settle time.Duration, env ...string) largeBod
 					other.Add(1)
 				}
 				return
-			case resp.StatusCode == 529:
+			case resp.StatusCode == http.StatusTooManyRequests:
 				shed.Add(1)
 			default:
 				other.Add(1)
