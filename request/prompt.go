@@ -439,7 +439,10 @@ func (p *prompt) breakpoint(i int) {
 	if p.reads == nil {
 		p.reads = make([]Prefix, 0, LookbackPositions)
 	}
-	for j := max(i-LookbackPositions+1, p.readTo+1, 0); j < i; j++ {
+	// Positions still in the ring only: automatic caching's breakpoint
+	// may sit a few positions before the last, whose window then reaches
+	// past what the ring keeps (those few positions are not read).
+	for j := max(i-LookbackPositions+1, p.readTo+1, p.positions-LookbackPositions, 0); j < i; j++ {
 		w := &p.look[j%LookbackPositions]
 		p.reads = append(p.reads, Prefix{Key: p.key(j), Tokens: w.tokens, TTL: w.ttl})
 		p.reachable(w.block)

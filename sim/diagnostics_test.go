@@ -2,6 +2,8 @@ package sim
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -109,5 +111,44 @@ func TestCacheDiagnostics(t *testing.T) {
 	}
 	for _, bad := range []string{`"diagnostics":[]`, `"diagnostics":{"previous_message_id":7}`, `"diagnostics":{"previous_message_id":""}`} {
 		wantError(t, call(s, "POST", "/v1/messages", strings.Replace(grown, `{"model":`, "{"+bad+`,"model":`, 1)), 400, "invalid_request_error", "diagnostics")
+	}
+}
+
+// Cache diagnostics through windowed sluice: a non-streaming turn that
+// leads a cold prefix goes upstream as a stream and is reassembled, with
+// its diagnostics member; the next turn names its id and gets the
+// simulator's diagnosis, as a client talking to the API would.
+func TestCacheDiagnosticsThroughSluice(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	up := httptest.NewServer(s)
+	defer up.Close()
+	front := startSluice(t, up.URL)
+	send := func(body string) map[string]json.RawMessage {
+		t.Helper()
+		req, _ := http.NewRequest("POST", front.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", "sk-test")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]json.RawMessage
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode != 200 {
+			t.Fatalf("status %d, %v: %v", res.StatusCode, err, m)
+		}
+		return m
+	}
+	first := send(diagBody(convo("", userText("Read the README.", bp)), ""))
+	if string(first["diagnostics"]) != "null" {
+		t.Fatalf("first turn through sluice: diagnostics %s; want null", first["diagnostics"])
+	}
+	var id string
+	_ = json.Unmarshal(first["id"], &id)
+	changed := strings.Replace(convo("", userText("Read the README.", ""), asstText("Hello."), userText("More.", bp)), "rule ", "rules", 1)
+	if d := string(send(diagBody(changed, id))["diagnostics"]); !strings.Contains(d, `"system_changed"`) {
+		t.Errorf("second turn through sluice: diagnostics %s; want system_changed", d)
 	}
 }
