@@ -168,8 +168,12 @@ func requestBody(model, prefix string, tools []map[string]any, id int, a Arrival
 	if a.Turns > 1 {
 		var msgs []map[string]any
 		for k := range a.Turn {
+			tokens := a.PromptTokens
+			if k < len(a.History) {
+				tokens = a.History[k] // as turn k was sent
+			}
 			msgs = append(msgs,
-				map[string]any{"role": "user", "content": filler(fmt.Sprintf("session %d turn %d: ", a.Session, k), a.PromptTokens)},
+				map[string]any{"role": "user", "content": filler(fmt.Sprintf("session %d turn %d: ", a.Session, k), tokens)},
 				map[string]any{"role": "assistant", "content": fmt.Sprintf("Done with turn %d.", k)})
 		}
 		last := map[string]any{"type": "text", "text": filler(fmt.Sprintf("session %d turn %d: ", a.Session, a.Turn), a.PromptTokens),

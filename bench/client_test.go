@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -147,4 +148,54 @@ func TestOutcomes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A session's later turn repeats its earlier turns as they were sent, so
+// that the API's lookback (and the simulator's) reads the prefix the turn
+// before wrote. Before, each earlier user message was redrawn at the
+// later turn's length: the history differed and the later turns read
+// only the shared system prompt.
+func TestSessionTurnsRepeatTheirHistory(t *testing.T) {
+	sc, err := LoadScenario("agent-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := sc.Arrivals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := map[int]map[int]Arrival{}
+	for _, a := range as {
+		if turns[a.Session] == nil {
+			turns[a.Session] = map[int]Arrival{}
+		}
+		turns[a.Session][a.Turn] = a
+	}
+	type body struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	text := func(c any) string { // a string content, or a text block's text
+		if s, ok := c.(string); ok {
+			return s
+		}
+		return c.([]any)[0].(map[string]any)["text"].(string)
+	}
+	for s := range 4 {
+		var prev body
+		for tn := range 3 {
+			var b body
+			if err := json.Unmarshal(requestBody("claude-sonnet-4-5", "", nil, 0, turns[s][tn]), &b); err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range prev.Messages {
+				if text(m.Content) != text(b.Messages[i].Content) {
+					t.Fatalf("session %d turn %d: message %d differs from the one turn %d sent", s, tn, i, tn-1)
+				}
+			}
+			prev = b
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -64,7 +65,7 @@ func TestWorkloads(t *testing.T) {
 		t.Fatalf("poisson at 100/s for 10 s gave %d arrivals", len(a))
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if !reflect.DeepEqual(a[i], b[i]) {
 			t.Fatalf("same seed, different arrival %d: %+v vs %+v", i, a[i], b[i])
 		}
 	}

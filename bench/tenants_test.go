@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -41,7 +42,7 @@ func TestTenantsWorkload(t *testing.T) {
 		t.Fatalf("b alone: %d arrivals; with a: %d", len(bs), len(b))
 	}
 	for i := range bs {
-		if bs[i] != b[i] {
+		if !reflect.DeepEqual(bs[i], b[i]) {
 			t.Fatalf("b's arrival %d: alone %+v, with a %+v", i, bs[i], b[i])
 		}
 	}

@@ -24,6 +24,11 @@ type Arrival struct {
 	// workload has turns (Turns > 1): it is sent once the session's turn
 	// before it has ended, and At is its session's start.
 	Session, Turn, Turns int
+	// History is the PromptTokens of the session's earlier turns, in
+	// order, so that a turn repeats them as they were sent (a client
+	// resends its conversation byte for byte, which the API's lookback
+	// reads).
+	History []int
 	// Tenant names the request's tenant in a tenants workload: it is sent
 	// with the API key sk-bench-<tenant>, so that sluice's default
 	// TENANT_FROM=key tells the tenants apart. "" is the one tenant
@@ -108,6 +113,14 @@ func (sc *Scenario) Arrivals() ([]Arrival, error) {
 		}
 		if a.OutputTokens == 0 {
 			a.OutputTokens = output
+		}
+	}
+	if w.Turns > 1 {
+		sent := map[int][]int{} // each session's turns' prompt tokens so far
+		for i := range out {
+			a := &out[i]
+			a.History = sent[a.Session]
+			sent[a.Session] = append(slices.Clip(sent[a.Session]), a.PromptTokens)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
