@@ -20,6 +20,18 @@ const (
 	vertexPrefix = "/v1/projects/"
 )
 
+// cloudAPIVersions are the API versions Bedrock and Vertex AI take in
+// the body's anthropic_version beside each cloud's own dated one: the
+// official SDKs since their 1.x (npm @anthropic-ai/bedrock-sdk and
+// vertex-sdk 1.0.0, "add support for new API version 2026-10-21"; Go
+// anthropic-sdk-go/v2's bedrock and vertex options) copy the
+// anthropic-version header they send, 2026-10-21, into the body; the 0.x
+// SDKs sent the clouds' own versions.
+var cloudAPIVersions = map[string]bool{"2026-10-21": true}
+
+// cloudAPIVersionList names cloudAPIVersions in a message.
+const cloudAPIVersionList = "2026-10-21"
+
 // backendOf names the API a request path belongs to, for the stats.
 func backendOf(path string) string {
 	switch {
