@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// The clouds' paths. The simulator serves Claude as Amazon Bedrock and
-// Google Vertex AI do, by translating each cloud's request into its own
+// The clouds' paths. The simulator serves Claude as Amazon Bedrock,
+// Google Vertex AI and Microsoft Foundry do, by translating each cloud's request into its own
 // Messages handling and the answer back into the cloud's framing and
 // errors: the same models of latency, capacity, caching, rate limits and
 // faults, behind each cloud's wire protocol and authentication.
@@ -16,6 +16,7 @@ const (
 	backendAnthropic = "anthropic"
 	backendBedrock   = "bedrock"
 	backendVertex    = "vertex"
+	backendFoundry   = "foundry"
 
 	vertexPrefix = "/v1/projects/"
 )
@@ -39,6 +40,8 @@ func backendOf(path string) string {
 		return backendBedrock
 	case strings.HasPrefix(path, vertexPrefix):
 		return backendVertex
+	case strings.HasPrefix(path, foundryPrefix):
+		return backendFoundry
 	}
 	return backendAnthropic
 }

@@ -29,12 +29,15 @@ const (
 	AccessKeyID     = "AKIACLOUDTESTKEY0001"
 	SecretAccessKey = "cloudtest-secret-access-key-0001"
 	VertexToken     = "cloudtest-vertex-token"
+	FoundryAPIKey   = "cloudtest-foundry-api-key"
+	FoundryToken    = "cloudtest-foundry-entra-token"
 )
 
 // Config is a fast simulator (no latency, no limits) that accepts the
 // test credentials above.
 func Config() sim.Config {
-	return sim.Config{Seed: 5, BedrockAccessKeyID: AccessKeyID, BedrockSecretAccessKey: SecretAccessKey, VertexToken: VertexToken}
+	return sim.Config{Seed: 5, BedrockAccessKeyID: AccessKeyID, BedrockSecretAccessKey: SecretAccessKey, VertexToken: VertexToken,
+		FoundryAPIKey: FoundryAPIKey, FoundryToken: FoundryToken}
 }
 
 // Captured is one request as it reached the simulator.
