@@ -3,12 +3,16 @@ package clients
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/cloud"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/cloudtest"
 )
 
@@ -39,7 +43,7 @@ func runCloudSDK(t *testing.T, cloud, base string, env ...string) {
 	cmd := exec.CommandContext(ctx, "node", "cloud-sdk-check.mjs")
 	cmd.Env = append(os.Environ(), "SLUICE_CLOUD="+cloud, "SLUICE_CLOUD_BASE_URL="+base, "SLUICE_MODEL="+cloudSDKModel[cloud],
 		"SLUICE_AWS_ACCESS_KEY_ID="+cloudtest.AccessKeyID, "SLUICE_AWS_SECRET_ACCESS_KEY="+cloudtest.SecretAccessKey,
-		"SLUICE_VERTEX_TOKEN="+cloudtest.VertexToken)
+		"SLUICE_VERTEX_TOKEN="+cloudtest.VertexToken, "SLUICE_FOUNDRY_API_KEY="+cloudtest.FoundryAPIKey)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	var got []string
@@ -95,4 +99,59 @@ func gjsonString(body []byte, name string) string {
 	var s string
 	_ = json.Unmarshal(m[name], &s)
 	return s
+}
+
+// TestFoundryClients: the official TypeScript SDK's Foundry package (with
+// the resource's key, and with an Entra ID token) and Claude Code
+// (CLAUDE_CODE_USE_FOUNDRY=1, ANTHROPIC_FOUNDRY_BASE_URL,
+// ANTHROPIC_FOUNDRY_API_KEY) against the simulator's Foundry paths
+// directly, and through sluice routed to a foundry backend on it: the
+// clients speak to sluice as to a Foundry resource, with a key of their
+// own that never reaches Azure, and sluice calls the resource with the
+// backend's key.
+func TestFoundryClients(t *testing.T) {
+	requireClients(t)
+	bin := claudeBinary(t)
+	models := []string{"ANTHROPIC_MODEL=claude-sonnet-4-5", "ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5"}
+	t.Run("direct", func(t *testing.T) {
+		s := cloudtest.Start(t, cloudtest.Config())
+		runCloudSDK(t, "foundry", s.URL+"/anthropic/")
+		runCloudSDK(t, "foundry", s.URL+"/anthropic/", "SLUICE_FOUNDRY_TOKEN="+cloudtest.FoundryToken)
+		claudeSays(t, bin, "http://127.0.0.1:1", append(models, "CLAUDE_CODE_USE_FOUNDRY=1",
+			"ANTHROPIC_FOUNDRY_BASE_URL="+s.URL+"/anthropic", "ANTHROPIC_FOUNDRY_API_KEY="+cloudtest.FoundryAPIKey)...)
+		foundryOnly(t, s, 8)
+	})
+	t.Run("through sluice", func(t *testing.T) {
+		s := cloudtest.Start(t, cloudtest.Config())
+		t.Setenv("SLUICE_TEST_FOUNDRY_KEY", cloudtest.FoundryAPIKey)
+		cfg := config.Default()
+		cfg.Enabled = true
+		cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
+		cfg.Backends = []config.Backend{{Name: "azure", Kind: "foundry", Endpoint: s.URL + "/anthropic", Keys: []string{"env:SLUICE_TEST_FOUNDRY_KEY"}}}
+		base := serveStack(t, cfg, assemble.Env{Cloud: cloud.New})
+		runCloudSDK(t, "foundry", base, "SLUICE_FOUNDRY_API_KEY=sk-foundry-sdk-client")
+		claudeSays(t, bin, "http://127.0.0.1:1", append(models, "CLAUDE_CODE_USE_FOUNDRY=1",
+			"ANTHROPIC_FOUNDRY_BASE_URL="+base, "ANTHROPIC_FOUNDRY_API_KEY=sk-claude-code-client")...)
+		foundryOnly(t, s, 4)
+		for _, r := range s.Requests() {
+			if r.Header.Get("X-Api-Key") != cloudtest.FoundryAPIKey || r.Header.Get("Api-Key") != "" || r.Header.Get("Authorization") != "" {
+				t.Errorf("Foundry got x-api-key %q api-key %q authorization %q; want the backend's key alone",
+					r.Header.Get("X-Api-Key"), r.Header.Get("Api-Key"), r.Header.Get("Authorization"))
+			}
+		}
+	})
+}
+
+// foundryOnly fails the test unless at least min calls reached s, all on
+// its Foundry paths.
+func foundryOnly(t *testing.T, s *cloudtest.Sim, min int) {
+	t.Helper()
+	for _, r := range s.Requests() {
+		if !strings.HasPrefix(r.Path, "/anthropic/v1/messages") {
+			t.Errorf("Foundry was called at %s; want only /anthropic/v1/messages...", r.Path)
+		}
+	}
+	if n := len(s.Requests()); n < min {
+		t.Errorf("%d calls reached Foundry; want at least %d", n, min)
+	}
 }
