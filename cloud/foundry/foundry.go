@@ -131,6 +131,7 @@ func (c *Client) Do(ctx context.Context, in *http.Request, body io.Reader, _ int
 	if err != nil {
 		return nil, fmt.Errorf("foundry: build the request: %w", err)
 	}
+	out.URL.RawQuery = in.URL.RawQuery // ?beta=true, as Claude Code sends it to Foundry
 	upstream.BodyFrom(body, payload).Attach(out)
 	for _, h := range forwarded {
 		if v, ok := in.Header[h]; ok {

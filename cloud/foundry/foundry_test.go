@@ -56,7 +56,7 @@ const msgBody = `{"model":"claude-sonnet-4-5","max_tokens":32,"messages":[{"role
 func TestMessagesGoAsSent(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	c := keyClient(t, s.URL, nil)
-	resp, body := call(t, c, "/v1/messages", msgBody, cloudtest.FoundryAPIKey)
+	resp, body := call(t, c, "/v1/messages?beta=true", msgBody, cloudtest.FoundryAPIKey)
 	var m struct {
 		Type  string `json:"type"`
 		Model string `json:"model"`
@@ -68,8 +68,8 @@ func TestMessagesGoAsSent(t *testing.T) {
 		t.Error("no Request-Id on the answer")
 	}
 	got := s.Last(t)
-	if got.Path != "/anthropic/v1/messages" || string(got.Body) != msgBody {
-		t.Errorf("Foundry got %s %s; want /anthropic/v1/messages with the client's body byte for byte", got.Path, got.Body)
+	if got.Path != "/anthropic/v1/messages" || got.Query != "beta=true" || string(got.Body) != msgBody {
+		t.Errorf("Foundry got %s?%s %s; want /anthropic/v1/messages?beta=true with the client's body byte for byte", got.Path, got.Query, got.Body)
 	}
 	if got.Header.Get("X-Api-Key") != cloudtest.FoundryAPIKey || got.Header.Get("Authorization") != "" {
 		t.Errorf("Foundry got x-api-key %q, authorization %q; want the backend's key alone", got.Header.Get("X-Api-Key"), got.Header.Get("Authorization"))

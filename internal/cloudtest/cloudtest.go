@@ -44,6 +44,7 @@ func Config() sim.Config {
 type Captured struct {
 	Method string
 	Path   string // escaped, as sent
+	Query  string // raw, as sent
 	Header http.Header
 	Body   []byte
 }
@@ -64,7 +65,7 @@ func Start(t testing.TB, cfg sim.Config) *Sim {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
-		s.reqs = append(s.reqs, Captured{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: b})
+		s.reqs = append(s.reqs, Captured{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: b})
 		s.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		s.Server.ServeHTTP(w, r)
