@@ -99,7 +99,7 @@ type Env struct {
 	// Getenv reads the environment variables backend keys are named by
 	// (env:NAME); nil: os.Getenv.
 	Getenv func(string) string
-	// Cloud builds the client of a backend of kind bedrock or vertex
+	// Cloud builds the client of a backend of kind bedrock, vertex or foundry
 	// (the caller's, so that this package does not pull in the clouds'
 	// libraries); nil: such a backend is refused.
 	Cloud func(config.Backend) (upstream.Backend, error)

@@ -27,19 +27,20 @@ import (
 const backendsKey = "backends"
 
 // backendKeys are the keys one backend's table takes.
-var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "weight", "bulk", "region", "project", "endpoint", "models", "profile", "credentials_file",
+var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "weight", "bulk", "region", "project", "resource", "endpoint", "models", "profile", "credentials_file",
 	"requests_per_minute", "input_tokens_per_minute", "output_tokens_per_minute"}
 
 // Backend is one upstream backend the config file declares.
 type Backend struct {
 	Name string
 	// Kind is what it speaks: "anthropic" (the Messages API itself, the
-	// default), "bedrock" or "vertex".
+	// default), "bedrock", "vertex" or "foundry".
 	Kind string
 	// URL is its base URL; nil means UPSTREAM_URL's.
 	URL *url.URL
 	// Keys name its upstream keys: env:NAME or file:PATH, read when
-	// sluice starts. Never the keys themselves.
+	// sluice starts. Never the keys themselves. A foundry backend's are
+	// its resource's API keys; without any it uses Microsoft Entra ID.
 	Keys []string
 	// MaxConcurrency caps each of its keys' calls in flight; 0 means
 	// BATCH_MAX_CONCURRENCY.
@@ -50,10 +51,11 @@ type Backend struct {
 	// Bulk says the bulk endpoint's batches go to its first key.
 	Bulk bool
 	// A cloud's place (see docs/clouds.md): its region, its project
-	// (Vertex), an endpoint that replaces the region's, and the model
-	// ids it answers to by the first-party id a client sends.
-	Region, Project, Endpoint string
-	Models                    map[string]string
+	// (Vertex), its resource (Foundry), an endpoint that replaces the
+	// region's or resource's, and the model ids (Foundry: deployment
+	// names) it answers to by the first-party id a client sends.
+	Region, Project, Resource, Endpoint string
+	Models                              map[string]string
 	// Profile is the AWS shared-config profile a Bedrock backend's
 	// credentials come from; CredentialsFile the Google credentials file
 	// a Vertex backend's do. Empty: each cloud's default chain.
@@ -78,6 +80,7 @@ type fileBackend struct {
 	Bulk           bool              `toml:"bulk"`
 	Region         string            `toml:"region"`
 	Project        string            `toml:"project"`
+	Resource       string            `toml:"resource"`
 	Endpoint       string            `toml:"endpoint"`
 	Models         map[string]string `toml:"models"`
 	Profile        string            `toml:"profile"`
@@ -146,7 +149,7 @@ func decodeBackends(name string, data []byte) ([]Backend, error) {
 func (fb fileBackend) backend() (Backend, []string) {
 	var errs []string
 	b := Backend{Name: fb.Name, Kind: fb.Kind, Keys: fb.Keys, MaxConcurrency: fb.MaxConcurrency, Weight: fb.Weight, Bulk: fb.Bulk,
-		Region: fb.Region, Project: fb.Project, Endpoint: fb.Endpoint, Models: fb.Models, Profile: fb.Profile, CredentialsFile: fb.Credentials,
+		Region: fb.Region, Project: fb.Project, Resource: fb.Resource, Endpoint: fb.Endpoint, Models: fb.Models, Profile: fb.Profile, CredentialsFile: fb.Credentials,
 		RequestsPerMinute: fb.RPM, InputTokensPerMinute: fb.ITPM, OutputTokensPerMinute: fb.OTPM}
 	if b.Kind == "" {
 		b.Kind = "anthropic"
@@ -164,8 +167,21 @@ func (fb fileBackend) backend() (Backend, []string) {
 		if len(b.Keys) == 0 {
 			errs = append(errs, `keys is missing: name at least one, as "env:NAME" or "file:PATH"`)
 		}
-		if fb.Region != "" || fb.Project != "" || fb.Endpoint != "" || fb.Models != nil || fb.Profile != "" || fb.Credentials != "" {
-			errs = append(errs, "region, project, endpoint, models, profile and credentials_file are for kind bedrock or vertex")
+		if fb.Region != "" || fb.Project != "" || fb.Resource != "" || fb.Endpoint != "" || fb.Models != nil || fb.Profile != "" || fb.Credentials != "" {
+			errs = append(errs, "region, project, resource, endpoint, models, profile and credentials_file are for kind bedrock, vertex or foundry")
+		}
+	case "foundry":
+		if fb.Resource == "" && fb.Endpoint == "" {
+			errs = append(errs, "resource is missing: the Foundry resource's name, as in https://{resource}.services.ai.azure.com (or an endpoint)")
+		}
+		if fb.Resource != "" && strings.ContainsAny(fb.Resource, "/.:@?# ") {
+			errs = append(errs, "resource must be the resource's name alone, as in https://{resource}.services.ai.azure.com")
+		}
+		if fb.Region != "" || fb.Project != "" || fb.Profile != "" || fb.Credentials != "" {
+			errs = append(errs, "region, project, profile and credentials_file are for kind bedrock or vertex")
+		}
+		if fb.Bulk {
+			errs = append(errs, "bulk is for kind anthropic: Foundry takes no Message Batches")
 		}
 	case "bedrock", "vertex":
 		if len(b.Keys) > 0 {
@@ -173,6 +189,9 @@ func (fb fileBackend) backend() (Backend, []string) {
 		}
 		if fb.Region == "" {
 			errs = append(errs, "region is missing")
+		}
+		if fb.Resource != "" {
+			errs = append(errs, "resource is for kind foundry")
 		}
 		if b.Kind == "vertex" && fb.Project == "" {
 			errs = append(errs, "project is missing")
@@ -189,7 +208,7 @@ func (fb fileBackend) backend() (Backend, []string) {
 			errs = append(errs, "bulk is for kind anthropic: Bedrock and Vertex take no Message Batches")
 		}
 	default:
-		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock or vertex", fb.Kind))
+		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock, vertex or foundry", fb.Kind))
 	}
 	for _, k := range b.Keys {
 		ref, name, ok := strings.Cut(k, ":")

@@ -57,6 +57,10 @@ func TestBackendsRefused(t *testing.T) {
 		{"cloud with keys", "[[backends]]\nname=\"a\"\nkind=\"bedrock\"\nregion=\"us-east-1\"\nkeys=[\"env:A\"]", "keys are for kind anthropic"},
 		{"bulk on a cloud", "[[backends]]\nname=\"a\"\nkind=\"bedrock\"\nregion=\"us-east-1\"\nbulk=true", "bulk is for kind anthropic"},
 		{"vertex without project", "[[backends]]\nname=\"a\"\nkind=\"vertex\"\nregion=\"global\"", "project is missing"},
+		{"foundry without resource", "[[backends]]\nname=\"a\"\nkind=\"foundry\"", "resource is missing"},
+		{"foundry resource as a URL", "[[backends]]\nname=\"a\"\nkind=\"foundry\"\nresource=\"x.services.ai.azure.com\"", "resource must be the resource's name alone"},
+		{"foundry with a region", "[[backends]]\nname=\"a\"\nkind=\"foundry\"\nresource=\"r\"\nregion=\"eastus2\"", "region, project, profile and credentials_file are for kind bedrock or vertex"},
+		{"resource on bedrock", "[[backends]]\nname=\"a\"\nkind=\"bedrock\"\nregion=\"us-east-1\"\nresource=\"r\"", "resource is for kind foundry"},
 		{"negative cap", "[[backends]]\nname=\"a\"\nkeys=[\"env:A\"]\nmax_concurrency=-1", "max_concurrency must be"},
 		{"not an array", "backends = 3", "backends must be an array of tables"},
 		{"bad name", "[[backends]]\nname=\"a b\"\nkeys=[\"env:A\"]", "name may hold only"},
@@ -69,5 +73,32 @@ func TestBackendsRefused(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: the error echoes the key: %v", tc.name, err)
 		}
+	}
+}
+
+// TestFoundryBackend: a foundry backend takes its resource, its models
+// (deployment names) and, optionally, keys (the resource's API keys).
+func TestFoundryBackend(t *testing.T) {
+	c, err := loadFile(t, `
+[[backends]]
+name = "azure"
+kind = "foundry"
+resource = "my-resource"
+keys = ["env:FOUNDRY_KEY"]
+models = { "claude-sonnet-4-5" = "sonnet-prod" }
+[[backends]]
+name = "azure-entra"
+kind = "foundry"
+endpoint = "http://127.0.0.1:9090/anthropic"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, e := c.Backends[0], c.Backends[1]
+	if a.Kind != "foundry" || a.Resource != "my-resource" || len(a.Keys) != 1 || a.Models["claude-sonnet-4-5"] != "sonnet-prod" {
+		t.Errorf("azure: %+v", a)
+	}
+	if e.Endpoint != "http://127.0.0.1:9090/anthropic" || len(e.Keys) != 0 {
+		t.Errorf("azure-entra: %+v", e)
 	}
 }

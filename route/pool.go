@@ -28,7 +28,7 @@ import (
 // Backend is one upstream backend: where its calls go, and its keys.
 type Backend struct {
 	Name string
-	Kind string // anthropic, bedrock or vertex
+	Kind string // anthropic, bedrock, vertex or foundry
 	// Client sends its calls: the API itself, or a cloud translating.
 	Client upstream.Backend
 	// Cap is each of its keys' calls in flight at most.

@@ -21,7 +21,8 @@ import (
 	"github.com/sluicehq/sluice/apierror"
 )
 
-// bedrockVersion is the anthropic_version Bedrock requires in the body.
+// bedrockVersion is Bedrock's own anthropic_version for the body; the
+// body may name the API version instead (cloudAPIVersions).
 const bedrockVersion = "bedrock-2023-05-31"
 
 // bedrockSkew is how far a signature's time may be from the server's, as
@@ -102,8 +103,8 @@ func bedrockToMessages(body []byte, model string, stream bool) ([]byte, []string
 	}
 	var version string
 	_ = json.Unmarshal(fields["anthropic_version"], &version)
-	if version != bedrockVersion {
-		return nil, nil, errInvalid("Malformed input request: anthropic_version: must be " + bedrockVersion + ", please reformat your input and try again.")
+	if version != bedrockVersion && !cloudAPIVersions[version] {
+		return nil, nil, errInvalid("Malformed input request: anthropic_version: must be " + bedrockVersion + " or " + cloudAPIVersionList + ", please reformat your input and try again.")
 	}
 	for _, k := range []string{"model", "stream"} {
 		if _, ok := fields[k]; ok {
@@ -127,6 +128,21 @@ func bedrockToMessages(body []byte, model string, stream bool) ([]byte, []string
 		return nil, nil, errInvalid("Malformed input request: " + err.Error())
 	}
 	return out, betas, nil
+}
+
+// sigV4Parts is an Authorization header's SignedHeaders and Signature.
+func sigV4Parts(auth string) (signed, sig string) {
+	_, rest, _ := strings.Cut(auth, " ")
+	for _, part := range strings.Split(rest, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "SignedHeaders":
+			signed = v
+		case "Signature":
+			sig = v
+		}
+	}
+	return signed, sig
 }
 
 // authError is an AWS authentication failure: its type and message.
@@ -171,18 +187,22 @@ func (s *Server) checkSigV4(r *http.Request, body []byte) (string, *authError) {
 	if d := time.Since(at); d > bedrockSkew || d < -bedrockSkew {
 		return "", authFail("InvalidSignatureException", "Signature expired: "+at.Format("20060102T150405Z")+" is more than 5 minutes from the server's time.")
 	}
-	// The request as the client signed it: its method, path, query, host,
-	// length and the headers it named, nothing else.
+	// The request as the client signed it: its method, path, query, host
+	// and the headers it named in SignedHeaders, nothing else, as AWS
+	// verifies it. Clients choose differently: the AWS SDK for Go signs
+	// content-length, the TypeScript SDK's smithy signer does not.
 	again, _ := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
 	again.URL = &url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	again.Host = r.Host
-	again.ContentLength = int64(len(body))
 	for _, h := range strings.Split(signed, ";") {
-		if h == "host" || h == "content-length" {
-			continue
-		}
-		if v, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
-			again.Header[http.CanonicalHeaderKey(h)] = v
+		switch h {
+		case "host":
+		case "content-length":
+			again.ContentLength = int64(len(body))
+		default:
+			if v, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
+				again.Header[http.CanonicalHeaderKey(h)] = v
+			}
 		}
 	}
 	creds := aws.Credentials{AccessKeyID: akid, SecretAccessKey: s.cfg.BedrockSecretAccessKey, SessionToken: r.Header.Get("X-Amz-Security-Token")}
@@ -190,7 +210,15 @@ func (s *Server) checkSigV4(r *http.Request, body []byte) (string, *authError) {
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), service, region, at); err != nil {
 		return "", authFail("InvalidSignatureException", err.Error())
 	}
-	if subtle.ConstantTimeCompare([]byte(again.Header.Get("Authorization")), []byte(auth)) != 1 {
+	gotSigned, gotSig := sigV4Parts(again.Header.Get("Authorization"))
+	_, wantSig := sigV4Parts(auth)
+	if gotSigned != signed {
+		// The signer leaves out a header it never signs (user-agent,
+		// expect, ...) or one the request lacks: AWS cannot verify a
+		// signature over headers it did not get either.
+		return "", authFail("InvalidSignatureException", "The request signature we calculated does not match the signature you provided: SignedHeaders "+signed+" name a header that is missing or never signed (verified over "+gotSigned+").")
+	}
+	if subtle.ConstantTimeCompare([]byte(gotSig), []byte(wantSig)) != 1 {
 		return "", authFail("InvalidSignatureException", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return akid, nil

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// The clouds' paths. The simulator serves Claude as Amazon Bedrock and
-// Google Vertex AI do, by translating each cloud's request into its own
+// The clouds' paths. The simulator serves Claude as Amazon Bedrock,
+// Google Vertex AI and Microsoft Foundry do, by translating each cloud's request into its own
 // Messages handling and the answer back into the cloud's framing and
 // errors: the same models of latency, capacity, caching, rate limits and
 // faults, behind each cloud's wire protocol and authentication.
@@ -16,9 +16,22 @@ const (
 	backendAnthropic = "anthropic"
 	backendBedrock   = "bedrock"
 	backendVertex    = "vertex"
+	backendFoundry   = "foundry"
 
 	vertexPrefix = "/v1/projects/"
 )
+
+// cloudAPIVersions are the API versions Bedrock and Vertex AI take in
+// the body's anthropic_version beside each cloud's own dated one: the
+// official SDKs since their 1.x (npm @anthropic-ai/bedrock-sdk and
+// vertex-sdk 1.0.0, "add support for new API version 2026-10-21"; Go
+// anthropic-sdk-go/v2's bedrock and vertex options) copy the
+// anthropic-version header they send, 2026-10-21, into the body; the 0.x
+// SDKs sent the clouds' own versions.
+var cloudAPIVersions = map[string]bool{"2026-10-21": true}
+
+// cloudAPIVersionList names cloudAPIVersions in a message.
+const cloudAPIVersionList = "2026-10-21"
 
 // backendOf names the API a request path belongs to, for the stats.
 func backendOf(path string) string {
@@ -27,6 +40,8 @@ func backendOf(path string) string {
 		return backendBedrock
 	case strings.HasPrefix(path, vertexPrefix):
 		return backendVertex
+	case strings.HasPrefix(path, foundryPrefix):
+		return backendFoundry
 	}
 	return backendAnthropic
 }

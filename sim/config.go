@@ -134,6 +134,12 @@ type Config struct {
 	// (/v1/projects/…/publishers/anthropic/models/…) accept; empty
 	// refuses every Vertex request (401 UNAUTHENTICATED).
 	VertexToken string
+	// FoundryAPIKey is the resource key the Microsoft Foundry paths
+	// (/anthropic/v1/messages, …) accept in api-key or x-api-key, and
+	// FoundryToken the Microsoft Entra ID bearer token they accept; with
+	// neither, every Foundry request is refused (401).
+	FoundryAPIKey string
+	FoundryToken  string
 }
 
 // Test credentials `sluice sim` accepts by default on its cloud paths:
@@ -142,6 +148,8 @@ const (
 	DefaultBedrockAccessKeyID     = "AKIASLUICESIMULATOR0"
 	DefaultBedrockSecretAccessKey = "sluice-sim-bedrock-secret-access-key"
 	DefaultVertexToken            = "sluice-sim-vertex-token"
+	DefaultFoundryAPIKey          = "sluice-sim-foundry-api-key"
+	DefaultFoundryToken           = "sluice-sim-foundry-entra-token"
 )
 
 // CapacityStep is the upstream's capacity from From after the server
@@ -202,6 +210,8 @@ func DefaultConfig() Config {
 		BedrockAccessKeyID:     DefaultBedrockAccessKeyID,
 		BedrockSecretAccessKey: DefaultBedrockSecretAccessKey,
 		VertexToken:            DefaultVertexToken,
+		FoundryAPIKey:          DefaultFoundryAPIKey,
+		FoundryToken:           DefaultFoundryToken,
 	}
 }
 
@@ -263,6 +273,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BedrockAccessKeyID, "bedrock-access-key-id", c.BedrockAccessKeyID, "the AWS access key id whose SigV4 signatures the Bedrock paths accept (\"\" = refuse all)")
 	fs.StringVar(&c.BedrockSecretAccessKey, "bedrock-secret-access-key", c.BedrockSecretAccessKey, "the secret access key the Bedrock paths check signatures with (a test value, never a real key)")
 	fs.StringVar(&c.VertexToken, "vertex-token", c.VertexToken, "the bearer token the Vertex AI paths accept (\"\" = refuse all)")
+	fs.StringVar(&c.FoundryAPIKey, "foundry-api-key", c.FoundryAPIKey, "the resource key the Microsoft Foundry paths accept in api-key or x-api-key (\"\" = refuse keys)")
+	fs.StringVar(&c.FoundryToken, "foundry-token", c.FoundryToken, "the Microsoft Entra ID bearer token the Foundry paths accept (\"\" = refuse tokens)")
 }
 
 // spikeList is the flag.Value form of []Spike: FROM-TO:FACTOR[,...].

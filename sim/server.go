@@ -96,6 +96,8 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("POST /model/{model}/invoke-with-response-stream", s.handleBedrock)
 	mux.HandleFunc("POST /model/{model}/count-tokens", s.handleBedrock)
 	mux.HandleFunc("POST "+vertexPrefix+"{project}/locations/{location}/publishers/anthropic/models/{op}", s.handleVertex)
+	mux.HandleFunc("POST "+foundryPrefix+"v1/messages", s.handleFoundry)
+	mux.HandleFunc("POST "+foundryPrefix+"v1/messages/count_tokens", s.handleFoundry)
 	mux.HandleFunc("GET /sim/stats", s.handleStats)
 	mux.HandleFunc("POST /sim/reset", s.handleReset)
 	mux.HandleFunc("GET /sim/batch-items", s.handleBatchItems)

@@ -34,7 +34,8 @@ type Stats struct {
 	// id (its signature changes with every request).
 	Credentials map[string]int64 `json:"credentials"`
 	// Backends counts the API requests by the API they spoke: "anthropic"
-	// (/v1/…), "bedrock" (/model/…) or "vertex" (/v1/projects/…), each
+	// (/v1/…), "bedrock" (/model/…), "vertex" (/v1/projects/…) or
+	// "foundry" (/anthropic/…), each
 	// with its statuses as the client saw them (a Bedrock throttle is a
 	// 429, its overload a 503).
 	Backends map[string]BackendStats `json:"backends"`

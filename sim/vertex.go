@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/apierror"
 )
 
-// vertexVersion is the anthropic_version Vertex AI requires in the body.
+// vertexVersion is Vertex AI's own anthropic_version for the body; the
+// body may name the API version instead (cloudAPIVersions).
 const vertexVersion = "vertex-2023-10-16"
 
 // handleVertex serves rawPredict, streamRawPredict and
@@ -50,8 +51,8 @@ func (s *Server) handleVertex(w http.ResponseWriter, r *http.Request) {
 	}
 	var version string
 	_ = json.Unmarshal(fields["anthropic_version"], &version)
-	if version != vertexVersion {
-		writeError(t, errInvalid("anthropic_version: must be "+vertexVersion+" on Vertex AI"))
+	if version != vertexVersion && !cloudAPIVersions[version] {
+		writeError(t, errInvalid("anthropic_version: must be "+vertexVersion+" or "+cloudAPIVersionList+" on Vertex AI"))
 		return
 	}
 	delete(fields, "anthropic_version")

@@ -29,18 +29,22 @@ const (
 	AccessKeyID     = "AKIACLOUDTESTKEY0001"
 	SecretAccessKey = "cloudtest-secret-access-key-0001"
 	VertexToken     = "cloudtest-vertex-token"
+	FoundryAPIKey   = "cloudtest-foundry-api-key"
+	FoundryToken    = "cloudtest-foundry-entra-token"
 )
 
 // Config is a fast simulator (no latency, no limits) that accepts the
 // test credentials above.
 func Config() sim.Config {
-	return sim.Config{Seed: 5, BedrockAccessKeyID: AccessKeyID, BedrockSecretAccessKey: SecretAccessKey, VertexToken: VertexToken}
+	return sim.Config{Seed: 5, BedrockAccessKeyID: AccessKeyID, BedrockSecretAccessKey: SecretAccessKey, VertexToken: VertexToken,
+		FoundryAPIKey: FoundryAPIKey, FoundryToken: FoundryToken}
 }
 
 // Captured is one request as it reached the simulator.
 type Captured struct {
 	Method string
 	Path   string // escaped, as sent
+	Query  string // raw, as sent
 	Header http.Header
 	Body   []byte
 }
@@ -61,7 +65,7 @@ func Start(t testing.TB, cfg sim.Config) *Sim {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
-		s.reqs = append(s.reqs, Captured{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: b})
+		s.reqs = append(s.reqs, Captured{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: b})
 		s.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		s.Server.ServeHTTP(w, r)

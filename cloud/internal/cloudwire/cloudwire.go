@@ -1,4 +1,4 @@
-// Package cloudwire is what the cloud backends (bedrock, vertex) share: the
+// Package cloudwire is what the cloud backends (bedrock, vertex, foundry) share: the
 // reading of a client's Messages request into the fields a cloud wants
 // changed, and the building of the answers the Anthropic API would give,
 // so that sluice's relay sees no difference between a cloud and the API.
@@ -223,7 +223,7 @@ func RouteOf(in *http.Request) Route {
 // Backend is what both cloud backends are: a kind and a name to say in
 // messages, a model table, an endpoint and the client that reaches it.
 type Backend struct {
-	Kind   string // bedrock, vertex
+	Kind   string // bedrock, vertex, foundry
 	Name   string // the backend's name in configuration; may be empty
 	Models map[string]string
 	Base   *url.URL
@@ -280,24 +280,31 @@ func (b *Backend) URL(path, rawPath string) string {
 // request, a model it has no mapping for) answer is set and nothing is to
 // be sent.
 func (b *Backend) Open(in *http.Request, body io.Reader) (req *Request, model string, route Route, answer *http.Response, err error) {
+	req, _, model, route, answer, err = b.OpenRaw(in, body)
+	return req, model, route, answer, err
+}
+
+// OpenRaw is Open that also gives the body as the client sent it, for a
+// cloud that can send it on unchanged.
+func (b *Backend) OpenRaw(in *http.Request, body io.Reader) (req *Request, raw []byte, model string, route Route, answer *http.Response, err error) {
 	route = RouteOf(in)
 	if route != RouteCreate && route != RouteCount {
-		return nil, "", route, b.refuse(in, route), nil
+		return nil, nil, "", route, b.refuse(in, route), nil
 	}
-	raw, err := io.ReadAll(body)
+	raw, err = io.ReadAll(body)
 	if err != nil {
-		return nil, "", route, nil, fmt.Errorf("%s: read the request body: %w", b.Kind, err)
+		return nil, nil, "", route, nil, fmt.Errorf("%s: read the request body: %w", b.Kind, err)
 	}
 	req, aerr := ParseMessages(raw)
 	if aerr != nil {
-		return nil, "", route, ErrorAnswer(in, aerr, ""), nil
+		return nil, nil, "", route, ErrorAnswer(in, aerr, ""), nil
 	}
 	model, ok := b.Models[req.Model]
 	if !ok {
-		return nil, "", route, ErrorAnswer(in, apierror.New(http.StatusBadRequest, "invalid_request_error",
+		return nil, nil, "", route, ErrorAnswer(in, apierror.New(http.StatusBadRequest, "invalid_request_error",
 			"model "+strconv.Quote(req.Model)+" is not mapped on the "+b.Label()+"; add it to the backend's models table, or send a model it maps"), ""), nil
 	}
-	return req, model, route, nil, nil
+	return req, raw, model, route, nil, nil
 }
 
 // refuse is the answer for a request a cloud backend does not serve:
