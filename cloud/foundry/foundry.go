@@ -69,7 +69,15 @@ type Client struct {
 	cred azcore.TokenCredential // nil: the key on the call
 }
 
-var _ upstream.Backend = (*Client)(nil)
+var (
+	_ upstream.Backend     = (*Client)(nil)
+	_ upstream.ModelLister = (*Client)(nil)
+)
+
+// ModelIDs are the first-party model ids the client's table maps to
+// deployments: what sluice lists for GET /v1/models when no first-party
+// key can.
+func (c *Client) ModelIDs() []string { return c.b.ModelIDs() }
 
 // DefaultModels returns a copy of the built-in model table.
 func DefaultModels() map[string]string { return cloudwire.Models(defaultModels, nil) }

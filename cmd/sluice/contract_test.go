@@ -16,7 +16,7 @@ import (
 
 // contractSluice serves sluice on loopback in front of s, windowed or
 // not: kind anthropic sends to s as UPSTREAM_URL (the client's key goes
-// through), bedrock and vertex route to s as that cloud.
+// through), bedrock, vertex and foundry route to s as that cloud.
 func contractSluice(t *testing.T, s *cloudtest.Sim, kind, serviceAccount string, windowed bool) string {
 	t.Helper()
 	cfg := config.Default()
@@ -27,6 +27,9 @@ func contractSluice(t *testing.T, s *cloudtest.Sim, kind, serviceAccount string,
 		cfg.Backends = []config.Backend{{Name: "aws", Kind: "bedrock", Region: "us-east-1", Endpoint: s.URL}}
 	case "vertex":
 		cfg.Backends = []config.Backend{{Name: "gcp", Kind: "vertex", Region: "us-east5", Project: "sim-project", Endpoint: s.URL, CredentialsFile: serviceAccount}}
+	case "foundry":
+		t.Setenv("SLUICE_TEST_CONTRACT_FOUNDRY_KEY", cloudtest.FoundryAPIKey)
+		cfg.Backends = []config.Backend{{Name: "azure", Kind: "foundry", Endpoint: s.URL + "/anthropic", Keys: []string{"env:SLUICE_TEST_CONTRACT_FOUNDRY_KEY"}}}
 	}
 	return serveParts(t, cfg, nil)
 }
@@ -41,14 +44,16 @@ const contractBody = `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":%s,`
 const contractBetas = "claude-code-20250219,interleaved-thinking-2025-05-14"
 
 // TestGatewayContract holds sluice to Claude Code's gateway protocol
-// reference, row by row, on both paths and every backend kind (the
+// reference, row by row, on both paths and every backend kind (the API,
+// Bedrock, Vertex, Foundry; the
 // table is in docs/claude-code.md, "The gateway contract"):
 //
 //   - POST /v1/messages?beta=true, matched by path: the anthropic-beta
 //     and anthropic-version headers and the body reach a first-party
 //     upstream unchanged, byte for byte; a cloud gets them as its own
 //     protocol carries them (Bedrock: anthropic_beta in the body;
-//     Vertex: the anthropic-beta header), the rest of the body as sent;
+//     Vertex: the anthropic-beta header; Foundry, which speaks the
+//     Messages API: unchanged), the rest of the body as sent;
 //   - a stream arrives as server-sent events ending in message_stop;
 //   - POST /v1/messages/count_tokens answers a count;
 //   - an upstream's error reaches the client unmodified (first party);
@@ -57,7 +62,7 @@ const contractBetas = "claude-code-20250219,interleaved-thinking-2025-05-14"
 func TestGatewayContract(t *testing.T) {
 	s := cloudtest.Start(t, cloudtest.Config())
 	sa := cloudtest.DefaultChains(t)
-	for _, kind := range []string{"anthropic", "bedrock", "vertex"} {
+	for _, kind := range []string{"anthropic", "bedrock", "vertex", "foundry"} {
 		for _, windowed := range []bool{false, true} {
 			t.Run(kind+map[bool]string{false: "/plain", true: "/windowed"}[windowed], func(t *testing.T) {
 				base := contractSluice(t, s, kind, sa, windowed)
@@ -172,9 +177,9 @@ func checkForwarded(t *testing.T, kind string, got cloudtest.Captured, sent stri
 		t.Fatalf("upstream body is not JSON: %v", err)
 	}
 	switch kind {
-	case "anthropic":
-		if got.Path != "/v1/messages" {
-			t.Errorf("upstream path %s; want /v1/messages", got.Path)
+	case "anthropic", "foundry":
+		if want := map[string]string{"anthropic": "/v1/messages", "foundry": "/anthropic/v1/messages"}[kind]; got.Path != want {
+			t.Errorf("upstream path %s; want %s", got.Path, want)
 		}
 		if !bytes.Equal(got.Body, []byte(sent)) {
 			t.Errorf("upstream body differs from the client's:\n got %s\nwant %s", got.Body, sent)
