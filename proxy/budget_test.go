@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdkv1 "github.com/anthropics/anthropic-sdk-go"
 	optv1 "github.com/anthropics/anthropic-sdk-go/option"
@@ -227,5 +228,94 @@ func TestKeysFileBudgetRefused(t *testing.T) {
 	sum := sha256.Sum256([]byte(sluiceKey("alice")))
 	if b := in.Budgets(); len(b) != 1 || b[0].Name != "key:alice:week:usd" || b[0].Key != hex.EncodeToString(sum[:8]) || b[0].Limit != 5 || b[0].Warn != 4 {
 		t.Errorf("alice's budget: %+v", b)
+	}
+}
+
+// Issue 37: a budget binds the queue, not only arrivals. A tenant's
+// requests queued behind BATCH_MAX_CONCURRENCY=2 when its budget is
+// crossed are refused as each is released, with the arrival check's own
+// 402: what is spent past the limit is at most the calls in flight at the
+// crossing (two answers), where it was the whole queue. The first two
+// calls are held upstream until every other request waits in the queue,
+// so that none is refused on arrival.
+func TestBudgetBindsTheQueue(t *testing.T) {
+	const (
+		queued      = 20
+		concurrency = 2
+		perAnswer   = 16 // tokens: messageJSON's usage
+		limit       = 20
+	)
+	var calls atomic.Int64
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= concurrency {
+			<-release
+		}
+		apiHandler(w, r)
+	})
+	p, srv := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency = concurrency },
+		withBudget(budget.Spec{Unit: budget.Tokens, Limit: limit, Period: budget.Day})))
+	type answer struct {
+		code int
+		body string
+	}
+	answers := make(chan answer, queued)
+	for range queued {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(requestJSON))
+			req.Header.Set("X-Api-Key", "sk-test")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{0, err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			answers <- answer{resp.StatusCode, readAll(t, resp.Body)}
+		}()
+	}
+	waitUntil(t, "two calls upstream and the rest queued", func() bool {
+		return calls.Load() == concurrency && p.sched.Queued() == queued-concurrency
+	})
+	close(release)
+	var ok, refused int
+	for range queued {
+		a := <-answers
+		switch a.code {
+		case http.StatusOK:
+			ok++
+		case http.StatusPaymentRequired:
+			refused++
+			e, isErr := apierror.Decode([]byte(a.body))
+			if !isErr || e.Error.Type != "billing_error" || !strings.Contains(e.Error.Message, "is spent") ||
+				!strings.Contains(e.Error.Message, "ask sluice's operator to raise the budget") {
+				t.Errorf("a request refused at its release: %s; want the arrival check's billing_error", a.body)
+			}
+		default:
+			t.Errorf("a queued request got %d %s; want 200 or 402", a.code, a.body)
+		}
+	}
+	st := p.budgets.Statuses()[0]
+	t.Logf("%d queued behind %d slots under a %d-token budget: %d answered, %d refused, %d calls, %v tokens spent, overshoot %v",
+		queued, concurrency, limit, ok, refused, calls.Load(), st.Spent, st.Overshoot)
+	if st.Overshoot > concurrency*perAnswer {
+		t.Errorf("overshoot %v tokens: more than the %d calls in flight at the crossing could spend (%d)", st.Overshoot, concurrency, concurrency*perAnswer)
+	}
+	if n := calls.Load(); n != int64(ok) || st.Spent != float64(ok*perAnswer) {
+		t.Errorf("%d calls upstream, %d answered, %v spent: the books and the calls disagree", n, ok, st.Spent)
+	}
+	if ok+refused != queued || refused < queued-(limit/perAnswer+1+concurrency) {
+		t.Errorf("%d answered, %d refused of %d queued", ok, refused, queued)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
