@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // testKeyHash is the short hash sk-test (post's key) is budgeted by.
@@ -318,4 +322,113 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// batchJSON is a Message Batches create body of n requests of max_tokens
+// 64, each with its own custom_id.
+func batchJSON(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"custom_id":"r%d","params":%s}`, i, requestJSON)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// Issue 37: a budget binds Message Batches too. Past its budget a key's
+// batch create is refused with the 402 its Messages get; under it, a
+// batch is held at its estimated cost (every request's prompt and
+// max_tokens, at the batch price) from its acceptance, a batch that does
+// not fit in what is left is refused before it reaches the upstream, and
+// the results read through sluice are counted at the batch price, the
+// hold given back. The simulator runs the batches.
+func TestBudgetBindsMessageBatches(t *testing.T) {
+	c := sim.DefaultConfig()
+	c.TTFT, c.PerToken, c.BatchDuration = 0, 0, 50*time.Millisecond
+	s := sim.New(c)
+	up := httptest.NewServer(s)
+	t.Cleanup(func() { up.Close(); s.Close() })
+
+	t.Run("past its budget", func(t *testing.T) {
+		p, srv := startProxy(t, testConfig(t, up.URL, false, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 1, Period: budget.Day})))
+		if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", "sk-test"); code != 200 {
+			t.Fatalf("the first request: %d %s", code, body)
+		}
+		if code, _ := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", "sk-test"); code != 402 {
+			t.Fatalf("a request past the budget: %d", code)
+		}
+		before := s.Stats()
+		code, body := send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != http.StatusPaymentRequired || errorType(t, body) != "billing_error" {
+			t.Errorf("a batch create past the budget: %d %s; want the 402 its Messages get", code, body)
+		}
+		if after := s.Stats(); after.Requests != before.Requests {
+			t.Errorf("the refused batch reached the upstream")
+		}
+		_ = p
+	})
+
+	t.Run("held until its results", func(t *testing.T) {
+		p, srv := startProxy(t, testConfig(t, up.URL, false, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 200, Period: budget.Day})))
+		code, body := send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != 200 {
+			t.Fatalf("a batch within the budget: %d %s", code, body)
+		}
+		var b struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(body), &b); err != nil || b.ID == "" {
+			t.Fatalf("batch object %s", body)
+		}
+		st := p.budgets.Statuses()[0]
+		if st.Held < 2*64 || st.Held > 200 || st.Spent != 0 {
+			t.Fatalf("after the create: %+v; want its estimate (2 × 64 tokens of output and the prompts) held", st)
+		}
+		code, body = send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != http.StatusPaymentRequired || !strings.Contains(body, "estimated cost") {
+			t.Errorf("a second batch that does not fit in what is left: %d %s", code, body)
+		}
+		waitUntil(t, "the batch to end", func() bool {
+			_, body := send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID, "", "x-api-key", "sk-test")
+			return strings.Contains(body, `"processing_status":"ended"`)
+		})
+		code, results := send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID+"/results", "", "x-api-key", "sk-test")
+		if code != 200 {
+			t.Fatalf("results: %d %s", code, results)
+		}
+		var tokens int64
+		for line := range strings.Lines(results) {
+			var l struct {
+				Result struct {
+					Type    string `json:"type"`
+					Message struct {
+						Usage struct {
+							In  int64 `json:"input_tokens"`
+							Out int64 `json:"output_tokens"`
+						} `json:"usage"`
+					} `json:"message"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Result.Type != "succeeded" {
+				t.Fatalf("results line %q", line)
+			}
+			tokens += l.Result.Message.Usage.In + l.Result.Message.Usage.Out
+		}
+		// The last line is counted, and the hold given back, as the
+		// relay reads the end of the results, which may be just after
+		// the client has them all.
+		waitUntil(t, "the results counted and the hold given back", func() bool {
+			st = p.budgets.Statuses()[0]
+			return st.Held == 0 && st.Spent == float64(tokens)
+		})
+		// Read again, they are not counted again.
+		send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID+"/results", "", "x-api-key", "sk-test")
+		if again := p.budgets.Statuses()[0]; again.Spent != st.Spent {
+			t.Errorf("results read twice counted twice: %v then %v", st.Spent, again.Spent)
+		}
+	})
 }
