@@ -32,6 +32,10 @@ type Set struct {
 	// shared: the budgets are refreshed from shared books (Share); stale:
 	// the last refresh failed.
 	shared, stale atomic.Bool
+	// reserving makes each Reserve's look at what is left and its hold
+	// one step, so that two requests cannot both take the last of a
+	// budget. Only Reserve takes it: the request path never does.
+	reserving sync.Mutex
 }
 
 // tracked is one budget and its spend in its current period.
@@ -49,6 +53,15 @@ type tracked struct {
 	// overshoot is spent past Limit in this period: what requests
 	// already past the check when the budget was crossed spent.
 	overshoot float64
+	// held is what Reservations hold, in Unit: the estimated spend of
+	// accepted work whose answers are still to come (bulk requests,
+	// Message Batches). It counts as spent until it is released, and is
+	// kept across a period's end, since the answers are counted when they
+	// come.
+	held float64
+	// holds is how many Reservations hold part of held: at none, held
+	// is 0 exactly, whatever the rounding of the adds and takes.
+	holds int
 }
 
 // New is the set of specs (each already Checked); log hears the warnings
@@ -201,15 +214,113 @@ func (s *Set) Over(tenant, key string) *apierror.Error {
 func (s *Set) over(t *tracked, now time.Time) *apierror.Error {
 	t.mu.Lock()
 	t.roll(now)
-	spent, reset, over := t.spent, t.reset, t.spent >= t.Limit
+	spent, held, reset, over := t.spent, t.held, t.reset, t.spent+t.held >= t.Limit
 	t.mu.Unlock()
 	if !over {
 		return nil
 	}
 	s.refused.WithLabelValues(t.Name).Inc()
+	heldNote := ""
+	if held > 0 {
+		heldNote = fmt.Sprintf(", and %s more is held for bulk requests and batches in progress", t.amount(held))
+	}
 	return &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
-		Message: fmt.Sprintf("sluice budget %q (%s) is spent: %s of its %s limit this %s; it resets at %s (in %s). Retrying before then is refused the same way; ask sluice's operator to raise the budget",
-			t.Name, t.binds(), t.amount(spent), t.amount(t.Limit), t.Period, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+		Message: fmt.Sprintf("sluice budget %q (%s) is spent: %s of its %s limit this %s%s; it resets at %s (in %s). Retrying before then is refused the same way; ask sluice's operator to raise the budget",
+			t.Name, t.binds(), t.amount(spent), t.amount(t.Limit), t.Period, heldNote, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+}
+
+// Estimate is what accepted work is expected to spend, in both of a
+// budget's units: for a request, its prompt's estimated tokens and its
+// max_tokens, and their price (request.Descriptor.Cost, as the pacing
+// estimates it).
+type Estimate struct {
+	USD    float64
+	Tokens float64
+}
+
+// Reservation is an Estimate held against the budgets of one tenant and
+// key until its answers are counted: Release gives it back.
+type Reservation struct {
+	parts []holding
+	once  sync.Once
+}
+
+type holding struct {
+	t *tracked
+	n float64
+}
+
+// Reserve holds e against every budget of tenant and of key, so that work
+// accepted now and answered later (a bulk request, a Message Batch) is
+// counted against them from its acceptance: its answers are counted by
+// the ledger when they come (Spent), and its holder then calls Release.
+// It refuses, holding nothing, with a 402 billing_error when e does not
+// fit in what one of the budgets has left (its limit less its spend this
+// period and what is held already). With no budget of tenant or key (or
+// a nil Set) it holds nothing and returns nil, nil.
+func (s *Set) Reserve(tenant, key string, e Estimate) (*Reservation, *apierror.Error) {
+	if s == nil {
+		return nil, nil
+	}
+	ts := append(append([]*tracked(nil), s.byTenant[tenant]...), s.byKey[key]...)
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	s.reserving.Lock()
+	defer s.reserving.Unlock()
+	now := time.Now()
+	for _, t := range ts {
+		n := e.of(t.Unit)
+		t.mu.Lock()
+		t.roll(now)
+		spent, held, reset := t.spent, t.held, t.reset
+		t.mu.Unlock()
+		if spent+held+n <= t.Limit {
+			continue
+		}
+		s.refused.WithLabelValues(t.Name).Inc()
+		left := max(t.Limit-spent-held, 0)
+		return nil, &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
+			Message: fmt.Sprintf("sluice budget %q (%s) cannot take this: its estimated cost, %s (every request's prompt and max_tokens, at the batch price), is more than the %s left of its %s limit this %s (%s spent, %s held for bulk requests and batches in progress); nothing was submitted. Send fewer requests or a lower max_tokens, wait for the work in progress to end, or for the reset at %s (in %s); or ask sluice's operator to raise the budget",
+				t.Name, t.binds(), t.amount(n), t.amount(left), t.amount(t.Limit), t.Period, t.amount(spent), t.amount(held), reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+	}
+	r := &Reservation{parts: make([]holding, 0, len(ts))}
+	for _, t := range ts {
+		n := e.of(t.Unit)
+		t.mu.Lock()
+		t.held += n
+		t.holds++
+		t.mu.Unlock()
+		r.parts = append(r.parts, holding{t, n})
+	}
+	return r, nil
+}
+
+// of is e in unit u.
+func (e Estimate) of(u Unit) float64 {
+	if u == Tokens {
+		return e.Tokens
+	}
+	return e.USD
+}
+
+// Release gives r's hold back, once: its answers have been counted, or
+// will never come. A nil Reservation holds nothing.
+func (r *Reservation) Release() {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		for _, h := range r.parts {
+			h.t.mu.Lock()
+			if h.t.holds--; h.t.holds <= 0 {
+				h.t.held, h.t.holds = 0, 0
+			} else {
+				h.t.held = max(h.t.held-h.n, 0)
+			}
+			h.t.mu.Unlock()
+		}
+	})
 }
 
 // binds says what the budget binds, for a message.
@@ -241,10 +352,14 @@ type Status struct {
 	Spent  float64 `json:"spent"`
 	// Overshoot is what was spent past the limit this period: answers of
 	// requests that were in flight when it was crossed.
-	Overshoot float64   `json:"overshoot"`
-	Exceeded  bool      `json:"exceeded"`
-	Start     time.Time `json:"period_start"`
-	Reset     time.Time `json:"resets_at"`
+	Overshoot float64 `json:"overshoot"`
+	// Held is the estimated spend of accepted work still to be answered
+	// (bulk requests, Message Batches; see Reserve): counted against the
+	// limit with Spent.
+	Held     float64   `json:"held"`
+	Exceeded bool      `json:"exceeded"`
+	Start    time.Time `json:"period_start"`
+	Reset    time.Time `json:"resets_at"`
 }
 
 // Statuses is every budget's state, in the order configured.
@@ -258,7 +373,7 @@ func (s *Set) Statuses() []Status {
 		t.mu.Lock()
 		t.roll(now)
 		st := Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
-			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Exceeded: t.spent >= t.Limit, Start: t.start, Reset: t.reset}
+			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Held: t.held, Exceeded: t.spent+t.held >= t.Limit, Start: t.start, Reset: t.reset}
 		t.mu.Unlock()
 		out = append(out, st)
 	}

@@ -265,3 +265,49 @@ func BenchmarkRequestPath(b *testing.B) {
 		s.Spent(e)
 	}
 }
+
+// Work accepted now and answered later is held at its estimate: a
+// reservation that does not fit in what is left is refused and holds
+// nothing; what is held counts as spent for every check, across the
+// period's end, until it is released (once, however often Release is
+// called).
+func TestReserveHoldsUntilReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := mustSet(t, nil, Spec{Tenant: "acme", Limit: 10, Period: Day})
+		spendUSD(s, "acme", 3)
+		first, e := s.Reserve("acme", "", Estimate{USD: 6, Tokens: 600})
+		if e != nil || first == nil {
+			t.Fatalf("$6 of the $7 left refused: %v", e)
+		}
+		if _, e := s.Reserve("acme", "", Estimate{USD: 2}); e == nil || e.Status != 402 || e.Type != "billing_error" ||
+			!strings.Contains(e.Message, "estimated cost, $2.00") || !strings.Contains(e.Message, "$1.00 left") || !strings.Contains(e.Message, "$6.00 held") {
+			t.Fatalf("$2 with $1 left: %v", e)
+		}
+		if r, e := s.Reserve("other", "", Estimate{USD: 1e6}); r != nil || e != nil {
+			t.Errorf("a tenant without a budget: %v %v", r, e)
+		}
+		spendUSD(s, "acme", 0.5)
+		if e := refusal(t, s, tenantReq("acme")); e != nil {
+			t.Fatalf("refused at $3.50 spent and $6 held of $10: %s", e.Message)
+		}
+		spendUSD(s, "acme", 0.5)
+		if e := refusal(t, s, tenantReq("acme")); e == nil || !strings.Contains(e.Message, "$6.00 more is held") {
+			t.Fatalf("admitted at $4 spent and $6 held of $10: %v", e)
+		}
+		time.Sleep(24 * time.Hour) // the next day: the spend resets, the hold stays
+		if st := s.Statuses()[0]; st.Spent != 0 || st.Held != 6 {
+			t.Errorf("the next day: spent %v, held %v; want 0 and 6", st.Spent, st.Held)
+		}
+		if _, e := s.Reserve("acme", "", Estimate{USD: 5}); e == nil {
+			t.Error("$5 reserved with $6 of $10 held")
+		}
+		first.Release()
+		first.Release()
+		if st := s.Statuses()[0]; st.Held != 0 {
+			t.Errorf("released: held %v", st.Held)
+		}
+		if r, e := s.Reserve("acme", "", Estimate{USD: 10}); r == nil || e != nil {
+			t.Errorf("the whole budget, nothing held or spent: %v", e)
+		}
+	})
+}

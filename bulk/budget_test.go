@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,5 +43,67 @@ func TestSubmissionPastItsBudgetIsRefused(t *testing.T) {
 	}
 	if code, v := h.doWith("sk-another-key", "POST", "/v1/bulk/messages", body); code != http.StatusAccepted {
 		t.Errorf("another key's submission: %d %v", code, v)
+	}
+}
+
+// Issue 37: a budget binds bulk work from its acceptance, not from its
+// results. 40 requests submitted at once against a $0.001 day budget: each
+// is held at its estimated cost (its prompt and max_tokens, at the batch
+// price) when it is accepted, so only those that fit are accepted and the
+// rest are refused with a 402 before they are stored or sent; the holds
+// are given back as the results are counted, and what the results spent
+// stays within the budget.
+func TestBulkSubmissionsHeldAgainstTheBudget(t *testing.T) {
+	const limit = 0.001
+	sp := budget.Spec{Tenant: SpendTenant, Unit: budget.USD, Limit: limit, Period: budget.Day}
+	if err := sp.Check(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := budget.New([]budget.Spec{sp}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := spend.New(nil, 10)
+	ledger.Tell(set)
+	h := newHarness(t, Config{DataDir: t.TempDir(), Secret: "s", Spend: ledger, Budgets: set})
+	var accepted []string
+	var refused, estimated int
+	for i := range 40 {
+		code, _, v := h.post(testKey, msgBody(fmt.Sprintf("request %d", i)))
+		switch code {
+		case http.StatusAccepted:
+			accepted = append(accepted, v["id"].(string))
+		case http.StatusPaymentRequired:
+			refused++
+			e, _ := v["error"].(map[string]any)
+			// The estimate's refusal; or, once results have come meanwhile
+			// (a slow machine), the spent budget's.
+			msg, _ := e["message"].(string)
+			if strings.Contains(msg, "estimated cost") && strings.Contains(msg, "nothing was submitted") {
+				estimated++
+			} else if !strings.Contains(msg, "is spent") {
+				t.Errorf("a submission that does not fit: %v", v)
+			}
+			if e["type"] != "billing_error" {
+				t.Errorf("a submission that does not fit: %v", v)
+			}
+		default:
+			t.Fatalf("submission %d: %d %v", i, code, v)
+		}
+	}
+	st := set.Statuses()[0]
+	t.Logf("40 submitted against a $%v budget: %d accepted, %d refused (%d for their estimate); held $%.6f, spent $%.6f", limit, len(accepted), refused, estimated, st.Held, st.Spent)
+	if len(accepted) == 0 || len(accepted) == 40 || estimated == 0 || st.Held+st.Spent > limit {
+		t.Fatalf("%d of 40 accepted, %d refused for their estimate, $%v held and $%v spent: want those that fit, held within the limit", len(accepted), estimated, st.Held, st.Spent)
+	}
+	for _, id := range accepted {
+		if v := h.await(id); resultType(v) != "succeeded" {
+			t.Errorf("%s: %v", id, v)
+		}
+	}
+	st = set.Statuses()[0]
+	t.Logf("after the results: spent $%.6f, held $%.6f", st.Spent, st.Held)
+	if st.Held != 0 || st.Spent <= 0 || st.Spent > limit {
+		t.Errorf("after the results: spent $%v, held $%v; want the results' spend within $%v and nothing held", st.Spent, st.Held, limit)
 	}
 }

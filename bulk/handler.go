@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -195,6 +197,18 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 	}
 	sum := sha256.Sum256(trimmed)
 	key := ownerOf(r, cred)
+	reserved, aerr := s.reserve(key, trimmed, r.Header)
+	if aerr != nil {
+		s.m.submissions.WithLabelValues("refused").Inc()
+		apierror.WriteSluice(w, aerr)
+		return
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			reserved.Release()
+		}
+	}()
 	if hook == "" {
 		hook = s.cfg.KeyWebhooks[key] // the key's default, if it has one
 	}
@@ -236,7 +250,44 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		return
 	}
 	s.m.submissions.WithLabelValues("accepted").Inc()
+	if reserved != nil {
+		s.mu.Lock()
+		s.holds[nr.ID], kept = reserved, true
+		s.mu.Unlock()
+	}
 	writeJSON(w, http.StatusAccepted, view(&nr.Request))
+}
+
+// reserve holds the estimated cost of the bulk request body, owned by
+// key, against the budgets (Config.Budgets): its prompt's estimated
+// tokens and its max_tokens, as the pacing estimates a request, priced
+// at the batch price. It is the 402 to answer with when that does not
+// fit; nil, nil without budgets.
+func (s *Service) reserve(key string, body []byte, h http.Header) (*budget.Reservation, *apierror.Error) {
+	if s.cfg.Budgets == nil {
+		return nil, nil
+	}
+	return s.cfg.Budgets.Reserve(SpendTenant, key[:16], estimate(s.prices(), body, h))
+}
+
+// estimate is what the Messages request body is expected to cost at the
+// batch price: its prompt's estimated input tokens and its max_tokens of
+// output (request.Descriptor.Cost, the pacing's estimate). A body the
+// parse refuses is estimated from what it read (the upstream will refuse
+// it, for nothing).
+func estimate(prices *price.Table, body []byte, h http.Header) budget.Estimate {
+	d, _ := request.Parse(body, h)
+	in, out := int64(d.Cost.InputTokens), int64(d.Cost.MaxTokens)
+	c := prices.Cost(d.Model, price.UsageOf(in, out, 0, 0, 0), true)
+	return budget.Estimate{USD: c.Total(), Tokens: float64(in + out)}
+}
+
+// prices is the table results are priced by.
+func (s *Service) prices() *price.Table {
+	if s.cfg.Spend != nil {
+		return s.cfg.Spend.Prices()
+	}
+	return price.Default()
 }
 
 // quotaRetryAfter is the retry-after, in seconds, of a submission past

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/spend"
 	"github.com/sluicehq/sluice/window"
 )
@@ -79,17 +80,25 @@ type Config struct {
 	// Spend counts the spend of succeeded results, at the batch price;
 	// if nil, they are priced by the list and counted nowhere.
 	Spend *spend.Ledger
-	// Budgets refuse a submission whose results' spend is past a hard
-	// budget: of the tenant bulk (SpendTenant) or of its key, by the
-	// first 16 hex digits of its owner's hash, as Spend counts them. Nil:
-	// none.
+	// Budgets bind bulk work: of the tenant bulk (SpendTenant) or of its
+	// key, by the first 16 hex digits of its owner's hash, as Spend
+	// counts them. A submission is refused when they are spent, or when
+	// its estimated cost does not fit in what they have left; an accepted
+	// one holds its estimate against them until it ends (its result's
+	// spend counted then). Nil: none.
 	Budgets Budgets
 }
 
-// Budgets say whether a tenant or a key has spent its budget (package
-// budget's Set is one): the error to answer with, or nil.
+// Budgets say whether a tenant or a key has spent its budget, and hold
+// accepted work's estimated cost against it (package budget's Set is
+// one).
 type Budgets interface {
+	// Over is the error to answer with when tenant's or key's budget is
+	// spent, or nil.
 	Over(tenant, key string) *apierror.Error
+	// Reserve holds e against tenant's and key's budgets, or is the
+	// error to answer with when it does not fit.
+	Reserve(tenant, key string, e budget.Estimate) (*budget.Reservation, *apierror.Error)
 }
 
 // Service is the bulk endpoint: its HTTP handler, its store and the
@@ -119,6 +128,9 @@ type Service struct {
 	jobs     []job               // flushed waves for the submitter
 	creating map[string]bool     // local batches whose create is under way
 	waits    map[string]*waitFor // long polls by request id
+	// holds are the budget reservations of requests accepted here and
+	// not yet ended, by request id (Config.Budgets).
+	holds map[string]*budget.Reservation
 
 	pollReads atomic.Int64        // store reads of GET /v1/bulk/messages/{id}, for the tests
 	longPolls atomic.Int64        // GET ?wait= polls waiting now (Config.MaxLongPolls)
@@ -199,7 +211,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		owner: randomHex(8), lease: min(max(3*cfg.PollInterval, time.Second), 5*time.Minute),
 		budget: &byteBudget{limit: 256 << 20}, writes: make(chan *write, 4096),
 		windows: map[string]*window.Window[string]{}, inWindow: map[string]bool{}, creating: map[string]bool{},
-		waits: map[string]*waitFor{}, sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
+		waits: map[string]*waitFor{}, holds: map[string]*budget.Reservation{}, sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
 		pending: map[string]struct{}{}}
 	s.m = newMetrics(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -279,7 +291,10 @@ func (s *Service) watch(id string) (<-chan struct{}, func()) {
 	}
 }
 
-// ended wakes the long polls of the requests ids, which may have ended.
+// ended wakes the long polls of the requests ids, which may have ended,
+// and gives back their budget holds: a result's spend has been counted
+// (countResult) before its request is stored as ended, and a request
+// that failed or was cancelled spends nothing more.
 func (s *Service) ended(ids ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -287,6 +302,10 @@ func (s *Service) ended(ids ...string) {
 		if wf := s.waits[id]; wf != nil {
 			close(wf.ch)
 			delete(s.waits, id)
+		}
+		if h := s.holds[id]; h != nil {
+			h.Release()
+			delete(s.holds, id)
 		}
 	}
 }

@@ -27,6 +27,36 @@ type Admission interface {
 	Settle(r *request.Descriptor, status int, h http.Header)
 }
 
+// Recheck is an Admission that looks at a request again when it is
+// released: when its member holds its slot, just before its upstream
+// call, and again before each retry's call (Requeue). A refusal there is
+// what the member's caller hears; its call is never made, and its slot
+// goes back telling the gate nothing of the upstream (gate.EndUnknown).
+// It is what a limit that moves while requests wait (a budget that an
+// answer spends) needs: checked on arrival alone, every request already
+// waiting would go upstream. Called on the request path, concurrently,
+// once a call: it must be quick and must not block.
+type Recheck interface {
+	Recheck(r *request.Descriptor) error
+}
+
+// rechecks are the admissions of a that look at a request again at its
+// release, a Chain's in its order; nil when none does, so that the
+// scheduler then spends nothing on it.
+func rechecks(a Admission) []Recheck {
+	var out []Recheck
+	if c, ok := a.(Chain); ok {
+		for _, a := range c {
+			out = append(out, rechecks(a)...)
+		}
+		return out
+	}
+	if rc, ok := a.(Recheck); ok {
+		out = append(out, rc)
+	}
+	return out
+}
+
 // Open admits every request, holds none and learns nothing. Embed it in a
 // policy that implements only some of Admission.
 type Open struct{}

@@ -11,16 +11,21 @@ type Budgeter interface {
 	Refuse(r *request.Descriptor) error
 }
 
-// Budget is the admission that refuses, before it waits, a request whose
-// tenant or key has spent its budget. It holds nothing and learns nothing:
-// spend is counted from answers by the spend ledger, which tells the
-// budgets.
+// Budget is the admission that refuses a request whose tenant or key has
+// spent its budget: before it waits, and again when it is released to its
+// call (and to each retry's), so that what the budget lets through once it
+// is spent is the calls already under way, not the whole queue. It holds
+// nothing and learns nothing: spend is counted from answers by the spend
+// ledger, which tells the budgets.
 type Budget struct {
 	Open
 	Budgets Budgeter
 }
 
-var _ Admission = Budget{}
+var (
+	_ Admission = Budget{}
+	_ Recheck   = Budget{}
+)
 
 // Admit refuses r when its budget is spent. Before the read (r nil)
 // nothing is known of whose request it is: admitted.
@@ -30,3 +35,7 @@ func (b Budget) Admit(r *request.Descriptor, _ Load) error {
 	}
 	return b.Budgets.Refuse(r)
 }
+
+// Recheck is the same check as Admit, at the request's release: a budget
+// spent while it waited refuses it with the same answer.
+func (b Budget) Recheck(r *request.Descriptor) error { return b.Budgets.Refuse(r) }

@@ -25,6 +25,23 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type countingGate struct {
 	*gate.Local
 	joins atomic.Int64
+
+	mu   sync.Mutex
+	ends []gate.Ending // how each slot's use ended, as the gate heard it
+}
+
+func (g *countingGate) Release(t *gate.Ticket, o gate.Outcome) {
+	g.mu.Lock()
+	g.ends = append(g.ends, o.End)
+	g.mu.Unlock()
+	g.Local.Release(t, o)
+}
+
+// ended is how each slot's use ended, in the order the slots came back.
+func (g *countingGate) ended() []gate.Ending {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.ends)
 }
 
 func (g *countingGate) Join(t *gate.Ticket) {

@@ -44,6 +44,9 @@ type Member struct {
 	tenant Tenant // its tenant, as Config.Tenants counts it; nil without
 	// keyCold says its routed key holds none of its prefixes (Routed.Cold).
 	keyCold bool
+	// refused says an admission refused it at its release (Recheck): its
+	// slot's use says nothing of the upstream. fn's goroutine only.
+	refused bool
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap
@@ -210,6 +213,9 @@ func (m *Member) outcome(now time.Time, err error) gate.Outcome {
 		o.Held = now.Sub(m.heldFrom)
 	}
 	switch {
+	case m.refused:
+		o.End = gate.EndUnknown // no call was made
+		m.refused = false
 	case err == ErrDeadline:
 		o.End = gate.EndDeadline
 	case m.ctx.Err() != nil:

@@ -58,6 +58,9 @@ func (m *Member) Requeue(ctx context.Context, d time.Duration) error {
 		s.queued.Add(-1)
 		err := s.waitHold(ctx, m)
 		m.heldFrom = time.Now() // the backoff and the wait are not service
+		if err == nil {
+			err = s.released(m)
+		}
 		return err
 	case <-ctx.Done():
 		s.queued.Add(-1)

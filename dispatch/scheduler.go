@@ -77,6 +77,7 @@ type Scheduler struct {
 	gate        gate.Gate
 	timeout     time.Duration
 	admission   Admission
+	recheck     []Recheck // the admissions that look again at a release; nil: none
 	releaser    Releaser
 	pacing      Pacing
 	hooks       Hooks
@@ -99,6 +100,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if s.admission == nil {
 		s.admission = Open{}
 	}
+	s.recheck = rechecks(s.admission)
 	if s.releaser == nil {
 		s.releaser = InOrder{}
 	}

@@ -45,6 +45,9 @@ func (m *Member) serve() (err error) {
 	if err := s.waitHold(callCtx, m); err != nil {
 		return deadlineOr(callCtx, err)
 	}
+	if err := s.released(m); err != nil {
+		return err
+	}
 	m.granted = time.Now() // the hold counts as waiting
 	m.heldFrom = m.granted
 	if s.hooks.Started != nil {
@@ -93,6 +96,19 @@ func (s *Scheduler) waitHold(ctx context.Context, m *Member) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// released asks the admissions that look again at a release (Recheck)
+// whether m, which holds its slot, may now make its call: nil, or the
+// first refusal, after which m's slot goes back telling the gate nothing.
+func (s *Scheduler) released(m *Member) error {
+	for _, rc := range s.recheck {
+		if err := rc.Recheck(m.req); err != nil {
+			m.refused, m.heldFrom = true, time.Time{} // no call: no service time either
+			return err
+		}
+	}
+	return nil
 }
 
 // release gives m's slot back, telling the gate how its use went (err is

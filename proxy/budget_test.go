@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdkv1 "github.com/anthropics/anthropic-sdk-go"
 	optv1 "github.com/anthropics/anthropic-sdk-go/option"
@@ -19,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/sim"
 )
 
 // testKeyHash is the short hash sk-test (post's key) is budgeted by.
@@ -228,4 +233,202 @@ func TestKeysFileBudgetRefused(t *testing.T) {
 	if b := in.Budgets(); len(b) != 1 || b[0].Name != "key:alice:week:usd" || b[0].Key != hex.EncodeToString(sum[:8]) || b[0].Limit != 5 || b[0].Warn != 4 {
 		t.Errorf("alice's budget: %+v", b)
 	}
+}
+
+// Issue 37: a budget binds the queue, not only arrivals. A tenant's
+// requests queued behind BATCH_MAX_CONCURRENCY=2 when its budget is
+// crossed are refused as each is released, with the arrival check's own
+// 402: what is spent past the limit is at most the calls in flight at the
+// crossing (two answers), where it was the whole queue. The first two
+// calls are held upstream until every other request waits in the queue,
+// so that none is refused on arrival.
+func TestBudgetBindsTheQueue(t *testing.T) {
+	const (
+		queued      = 20
+		concurrency = 2
+		perAnswer   = 16 // tokens: messageJSON's usage
+		limit       = 20
+	)
+	var calls atomic.Int64
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= concurrency {
+			<-release
+		}
+		apiHandler(w, r)
+	})
+	p, srv := startProxy(t, testConfig(t, up.URL, true, func(c *config.Config) { c.MaxConcurrency = concurrency },
+		withBudget(budget.Spec{Unit: budget.Tokens, Limit: limit, Period: budget.Day})))
+	type answer struct {
+		code int
+		body string
+	}
+	answers := make(chan answer, queued)
+	for range queued {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(requestJSON))
+			req.Header.Set("X-Api-Key", "sk-test")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{0, err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			answers <- answer{resp.StatusCode, readAll(t, resp.Body)}
+		}()
+	}
+	waitUntil(t, "two calls upstream and the rest queued", func() bool {
+		return calls.Load() == concurrency && p.sched.Queued() == queued-concurrency
+	})
+	close(release)
+	var ok, refused int
+	for range queued {
+		a := <-answers
+		switch a.code {
+		case http.StatusOK:
+			ok++
+		case http.StatusPaymentRequired:
+			refused++
+			e, isErr := apierror.Decode([]byte(a.body))
+			if !isErr || e.Error.Type != "billing_error" || !strings.Contains(e.Error.Message, "is spent") ||
+				!strings.Contains(e.Error.Message, "ask sluice's operator to raise the budget") {
+				t.Errorf("a request refused at its release: %s; want the arrival check's billing_error", a.body)
+			}
+		default:
+			t.Errorf("a queued request got %d %s; want 200 or 402", a.code, a.body)
+		}
+	}
+	st := p.budgets.Statuses()[0]
+	t.Logf("%d queued behind %d slots under a %d-token budget: %d answered, %d refused, %d calls, %v tokens spent, overshoot %v",
+		queued, concurrency, limit, ok, refused, calls.Load(), st.Spent, st.Overshoot)
+	if st.Overshoot > concurrency*perAnswer {
+		t.Errorf("overshoot %v tokens: more than the %d calls in flight at the crossing could spend (%d)", st.Overshoot, concurrency, concurrency*perAnswer)
+	}
+	if n := calls.Load(); n != int64(ok) || st.Spent != float64(ok*perAnswer) {
+		t.Errorf("%d calls upstream, %d answered, %v spent: the books and the calls disagree", n, ok, st.Spent)
+	}
+	if ok+refused != queued || refused < queued-(limit/perAnswer+1+concurrency) {
+		t.Errorf("%d answered, %d refused of %d queued", ok, refused, queued)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// batchJSON is a Message Batches create body of n requests of max_tokens
+// 64, each with its own custom_id.
+func batchJSON(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"custom_id":"r%d","params":%s}`, i, requestJSON)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// Issue 37: a budget binds Message Batches too. Past its budget a key's
+// batch create is refused with the 402 its Messages get; under it, a
+// batch is held at its estimated cost (every request's prompt and
+// max_tokens, at the batch price) from its acceptance, a batch that does
+// not fit in what is left is refused before it reaches the upstream, and
+// the results read through sluice are counted at the batch price, the
+// hold given back. The simulator runs the batches.
+func TestBudgetBindsMessageBatches(t *testing.T) {
+	c := sim.DefaultConfig()
+	c.TTFT, c.PerToken, c.BatchDuration = 0, 0, 50*time.Millisecond
+	s := sim.New(c)
+	up := httptest.NewServer(s)
+	t.Cleanup(func() { up.Close(); s.Close() })
+
+	t.Run("past its budget", func(t *testing.T) {
+		p, srv := startProxy(t, testConfig(t, up.URL, false, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 1, Period: budget.Day})))
+		if code, body := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", "sk-test"); code != 200 {
+			t.Fatalf("the first request: %d %s", code, body)
+		}
+		if code, _ := send(t, "POST", srv.URL+"/v1/messages", requestJSON, "x-api-key", "sk-test"); code != 402 {
+			t.Fatalf("a request past the budget: %d", code)
+		}
+		before := s.Stats()
+		code, body := send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != http.StatusPaymentRequired || errorType(t, body) != "billing_error" {
+			t.Errorf("a batch create past the budget: %d %s; want the 402 its Messages get", code, body)
+		}
+		if after := s.Stats(); after.Requests != before.Requests {
+			t.Errorf("the refused batch reached the upstream")
+		}
+		_ = p
+	})
+
+	t.Run("held until its results", func(t *testing.T) {
+		p, srv := startProxy(t, testConfig(t, up.URL, false, withBudget(budget.Spec{Unit: budget.Tokens, Limit: 200, Period: budget.Day})))
+		code, body := send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != 200 {
+			t.Fatalf("a batch within the budget: %d %s", code, body)
+		}
+		var b struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(body), &b); err != nil || b.ID == "" {
+			t.Fatalf("batch object %s", body)
+		}
+		st := p.budgets.Statuses()[0]
+		if st.Held < 2*64 || st.Held > 200 || st.Spent != 0 {
+			t.Fatalf("after the create: %+v; want its estimate (2 × 64 tokens of output and the prompts) held", st)
+		}
+		code, body = send(t, "POST", srv.URL+"/v1/messages/batches", batchJSON(2), "x-api-key", "sk-test")
+		if code != http.StatusPaymentRequired || !strings.Contains(body, "estimated cost") {
+			t.Errorf("a second batch that does not fit in what is left: %d %s", code, body)
+		}
+		waitUntil(t, "the batch to end", func() bool {
+			_, body := send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID, "", "x-api-key", "sk-test")
+			return strings.Contains(body, `"processing_status":"ended"`)
+		})
+		code, results := send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID+"/results", "", "x-api-key", "sk-test")
+		if code != 200 {
+			t.Fatalf("results: %d %s", code, results)
+		}
+		var tokens int64
+		for line := range strings.Lines(results) {
+			var l struct {
+				Result struct {
+					Type    string `json:"type"`
+					Message struct {
+						Usage struct {
+							In  int64 `json:"input_tokens"`
+							Out int64 `json:"output_tokens"`
+						} `json:"usage"`
+					} `json:"message"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Result.Type != "succeeded" {
+				t.Fatalf("results line %q", line)
+			}
+			tokens += l.Result.Message.Usage.In + l.Result.Message.Usage.Out
+		}
+		// The last line is counted, and the hold given back, as the
+		// relay reads the end of the results, which may be just after
+		// the client has them all.
+		waitUntil(t, "the results counted and the hold given back", func() bool {
+			st = p.budgets.Statuses()[0]
+			return st.Held == 0 && st.Spent == float64(tokens)
+		})
+		// Read again, they are not counted again.
+		send(t, "GET", srv.URL+"/v1/messages/batches/"+b.ID+"/results", "", "x-api-key", "sk-test")
+		if again := p.budgets.Statuses()[0]; again.Spent != st.Spent {
+			t.Errorf("results read twice counted twice: %v then %v", st.Spent, again.Spent)
+		}
+	})
 }

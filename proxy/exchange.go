@@ -70,4 +70,7 @@ type reply struct {
 	status int
 	header http.Header
 	data   []byte
+	// counted says its usage was counted already, in the slot (see
+	// forward), not to be counted again after the write.
+	counted bool
 }

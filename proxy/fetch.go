@@ -89,6 +89,15 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 	}
 	if m != nil {
 		m.MarkBegun()
+		if ex.p.budgets != nil && rep.status == http.StatusOK {
+			// Counted before the slot goes back, not after the write:
+			// the budget's check at the next request's release
+			// (dispatch.Budget) must see this answer's spend, or a
+			// client slow to take its answer would let others past a
+			// crossed budget.
+			ex.countMessageTokens(rep.data)
+			rep.counted = true
+		}
 	}
 	ex.reply = rep
 	return nil

@@ -324,7 +324,7 @@ func (ex *exchange) writeReply(rep *reply) {
 	_ = rc.SetWriteDeadline(time.Now().Add(ex.p.cfg.StreamIdleTimeout))
 	ex.w.WriteHeader(rep.status)
 	writeRenewing(ex.w, rc, rep.data, ex.p.cfg.StreamIdleTimeout)
-	if rep.status == http.StatusOK {
+	if rep.status == http.StatusOK && !rep.counted {
 		// After the write: the client has its answer before sluice spends
 		// a decode on the metrics.
 		ex.countMessageTokens(rep.data)

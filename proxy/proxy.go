@@ -74,6 +74,9 @@ type Proxy struct {
 	// Listener, once parkWhen requests are waiting; others wait in place.
 	parker   *park.Parker
 	parkWhen int
+	// batchHolds are the budget holds of Message Batches created through
+	// this sluice, until their results are read (batchbudget.go).
+	batchHolds batchHolds
 
 	// tenants names each Messages request's tenant and class, and on the
 	// windowed path counts and limits them (see dispatch/tenants.go).

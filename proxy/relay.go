@@ -19,6 +19,15 @@ import (
 // headers within UPSTREAM_TIMEOUT_S, and its body may go silent for no
 // longer than STREAM_IDLE_TIMEOUT_S.
 func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
+	if p.budgets != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/messages/batches" {
+		p.relayBatchCreate(w, r) // a batch spends: its budget holds its estimate
+		return
+	}
+	p.relayTo(w, r)
+}
+
+// relayTo is relay's relaying, for every path.
+func (p *Proxy) relayTo(w http.ResponseWriter, r *http.Request) {
 	limit, timeout := int64(maxMessagesBody), p.bodyTimeout
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
 		limit, timeout = maxBatchesBody, p.batchBodyTimeout
@@ -32,10 +41,11 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	filterModels := filtersModelList(r)
-	if rewritesBatchObjects(r) || filterModels {
+	if rewritesBatchObjects(r) || filterModels || p.countsResults(r) {
 		// sluice must read the batch objects to point results_url at itself
-		// (or the model list to show a key only its models), so it asks
-		// the upstream for them uncompressed.
+		// (a held batch's results to count them, the model list to show a
+		// key only its models), so it asks the upstream for them
+		// uncompressed.
 		r = r.Clone(r.Context())
 		r.Header.Del("Accept-Encoding")
 	}
@@ -116,7 +126,15 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 	}
 	upstream.CopyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	copyFlushing(w, resp.Body, p.cfg.StreamIdleTimeout)
+	src := resp.Body
+	if id, ok := batchResultsID(r); ok && p.budgets != nil && resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Encoding") == "" {
+		if h := p.batchHolds.take(id); h != nil {
+			// Counted once, by this reading; the holds go back after it.
+			src = &resultsCounter{ReadCloser: resp.Body, p: p, hold: h}
+			defer h.release()
+		}
+	}
+	copyFlushing(w, src, p.cfg.StreamIdleTimeout)
 }
 
 // watchedBody is a client's request body on its way upstream, remembering
