@@ -37,8 +37,15 @@ const (
 	Same = "same"
 	// Appended: it begins with the whole prefix a recent prompt cached,
 	// and what it wrote is the blocks after it (a conversation's next
-	// turn): no block differs, something was added.
+	// turn): no block differs, something was added. The API's lookback
+	// finds that prefix, so the answer read it (unless it had expired).
 	Appended = "appended"
+	// BeyondLookback: it begins with the whole prefix a recent prompt
+	// cached, but that prefix ends more than LookbackPositions block
+	// boundaries before each of its breakpoints, where the API's
+	// lookback does not reach: the whole shared run is written again. A
+	// breakpoint nearer the last turn's end (the API allows 4) reads it.
+	BeyondLookback = "beyond-lookback"
 )
 
 // clampIndex is where block labels stop naming each index: past it one
@@ -125,13 +132,15 @@ func (x *Index) Explain(bs []request.Block) Finding {
 		f.Block = New
 	case shared == len(bs):
 		f.Block, f.Shared = Same, bs[last].Tokens
-	case x.nodes[bs[shared-1].Hash].Value.(*node).ended:
+	case x.nodes[bs[shared-1].Hash].Value.(*node).ended && bs[shared-1].Lookback:
 		f.Block, f.Shared = Appended, bs[shared-1].Tokens
+	case x.nodes[bs[shared-1].Hash].Value.(*node).ended:
+		f.Block, f.Shared = BeyondLookback, bs[shared-1].Tokens
 	default:
 		f.Block, f.Shared = bs[shared].Position(), bs[shared-1].Tokens
 	}
 	f.Label = f.Block
-	if shared < len(bs) && f.Block != New && f.Block != Appended && bs[shared].Index >= clampIndex {
+	if shared < len(bs) && f.Block != New && f.Block != Appended && f.Block != BeyondLookback && bs[shared].Index >= clampIndex {
 		f.Label = bs[shared].Section.String() + "[>=" + strconv.Itoa(clampIndex) + "]"
 	}
 	x.record(bs)

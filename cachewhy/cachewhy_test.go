@@ -119,6 +119,27 @@ func TestExplainTurnsAndOrder(t *testing.T) {
 	}
 }
 
+// A turn that adds more block boundaries than the API's lookback window
+// holds (20, counting its breakpoint) past the last turn's breakpoint
+// does not read that turn's prefix: the write is put down to
+// beyond-lookback, not appended, and what could have been read is the
+// last turn's prefix. Before the lookback was modelled it was appended.
+func TestExplainBeyondLookback(t *testing.T) {
+	var x Index
+	explain(t, &x, agent("a1f", twelve, "fix the test"))
+	turns := []string{"fix the test"}
+	for i := range 20 {
+		turns = append(turns, fmt.Sprintf("step %d", i))
+	}
+	f, bs := explain(t, &x, agent("a1f", twelve, turns...))
+	if f.Block != BeyondLookback || f.Label != BeyondLookback || f.Shared != bs[15].Tokens {
+		t.Errorf("20 messages later: %+v; want beyond-lookback, sharing the first turn's %d tokens", f, bs[15].Tokens)
+	}
+	if f, _ := explain(t, &x, agent("a1f", twelve, append(turns, "one more", "and done")...)); f.Block != Appended {
+		t.Errorf("2 messages after that: %+v; want appended", f)
+	}
+}
+
 // The index holds at most MaxNodes runs, and what it dropped is the least
 // recently seen: the prompt seen last is still found.
 func TestExplainBounded(t *testing.T) {

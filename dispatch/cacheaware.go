@@ -165,18 +165,38 @@ func (c *CacheAware) claim(ms []*Member, r *release) {
 	}
 }
 
-// place decides m's role: c.mu is held.
+// place decides m's role: c.mu is held. It looks for the longest prefix
+// the request may read as the API does: at its breakpoints and at the
+// block boundaries of their lookback windows (request.Descriptor.Reads),
+// so a turn whose breakpoint rolled past the last turn's reads the entry
+// that turn wrote. A boundary that is no breakpoint of this request is
+// only read: it is neither led nor doubted here.
 func (c *CacheAware) place(m *Member, r *release) {
-	ps := cacheable(m.req)
-	if len(ps) == 0 {
+	if len(cacheable(m.req)) == 0 {
 		r.out = append(r.out, m)
 		return
 	}
+	ps := readable(m.req)
 	c.seq++
 	pl := placeNote.Make(m)
 	pl.seq, pl.c, pl.join = c.seq, c, r.join
 	held := false // some prefix may be held on
 	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].TTL == 0 { // a lookback boundary: read if known, never led
+			e := c.find(ps[i].Key, r.now)
+			switch {
+			case e == nil:
+				continue
+			case e.leader == nil && !e.remote:
+				e.warmUntil = r.now.Add(e.ttl)
+				pl.Role, pl.reads = CacheWarm, ps[i].Tokens
+				c.send(m, nil, r)
+			default:
+				pl.floor, pl.reads = floorOf(ps, i), ps[i].Tokens
+				c.hold(e, m, r)
+			}
+			return
+		}
 		if c.distrusted(ps[i].Key, r.now) {
 			if pl.probe == nil {
 				pl.probe, pl.probeFloor = &cacheGroup{key: ps[i].Key, tokens: ps[i].Tokens}, floorOf(ps, i)

@@ -432,3 +432,55 @@ func TestColdKeyCountsNothingCached(t *testing.T) {
 		})
 	}
 }
+
+// turnBody is a conversation's body: a 2,400-token system prompt and the
+// given messages, the last one's block a breakpoint.
+func turnBody(t *testing.T, messages ...string) *request.Descriptor {
+	t.Helper()
+	var ms []string
+	for i, m := range messages {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		cc := ""
+		if i == len(messages)-1 {
+			cc = `,"cache_control":{"type":"ephemeral"}`
+		}
+		ms = append(ms, `{"role":"`+role+`","content":[{"type":"text","text":"`+m+`"`+cc+`}]}`)
+	}
+	body := `{"model":"claude-sonnet-4-5","max_tokens":50,"stream":true,"system":[{"type":"text","text":"` +
+		strings.Repeat("rule ", 1920) + `"}],"messages":[` + strings.Join(ms, ",") + `]}`
+	d, err := request.Parse([]byte(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// A conversation's next turn, whose one breakpoint rolled two blocks past
+// the last turn's, reads the entry the last turn wrote, as the API's
+// lookback finds it: warm once that turn's answer began, followed while it
+// is in flight. A turn 20 block boundaries on is out of the window and
+// leads its own prefix. Before the lookback each was a leader.
+func TestCacheNextTurnFindsLastTurnByLookback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		far := []string{"Read the README."}
+		for i := range 20 {
+			far = append(far, "step "+strings.Repeat("x", i))
+		}
+		r.send(t.Context(), "A turn 1", turnBody(t, "Read the README."), beginAfter(time.Second))
+		r.send(t.Context(), "B turn 2", turnBody(t, "Read the README.", "It says hi.", "Go on."), sleepFor(time.Second))
+		time.Sleep(3 * time.Second)
+		r.send(t.Context(), "A turn 2", turnBody(t, "Read the README.", "It says hello.", "Summarise it."), sleepFor(time.Second))
+		r.send(t.Context(), "A turn 21", turnBody(t, far...), sleepFor(time.Second))
+		time.Sleep(2 * time.Second)
+		r.wantStarts(t,
+			cacheStart{"A turn 1", 0, asLeader},
+			cacheStart{"B turn 2", time.Second, follower(CacheFollower, time.Second, ReleasedBegun)},
+			cacheStart{"A turn 2", 3 * time.Second, asWarm},
+			cacheStart{"A turn 21", 3 * time.Second, asLeader},
+		)
+	})
+}

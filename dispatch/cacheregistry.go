@@ -168,6 +168,23 @@ func cacheable(r *request.Descriptor) []request.Prefix {
 	return nil
 }
 
+// readable is the prefixes r may read, at or above its model's minimum
+// cacheable length, shortest first: its breakpoints' and those of their
+// lookback windows (TTL 0); its cacheable prefixes when it has no reads
+// (a descriptor made without them).
+func readable(r *request.Descriptor) []request.Prefix {
+	if len(r.Reads) == 0 {
+		return cacheable(r)
+	}
+	least := request.CacheMinimum(r.Model)
+	for i, p := range r.Reads {
+		if p.Tokens >= least {
+			return r.Reads[i:]
+		}
+	}
+	return nil
+}
+
 // floorOf is the tokens of the prefix before ps[i], 0 for the first.
 func floorOf(ps []request.Prefix, i int) int {
 	if i == 0 {

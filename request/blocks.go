@@ -41,8 +41,12 @@ type Block struct {
 	Section Section
 	Index   int
 	// Breakpoint says the block carries a cache_control breakpoint (or
-	// takes the top-level one, as the last block).
+	// takes the top-level one, as the last cacheable block).
 	Breakpoint bool
+	// Lookback says a cache read may end after the block: it is a
+	// breakpoint's or ends a position in one's lookback window
+	// (LookbackPositions), where the API looks for an entry to read.
+	Lookback bool
 }
 
 // Position names where b sits, as "tools[3]", "system[0]" or

@@ -113,7 +113,7 @@ func parseBody(body []byte, h http.Header, blocks bool) (Descriptor, []Block, er
 	}
 	// Different models never share a prefix: the key starts with the
 	// model as the body spells it.
-	p := prompt{h: sha256.New()}
+	p := prompt{h: sha256.New(), readTo: -1, lastCacheable: -1}
 	if blocks {
 		p.chained = true
 		p.chain.SetSeed(blockSeed)
@@ -133,6 +133,7 @@ func parseBody(body []byte, h http.Header, blocks bool) (Descriptor, []Block, er
 		return refused, nil, p.err
 	}
 	d.Prefixes = p.prefixes
+	d.Reads = p.reads
 	d.Cost.InputTokens = max(p.tokens, 1)
 	return d, p.blockList, nil
 }

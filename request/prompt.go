@@ -3,6 +3,7 @@ package request
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"hash"
 	"hash/maphash"
@@ -41,7 +42,46 @@ type prompt struct {
 	blockList []Block
 	section   Section
 	index     int
+	// look is a ring of the last LookbackPositions positions (block
+	// boundaries a cache read may end at), each with a snapshot of h's
+	// state there, so that a breakpoint's lookback window can be keyed
+	// without hashing a sum at every block; positions counts them all.
+	look      [LookbackPositions]lookPos
+	positions int
+	// readTo is the last position in reads; lastCacheable the last
+	// position ending a block automatic caching may mark, and its block.
+	readTo, lastCacheable, lastCacheableBlock int
+	reads                                     []Prefix
+	scratch                                   hash.Hash
 }
+
+// LookbackPositions is how many block boundaries the API checks for a
+// cache entry at each breakpoint, counting the breakpoint's own: "The
+// lookback window is 20 blocks. The system checks at most 20 positions per
+// breakpoint, counting the breakpoint itself as the first" (the
+// prompt-caching page). A run of consecutive tool_use blocks is one
+// position, and so is a run of tool_result blocks.
+const LookbackPositions = 20
+
+// lookPos is one position in prompt.look.
+type lookPos struct {
+	state  [sha256StateLen]byte
+	n      int // bytes of state used
+	tokens int // the prefix's tokens
+	ttl    time.Duration
+	run    uint8 // runToolUse or runToolResult for a block of a run
+	block  int   // the block ending it, by its index in the prompt
+}
+
+// sha256StateLen is the length of a SHA-256 state as it marshals (108
+// bytes in Go 1.26), with room to spare.
+const sha256StateLen = 128
+
+const (
+	runNone = iota
+	runToolUse
+	runToolResult
+)
 
 // check is fs.check, keeping a refusal in p.err.
 func (p *prompt) check(fs *fields, key []byte, seen *uint16) int {
@@ -228,7 +268,7 @@ func (p *prompt) content(b []byte, i int) int {
 		p.begin()
 		p.write(textMember)
 		p.write(b[i:end])
-		p.end(EstimateTokens(textLen(b[i:end])), nil)
+		p.endBlock(EstimateTokens(textLen(b[i:end])), nil, end-i > 2, runNone)
 		return end
 	case '[':
 		return array(b, i, 0, func(v int) int {
@@ -259,7 +299,7 @@ func (p *prompt) block(b []byte, i int, inContent bool) int {
 	if b[i] != '{' {
 		end := skipValue(b, i, 1)
 		p.write(b[i:end])
-		p.end(EstimateTokens(end-i), nil)
+		p.endBlock(EstimateTokens(end-i), nil, true, runNone)
 		return end
 	}
 	var cc, typ, text []byte
@@ -284,56 +324,138 @@ func (p *prompt) block(b []byte, i int, inContent bool) int {
 		return -1 // p.err
 	}
 	chars := end - i
-	if inContent && string(typ) == `"text"` {
-		chars = 0
-		if len(text) > 0 && text[0] == '"' {
-			chars = textLen(text)
+	cacheable := true
+	run := uint8(runNone)
+	switch string(typ) {
+	case `"text"`:
+		if inContent {
+			chars = 0
+			if len(text) > 0 && text[0] == '"' {
+				chars = textLen(text)
+			}
 		}
+		cacheable = len(text) > 2 // an empty text block cannot be cached
+	case `"thinking"`, `"redacted_thinking"`:
+		cacheable = false
+	case `"tool_use"`:
+		run = runToolUse
+	case `"tool_result"`:
+		run = runToolResult
 	}
-	p.end(EstimateTokens(chars), cc)
+	p.endBlock(EstimateTokens(chars), cc, cacheable, run)
 	return end
 }
 
-// end closes a block of the given tokens, a breakpoint when cc (its
-// cache_control value) is an object.
-func (p *prompt) end(tokens int, cc []byte) {
+// endBlock closes a block of the given tokens, a breakpoint when cc (its
+// cache_control value) is an object. cacheable says automatic caching may
+// mark it (not an empty text block, not a thinking block); run, that it is
+// a tool_use or tool_result block, whose consecutive runs are one lookback
+// position.
+func (p *prompt) endBlock(tokens int, cc []byte, cacheable bool, run uint8) {
 	p.mark(markEnd)
 	p.tokens += tokens
 	p.blocks++
 	p.lastCC = len(cc) > 0 && cc[0] == '{'
+	var ttl time.Duration
 	if p.lastCC {
-		p.breakpoint(cc)
+		ttl = p.ttlOf(cc)
+	}
+	p.position(ttl, run)
+	if cacheable {
+		p.lastCacheable, p.lastCacheableBlock = p.positions-1, p.blocks-1
 	}
 	if p.chained && len(p.blockList) < MaxBlocks {
 		p.blockList = append(p.blockList, Block{Hash: p.chain.Sum64(), Tokens: p.tokens,
 			Section: p.section, Index: p.index, Breakpoint: p.lastCC})
 	}
-}
-
-// automatic applies a top-level cache_control: a breakpoint on the last
-// block, unless that block has its own.
-func (p *prompt) automatic(cc []byte) {
-	if len(cc) > 0 && cc[0] == '{' && p.blocks > 0 && !p.lastCC {
-		p.breakpoint(cc)
-		if n := len(p.blockList); n > 0 && n == p.blocks {
-			p.blockList[n-1].Breakpoint = true
-		}
+	if p.lastCC {
+		p.breakpoint(p.positions - 1)
 	}
 }
 
-func (p *prompt) breakpoint(cc []byte) {
+// position records the boundary after the block just hashed, a
+// breakpoint's when ttl > 0. The block continuing a run of its kind whose
+// last block is no breakpoint moves that run's one position here instead.
+func (p *prompt) position(ttl time.Duration, run uint8) {
+	if run != runNone && p.positions > 0 {
+		if last := &p.look[(p.positions-1)%LookbackPositions]; last.run == run && last.ttl == 0 {
+			p.positions--
+			if p.lastCacheable == p.positions {
+				p.lastCacheable = -1
+			}
+		}
+	}
+	at := &p.look[p.positions%LookbackPositions]
+	st, _ := p.h.(encoding.BinaryAppender).AppendBinary(at.state[:0])
+	if len(st) > len(at.state) {
+		st = st[:0] // a hash that does not fit: the position keys as empty
+	}
+	at.n, at.tokens, at.ttl, at.run, at.block = len(st), p.tokens-p.outside, ttl, run, p.blocks-1
+	p.positions++
+}
+
+// key is the prefix key at the ring's position i.
+func (p *prompt) key(i int) uint64 {
+	at := &p.look[i%LookbackPositions]
+	if p.scratch == nil {
+		p.scratch = sha256.New()
+	}
+	if p.scratch.(encoding.BinaryUnmarshaler).UnmarshalBinary(at.state[:at.n]) != nil {
+		return 0
+	}
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(p.scratch.Sum(sum[:0]))
+}
+
+// automatic applies a top-level cache_control: a breakpoint on the last
+// cacheable block, unless that block has its own.
+func (p *prompt) automatic(cc []byte) {
+	if len(cc) == 0 || cc[0] != '{' || p.lastCacheable < 0 || p.positions-p.lastCacheable > LookbackPositions {
+		return
+	}
+	at := &p.look[p.lastCacheable%LookbackPositions]
+	if at.ttl > 0 {
+		return // its own breakpoint
+	}
+	at.ttl = p.ttlOf(cc)
+	p.breakpoint(p.lastCacheable)
+	if n := p.lastCacheableBlock; n < len(p.blockList) {
+		p.blockList[n].Breakpoint = true
+	}
+}
+
+// breakpoint adds the prefix ending at position i, and the positions of
+// its lookback window to the reads.
+func (p *prompt) breakpoint(i int) {
 	if len(p.prefixes) == MaxPrefixes {
 		return
 	}
 	if p.prefixes == nil {
 		p.prefixes = make([]Prefix, 0, MaxPrefixes)
 	}
-	var sum [sha256.Size]byte
-	p.prefixes = append(p.prefixes, Prefix{
-		Key:    binary.BigEndian.Uint64(p.h.Sum(sum[:0])),
-		Tokens: p.tokens - p.outside,
-		TTL:    p.ttlOf(cc),
-	})
+	at := &p.look[i%LookbackPositions]
+	bp := Prefix{Key: p.key(i), Tokens: at.tokens, TTL: at.ttl}
+	p.prefixes = append(p.prefixes, bp)
+	if p.reads == nil {
+		p.reads = make([]Prefix, 0, LookbackPositions)
+	}
+	for j := max(i-LookbackPositions+1, p.readTo+1, 0); j < i; j++ {
+		w := &p.look[j%LookbackPositions]
+		p.reads = append(p.reads, Prefix{Key: p.key(j), Tokens: w.tokens, TTL: w.ttl})
+		p.reachable(w.block)
+	}
+	if i > p.readTo {
+		p.reads = append(p.reads, bp)
+		p.readTo = i
+		p.reachable(at.block)
+	}
+}
+
+// reachable marks block b of the block list as one a read may end after.
+func (p *prompt) reachable(b int) {
+	if b >= 0 && b < len(p.blockList) {
+		p.blockList[b].Lookback = true
+	}
 }
 
 // ttlOf is the lifetime a cache_control object asks for: an hour for

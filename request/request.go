@@ -52,6 +52,13 @@ type Descriptor struct {
 	// counts as a breakpoint on the last block, unless that block has its
 	// own. Nil when the request asks for no caching.
 	Prefixes []Prefix
+	// Reads are the prefixes a cache read of the request may end at, the
+	// shortest first: each breakpoint's and those of the block
+	// boundaries in its lookback window (LookbackPositions, the
+	// breakpoint's own counted), as the API looks back for a live entry.
+	// The breakpoints' are in Prefixes too and have their TTL; the others
+	// have a TTL of 0: they are read, never written. Nil without Prefixes.
+	Reads []Prefix
 	// Cost is the estimated cost of the request.
 	Cost Cost
 	// Patience is how long the client waits for an attempt, from the

@@ -35,6 +35,16 @@ type affinity struct {
 
 func (a *affinity) init() { a.m = make(map[uint64]prefixHolders) }
 
+// readsOf is the prefixes r may read, the shortest first: its
+// breakpoints' and those of their lookback windows, as the API looks back
+// for an entry; its breakpoints' when it has no reads.
+func readsOf(r *request.Descriptor) []request.Prefix {
+	if len(r.Reads) > 0 {
+		return r.Reads
+	}
+	return r.Prefixes
+}
+
 // holders is the set of keys that hold ps's longest prefix held anywhere,
 // and that prefix's tokens; 0 if none holds any.
 func (a *affinity) holders(ps []request.Prefix, now time.Time) (uint64, int) {

@@ -66,7 +66,7 @@ func (Affinity) Choose(p *Pool, r *request.Descriptor, cands []*Key, now time.Ti
 	var cached int
 	var session *Key
 	if r != nil {
-		holders, cached = p.affinity.holders(r.Prefixes, now)
+		holders, cached = p.affinity.holders(readsOf(r), now)
 		session = p.sessions.of(r.Session, now)
 	}
 	var best, held, sess option
@@ -208,7 +208,7 @@ func (p *Pool) route(router Router, r *request.Descriptor, avoid []*Key, now tim
 	k.health.sent(now)
 	held := false
 	if r != nil && len(r.Prefixes) > 0 {
-		holders, _ := p.affinity.holders(r.Prefixes, now)
+		holders, _ := p.affinity.holders(readsOf(r), now)
 		held = holders&(1<<k.index) != 0
 	}
 	k.pending.Add(1)

@@ -74,6 +74,11 @@ type Config struct {
 	// means the documented minimum (2048 for Haiku 3.5, 4096 for Haiku 4.5).
 	MinCacheTokensHaiku int
 
+	// Workspaces put API keys in workspaces whose keys share one prompt
+	// cache (and one store of cache diagnostics), as keys of one workspace
+	// do on the API. A key in none is a workspace of its own.
+	Workspaces []Workspace
+
 	// OutputTokensMin and OutputTokensMax bound the reply length chosen from
 	// the request hash (before max_tokens truncation). Zero means 16 and 256.
 	// The request header x-sim-output-tokens overrides both.
@@ -172,6 +177,14 @@ type Outage struct {
 	Credentials []string
 }
 
+// Workspace is a named set of API keys, each named by its short hash
+// (request.Tenant's, as Stats.Credentials and Outage name them), that
+// share one prompt cache.
+type Workspace struct {
+	Name        string
+	Credentials []string
+}
+
 // Spike multiplies latency by Factor during [From, To) after the server started.
 type Spike struct {
 	From, To time.Duration
@@ -245,6 +258,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.OutputTokensPerMinute, "otpm", c.OutputTokensPerMinute, "output tokens per minute limit (0 = off)")
 	fs.IntVar(&c.MinCacheTokens, "min-cache-tokens", c.MinCacheTokens, "minimum cacheable prefix in tokens for non-haiku models (0 = each model's documented minimum)")
 	fs.IntVar(&c.MinCacheTokensHaiku, "min-cache-tokens-haiku", c.MinCacheTokensHaiku, "minimum cacheable prefix in tokens for haiku models (0 = each model's documented minimum)")
+	fs.Var((*workspaceList)(&c.Workspaces), "workspaces", "API keys that share a prompt cache as NAME=CREDENTIAL_HASH[+HASH...][,...] (default: each key its own workspace)")
 	fs.IntVar(&c.OutputTokensMin, "output-tokens-min", c.OutputTokensMin, "shortest reply in tokens before max_tokens (0 = 16)")
 	fs.IntVar(&c.OutputTokensMax, "output-tokens-max", c.OutputTokensMax, "longest reply in tokens before max_tokens (0 = 256)")
 	fs.DurationVar(&c.BatchDuration, "batch-duration", c.BatchDuration, "time to process a whole message batch (0 = 2s)")
@@ -454,5 +468,46 @@ func (m *toolInputs) Set(v string) error {
 		*m = map[string][]json.RawMessage{}
 	}
 	(*m)[name] = append((*m)[name], json.RawMessage(buf.Bytes()))
+	return nil
+}
+
+// workspaceList is the flag.Value form of []Workspace:
+// NAME=HASH[+HASH...][,...].
+type workspaceList []Workspace
+
+func (l *workspaceList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, w := range *l {
+		parts[i] = w.Name + "=" + strings.Join(w.Credentials, "+")
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *workspaceList) Set(v string) error {
+	var out []Workspace
+	seen := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, creds, ok := strings.Cut(part, "=")
+		if !ok || name == "" || creds == "" {
+			return fmt.Errorf("workspace %q: want NAME=CREDENTIAL_HASH[+HASH...], e.g. team-a=3f2a9c1b0d4e5f60+0123456789abcdef", part)
+		}
+		w := Workspace{Name: name}
+		for _, h := range strings.Split(creds, "+") {
+			if other, dup := seen[h]; dup {
+				return fmt.Errorf("workspace %q: credential %s is already in workspace %s", part, h, other)
+			}
+			seen[h] = name
+			w.Credentials = append(w.Credentials, h)
+		}
+		out = append(out, w)
+	}
+	*l = out
 	return nil
 }

@@ -63,6 +63,9 @@ func decodeMessages(body []byte, needMaxTokens bool) (*messagesRequest, *prompt,
 			return nil, nil, errInvalid("tool_choice: requires tools; add the tools the model may call")
 		}
 	}
+	if _, _, aerr := parseDiagnostics(req.Diagnostics); aerr != nil {
+		return nil, nil, aerr
+	}
 	p, aerr := parsePrompt(&req)
 	if aerr != nil {
 		return nil, nil, aerr
@@ -95,7 +98,13 @@ type exchange struct {
 	gen   *generation
 	fault string
 	id    string
-	org   string // whose prompt cache it reads and writes (cacheOrg)
+	org   string    // whose prompt cache it reads and writes (cacheScope)
+	read  cacheRead // the entry it reads, refreshed when it begins
+	// diag is the response's diagnostics member (nil: none, when the
+	// request sent no diagnostics object); fp is the request's
+	// fingerprint, kept under its id when it begins (nil: not kept).
+	diag json.RawMessage
+	fp   *fingerprint
 }
 
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
@@ -133,9 +142,10 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		want = n
 	}
-	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID(), org: cacheOrg(r)}
+	x := &exchange{req: req, p: p, fault: fault, id: "msg_" + s.newID(), org: s.cacheScope(r)}
 	x.rep = s.generate(req, p, want)
-	x.usage = s.cache.usageFor(p, x.org, s.minCacheTokens(req.Model), now)
+	x.usage, x.read = s.cache.usageFor(p, x.org, s.minCacheTokens(req.Model), now)
+	s.diagnose(x, r, now)
 	x.usage.OutputTokens = x.rep.outputTokens
 	x.usage.ServiceTier = "standard"
 
@@ -174,7 +184,11 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 // begin marks the moment the response begins (the first token is ready):
 // from now on the prompt's cache entries exist for later requests.
 func (s *Server) begin(x *exchange) {
-	s.cache.commit(x.p, x.org, s.minCacheTokens(x.req.Model), time.Now())
+	now := time.Now()
+	s.cache.commit(x.p, x.org, s.minCacheTokens(x.req.Model), now, x.read)
+	if x.fp != nil {
+		s.diag.keep(x.id, x.fp, now)
+	}
 }
 
 func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, x *exchange) {
@@ -196,7 +210,9 @@ func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, x *exchange
 		writeError(w, apierror.New(529, "overloaded_error", "Overloaded (injected midstream-error on a non-streaming request)"))
 		return
 	}
-	body, err := json.Marshal(x.rep.message(x.id, x.req.Model, x.usage))
+	msg := x.rep.message(x.id, x.req.Model, x.usage)
+	msg.Diagnostics = x.diag
+	body, err := json.Marshal(msg)
 	if err != nil {
 		writeError(w, apierror.New(500, "api_error", "simulator could not encode its reply: "+err.Error()))
 		return

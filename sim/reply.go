@@ -275,6 +275,9 @@ type outMessage struct {
 	StopReason   *string      `json:"stop_reason"`
 	StopSequence *string      `json:"stop_sequence"`
 	Usage        usage        `json:"usage"`
+	// Diagnostics is the cache diagnostics member, present (null or an
+	// object) only when the request sent a diagnostics object.
+	Diagnostics json.RawMessage `json:"diagnostics,omitempty"`
 }
 
 func (r reply) message(id, model string, u usage) outMessage {

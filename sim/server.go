@@ -37,10 +37,15 @@ type Server struct {
 	capacity *capacity
 	limits   *orgLimits
 	cache    *promptCache
+	diag     *diagStore
 	batches  *batchStore
 	stats    *statsRecorder
 	faults   *faultMemory
 	rec      *recorder // nil unless Config.RecordDir is set
+
+	// workspaceOf names the workspace of each credential hash that
+	// Config.Workspaces lists.
+	workspaceOf map[string]string
 }
 
 // New returns a simulator with the models set by cfg. A RecordDir that
@@ -56,9 +61,18 @@ func New(cfg Config) *Server {
 		capacity: &capacity{slots: cfg.Capacity},
 		limits:   newOrgLimits(cfg),
 		cache:    newPromptCache(),
+		diag:     newDiagStore(),
 		batches:  newBatchStore(),
 		stats:    &statsRecorder{byStatus: map[int]int64{}},
 		faults:   &faultMemory{seen: map[string]bool{}},
+	}
+	for _, w := range cfg.Workspaces {
+		for _, h := range w.Credentials {
+			if s.workspaceOf == nil {
+				s.workspaceOf = map[string]string{}
+			}
+			s.workspaceOf[h] = w.Name
+		}
 	}
 	if cfg.RecordDir != "" {
 		rec, err := newRecorder(cfg.RecordDir)

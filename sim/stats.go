@@ -177,6 +177,7 @@ func (s *Server) Reset() {
 	r.mu.Unlock()
 	s.capacity.resetPeak()
 	s.cache.reset()
+	s.diag.reset()
 	s.limits.reset()
 	s.faults.reset()
 }

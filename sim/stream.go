@@ -138,6 +138,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 
 	start := x.rep.message(x.id, x.req.Model, x.usage)
+	start.Diagnostics = x.diag
 	start.Content = []outContent{}
 	start.StopReason = nil
 	start.StopSequence = nil

@@ -22,6 +22,12 @@ type segment struct {
 	// outside: a leading attribution line, counted as input but in no
 	// cached prefix (see attributionLine).
 	outside bool
+	// kind is the block's type ("text", "tool_use", "tool_result", …;
+	// "tool" for a tool definition): a run of tool_use blocks, or of
+	// tool_result blocks, is one lookback position (lookbackPositions).
+	kind string
+	// empty: an empty text block, which cannot carry a breakpoint.
+	empty bool
 }
 
 type cacheControl struct {
@@ -54,6 +60,18 @@ type prompt struct {
 	// toolResults counts the tool_result blocks of the messages: the
 	// turns of a tool loop so far (Config.ToolUseMax).
 	toolResults int
+	// msgEnds is, for each message, the index of the segment after its
+	// last: where cache diagnostics compare the history message by message.
+	msgEnds []int
+	// positions are the block boundaries a cache read may end at, in
+	// order (computed with the breakpoints, only when there are any).
+	positions []position
+}
+
+// position is a block boundary of the prompt: the prefix ending there.
+type position struct {
+	key    [32]byte // hash of model and canonical prefix
+	tokens int      // tokens in the prefix
 }
 
 // breakpoint is a cacheable prefix ending at a cache_control marker.
@@ -61,11 +79,12 @@ type breakpoint struct {
 	key    [32]byte // hash of model and canonical prefix
 	tokens int      // tokens in the prefix
 	ttl    string   // "5m" or "1h"
+	pos    int      // its index in prompt.positions
 }
 
 // messagesRequest is the part of a Messages request the simulator reads.
-// Fields it does not model (metadata, output_config, context_management,
-// service_tier, temperature, top_k, top_p, and any the API adds later) are
+// Fields it does not model (metadata, service_tier, temperature, top_k,
+// top_p, and any the API adds later) are
 // ignored, as the decoder ignores unknown fields: the API accepts them.
 type messagesRequest struct {
 	Model         string            `json:"model"`
@@ -78,6 +97,13 @@ type messagesRequest struct {
 	ToolChoice    json.RawMessage   `json:"tool_choice"`
 	CacheControl  *cacheControl     `json:"cache_control"`
 	Thinking      json.RawMessage   `json:"thinking"`
+	// Diagnostics opts in to cache diagnostics (diagnostics.go); the
+	// other three are read only as parameters whose change makes the
+	// diagnosis unavailable.
+	Diagnostics       json.RawMessage `json:"diagnostics"`
+	ContextManagement json.RawMessage `json:"context_management"`
+	OutputConfig      json.RawMessage `json:"output_config"`
+	OutputFormat      json.RawMessage `json:"output_format"`
 }
 
 // thinkingConfig is the request's thinking parameter.
@@ -164,6 +190,7 @@ func parsePrompt(req *messagesRequest) (*prompt, *apierror.Error) {
 		}
 		p.tools = append(p.tools, toolDef{t.Name, t.InputSchema})
 		p.add(canonical(raw, t.CacheControl), len(raw), t.CacheControl)
+		p.segments[len(p.segments)-1].kind = "tool"
 	}
 	if len(req.System) > 0 && string(req.System) != "null" {
 		if err := p.addContent("system", true, req.System); err != nil {
@@ -193,12 +220,11 @@ func parsePrompt(req *messagesRequest) (*prompt, *apierror.Error) {
 		if err := p.addContent(tag, m.Role == "system", m.Content); err != nil {
 			return nil, errInvalid("messages." + strconv.Itoa(i) + "." + err.Message)
 		}
+		p.msgEnds = append(p.msgEnds, len(p.segments))
 	}
-	if req.CacheControl != nil && len(p.segments) > 0 {
-		// Automatic caching: the breakpoint goes on the last block.
-		// If that block has its own marker, it stays one breakpoint.
-		if last := &p.segments[len(p.segments)-1]; last.cc == nil {
-			last.cc = req.CacheControl
+	if req.CacheControl != nil {
+		if aerr := p.automaticBreakpoint(req.CacheControl); aerr != nil {
+			return nil, aerr
 		}
 	}
 
@@ -241,6 +267,40 @@ func parsePrompt(req *messagesRequest) (*prompt, *apierror.Error) {
 	return p, nil
 }
 
+// automaticBreakpoint applies a top-level cache_control as the
+// prompt-caching page documents automatic caching: the breakpoint goes on
+// the last cacheable block (not an empty text block, not a thinking
+// block), so it moves forward as the conversation grows. A block that
+// already carries the same marker stays one breakpoint; one with another
+// ttl is refused, as the API does. It counts toward the 4 breakpoints.
+func (p *prompt) automaticBreakpoint(cc *cacheControl) *apierror.Error {
+	for i := len(p.segments) - 1; i >= 0; i-- {
+		s := &p.segments[i]
+		if s.empty || s.outside || s.kind == "thinking" || s.kind == "redacted_thinking" {
+			continue
+		}
+		if s.cc == nil {
+			s.cc = cc
+			return nil
+		}
+		if ttlName(s.cc.TTL) != ttlName(cc.TTL) {
+			return errInvalid("cache_control: the top-level cache_control (automatic caching, ttl " + ttlName(cc.TTL) +
+				") falls on the last block, which has its own cache_control with ttl " + ttlName(s.cc.TTL) + "; give both the same ttl or drop one")
+		}
+		return nil
+	}
+	return nil
+}
+
+// ttlName is a cache_control ttl as it is billed: "1h", or "5m" for the
+// default.
+func ttlName(ttl string) string {
+	if ttl == "1h" {
+		return "1h"
+	}
+	return "5m"
+}
+
 func (p *prompt) add(canon []byte, chars int, cc *cacheControl) {
 	p.segments = append(p.segments, segment{canon: canon, tokens: request.EstimateTokens(chars), cc: cc})
 }
@@ -255,6 +315,8 @@ func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *ap
 			return errInvalid("content: " + err.Error())
 		}
 		p.add(textCanon(role, text), len(text), nil)
+		p.segments[len(p.segments)-1].kind = "text"
+		p.segments[len(p.segments)-1].empty = text == ""
 		return nil
 	}
 	var blocks []json.RawMessage
@@ -278,6 +340,8 @@ func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *ap
 		}
 		if blk.Type == "text" {
 			p.add(textCanon(role, blk.Text), len(blk.Text), blk.CacheControl)
+			p.segments[len(p.segments)-1].kind = "text"
+			p.segments[len(p.segments)-1].empty = blk.Text == ""
 			if i == 0 && role == "system" && attributionLine(b) {
 				p.segments[len(p.segments)-1].outside = true
 			}
@@ -287,6 +351,7 @@ func (p *prompt) addContent(role string, textOnly bool, raw json.RawMessage) *ap
 			p.toolResults++
 		}
 		p.add(append([]byte(role+"\x00"), canonical(b, blk.CacheControl)...), len(b), blk.CacheControl)
+		p.segments[len(p.segments)-1].kind = blk.Type
 	}
 	return nil
 }
@@ -331,6 +396,12 @@ func canonical(raw json.RawMessage, cc *cacheControl) []byte {
 	return out
 }
 
+// computeBreakpoints hashes the prefix ending at every block boundary a
+// cache read may end at (prompt.positions) and notes which of them carry
+// a breakpoint. Every block's end is a position, except that a run of
+// consecutive tool_use blocks, or of tool_result blocks, is one position
+// (its end) unless a breakpoint sits inside it: the prompt-caching page's
+// lookback counts positions so.
 func (p *prompt) computeBreakpoints() {
 	h := sha256.New()
 	h.Write([]byte(p.model))
@@ -347,16 +418,24 @@ func (p *prompt) computeBreakpoints() {
 		h.Write(s.canon)
 		h.Write([]byte{0})
 		tokens += s.tokens
+		if s.cc == nil && i+1 < len(p.segments) && sameRun(s.kind, p.segments[i+1].kind) {
+			continue
+		}
+		pos := position{tokens: tokens}
+		copy(pos.key[:], h.Sum(nil))
+		p.positions = append(p.positions, pos)
 		if s.cc == nil {
 			continue
 		}
-		bp := breakpoint{tokens: tokens, ttl: s.cc.TTL}
-		if bp.ttl == "" {
-			bp.ttl = "5m"
-		}
-		copy(bp.key[:], h.Sum(nil))
+		bp := breakpoint{key: pos.key, tokens: tokens, ttl: ttlName(s.cc.TTL), pos: len(p.positions) - 1}
 		p.breakpoints = append(p.breakpoints, bp)
 	}
+}
+
+// sameRun tells whether blocks of kinds a and b, one after the other,
+// are one lookback position: consecutive tool_use, or tool_result, blocks.
+func sameRun(a, b string) bool {
+	return a == b && (a == "tool_use" || a == "tool_result")
 }
 
 // mix is splitmix64 over two words: cheap, stateless, well-spread, so that
