@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -114,8 +117,18 @@ type Config struct {
 	ToolUseMax int
 	// ToolUseName, when set and offered in tools, is the tool an auto
 	// tool call calls (Claude Code's "Agent" starts a subagent); else the
-	// tool is chosen from the request hash.
+	// tool is chosen from the request hash. A comma-separated list names
+	// one tool per call in turn: the call made when the conversation
+	// holds k tool results calls the list's (k mod length)'th, so that a
+	// real agent's turns use several tools (Read, Grep, Glob).
 	ToolUseName string
+	// ToolUseInput, when it holds inputs for the tool a reply calls,
+	// gives the call one of them instead of an input drawn from
+	// the tool's schema: the (k mod count)'th when the conversation holds
+	// k tool results. A drawn input is valid but arbitrary (a Read of a
+	// file named "the"); a given one makes a real agent's tool act on
+	// what the test chose (a fixture file).
+	ToolUseInput map[string][]json.RawMessage
 
 	// RecordDir, when set, is a folder where the simulator writes every
 	// API request it receives (method, path, query and headers in
@@ -268,7 +281,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SlowStreamInterval, "slow-stream-interval", c.SlowStreamInterval, "gap between events under the slow-stream fault (0 = 1s)")
 	fs.Float64Var(&c.ToolUseShare, "tool-use-share", c.ToolUseShare, "share of tool_choice auto replies that call a tool (0 = 0.5, negative = none, 1 = all)")
 	fs.IntVar(&c.ToolUseMax, "tool-use-max", c.ToolUseMax, "no auto tool call once the conversation holds this many tool results (0 = no limit)")
-	fs.StringVar(&c.ToolUseName, "tool-use-name", c.ToolUseName, "the tool an auto tool call calls when offered (\"\" = chosen from the request)")
+	fs.StringVar(&c.ToolUseName, "tool-use-name", c.ToolUseName, "the tool an auto tool call calls when offered; a comma-separated list, one per call in turn (\"\" = chosen from the request)")
+	fs.Var((*toolInputs)(&c.ToolUseInput), "tool-use-input", "NAME=JSON: an input auto tool calls to tool NAME use instead of one drawn from its schema (repeat for more inputs, used in turn)")
 	fs.StringVar(&c.RecordDir, "record-dir", c.RecordDir, "write every API request (headers without credentials, exact body) to this folder")
 	fs.StringVar(&c.BedrockAccessKeyID, "bedrock-access-key-id", c.BedrockAccessKeyID, "the AWS access key id whose SigV4 signatures the Bedrock paths accept (\"\" = refuse all)")
 	fs.StringVar(&c.BedrockSecretAccessKey, "bedrock-secret-access-key", c.BedrockSecretAccessKey, "the secret access key the Bedrock paths check signatures with (a test value, never a real key)")
@@ -433,6 +447,40 @@ func (o Outage) status() int {
 		return o.Status
 	}
 	return 529
+}
+
+// toolInputs is the flag.Value form of ToolUseInput: each NAME=JSON adds
+// one input for tool NAME.
+type toolInputs map[string][]json.RawMessage
+
+func (m *toolInputs) String() string {
+	if m == nil || *m == nil {
+		return ""
+	}
+	var parts []string
+	for name, ins := range *m {
+		for _, in := range ins {
+			parts = append(parts, name+"="+string(in))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func (m *toolInputs) Set(v string) error {
+	name, in, ok := strings.Cut(v, "=")
+	name = strings.TrimSpace(name)
+	var obj map[string]any
+	if !ok || name == "" || json.Unmarshal([]byte(in), &obj) != nil || obj == nil {
+		return fmt.Errorf("tool input %q: want NAME=JSON object, e.g. Read={\"file_path\":\"README.md\"}", v)
+	}
+	var buf bytes.Buffer
+	_ = json.Compact(&buf, []byte(in)) // valid: decoded above
+	if *m == nil {
+		*m = map[string][]json.RawMessage{}
+	}
+	(*m)[name] = append((*m)[name], json.RawMessage(buf.Bytes()))
+	return nil
 }
 
 // workspaceList is the flag.Value form of []Workspace:

@@ -133,9 +133,11 @@ func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint6
 			// (half by default) call a tool, until ToolUseMax results.
 			if s.callsTool(p, h) {
 				tool = &p.tools[int(h>>20)%len(p.tools)]
-				for i := range p.tools {
-					if p.tools[i].Name == s.cfg.ToolUseName {
-						tool = &p.tools[i]
+				if name := s.toolUseName(p.toolResults); name != "" {
+					for i := range p.tools {
+						if p.tools[i].Name == name {
+							tool = &p.tools[i]
+						}
 					}
 				}
 				preamble = min(n, 12)
@@ -145,6 +147,9 @@ func (s *Server) answer(req *messagesRequest, p *prompt, wantTokens int, h uint6
 
 	if tool != nil {
 		input, _ := json.Marshal(valueFor(tool.Schema, rng))
+		if ins := s.cfg.ToolUseInput[tool.Name]; len(ins) > 0 {
+			input = ins[p.toolResults%len(ins)]
+		}
 		tb := replyBlock{kind: "tool_use", id: "toolu_" + idString(h), name: tool.Name, input: input, cost: request.EstimateTokens(len(input))}
 		if preamble+tb.cost <= maxTokens {
 			var r reply
@@ -189,6 +194,17 @@ func (s *Server) callsTool(p *prompt, h uint64) bool {
 		return false
 	}
 	return unit(mix(h, 0x7001)) < share
+}
+
+// toolUseName is the tool ToolUseName names for the call made when the
+// conversation holds results tool results: one of its comma-separated
+// names in turn; "" when it names none.
+func (s *Server) toolUseName(results int) string {
+	if s.cfg.ToolUseName == "" {
+		return ""
+	}
+	names := strings.Split(s.cfg.ToolUseName, ",")
+	return strings.TrimSpace(names[results%len(names)])
 }
 
 func textBlock(rng *rand.Rand, n int) replyBlock {
