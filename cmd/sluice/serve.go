@@ -27,6 +27,9 @@ func runServe(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, "serve"); err != nil {
+		return err
+	}
 	cfg, err := config.LoadEnv(fs)
 	if err != nil {
 		return err
