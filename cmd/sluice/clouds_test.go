@@ -23,11 +23,16 @@ import (
 // builds them, clouds included), windowed or not.
 func cloudSluice(t *testing.T, windowed bool, backends ...config.Backend) string {
 	t.Helper()
+	return cloudSluiceLog(t, windowed, slog.New(slog.DiscardHandler), backends...)
+}
+
+// cloudSluiceLog is cloudSluice logging to log.
+func cloudSluiceLog(t *testing.T, windowed bool, log *slog.Logger, backends ...config.Backend) string {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Enabled = windowed
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
 	cfg.Backends = backends
-	log := slog.New(slog.DiscardHandler)
 	parts, _, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		t.Fatal(err)
