@@ -52,6 +52,9 @@ func OpenStore(ctx context.Context, spec, dataDir string) (*Store, error) {
 			return nil, fmt.Errorf("bulk: create DATA_DIR: %w", err)
 		}
 		path := filepath.Join(dataDir, "bulk.db")
+		if err := sqlq.PrivateFile(path); err != nil { // it holds prompts
+			return nil, fmt.Errorf("bulk: %w", err)
+		}
 		// WAL lets reads go on beside the one writer; synchronous FULL
 		// makes each commit durable before the 202 it precedes.
 		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"

@@ -135,6 +135,23 @@ func TestURLSettingErrorsHideThePassword(t *testing.T) {
 	}
 }
 
+// A token in a URL's query is a secret as much as its password: an error
+// about UPSTREAM_URL or PUBLIC_URL never shows it (it showed ?token= while it
+// masked a password).
+func TestURLSettingErrorsHideTheQuery(t *testing.T) {
+	for _, setting := range []string{"UPSTREAM_URL", "PUBLIC_URL"} {
+		for _, v := range []string{"https://gw.internal/?token=s3cr3t", "https://gw.internal/v1?a=1&key=s3cr3t", "https://gw.internal/#s3cr3t"} {
+			_, err := Load(nil, env(map[string]string{setting: v}))
+			if err == nil {
+				t.Fatalf("%s=%s accepted", setting, v)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), setting) || !strings.Contains(err.Error(), "gw.internal") {
+				t.Errorf("error %q: want it to name the setting and the host, and hide the query", err)
+			}
+		}
+	}
+}
+
 // REDIS_URL holds a password: no error about it, nor about the redis
 // settings, ever quotes it.
 func TestRedisURLNeverShown(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Reading each setting's value: the apply functions of the settings table.
@@ -203,16 +205,15 @@ func parseAddr(dst *string, v string) error {
 	return nil
 }
 
-// redactURL hides the password of a URL's userinfo, so that an error
-// about a setting never shows a secret; text that is no URL is shown as
-// it is.
+// redactURL hides what may be secret in a URL (a password, the query's
+// values, a fragment: package redact), so that an error about a setting
+// never shows a secret; other text is shown as it is.
 func redactURL(v string) string {
-	u, err := url.Parse(v)
-	if err == nil && u.User != nil {
-		return u.Redacted()
+	if redact.Has(v) {
+		return redact.RawURL(v)
 	}
-	if err != nil && strings.Contains(v, "@") {
-		return "(not shown: it may hold a password)"
+	if _, err := url.Parse(v); err != nil && strings.ContainsAny(v, "@?#") {
+		return "(not shown: it may hold a password or token)"
 	}
 	return v
 }

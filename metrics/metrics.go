@@ -64,6 +64,7 @@ type Metrics struct {
 	UpstreamDuration *prometheus.HistogramVec // stream; whole exchange
 	UpstreamTTFB     prometheus.Histogram     // seconds to response headers
 	InvalidJSON      prometheus.Counter       // 200 answers whose body was not JSON, answered 502
+	KeyRefused       prometheus.Counter       // upstream 401s to a key sluice holds, answered 502
 	Retries          *prometheus.CounterVec   // cause
 	RetryBudgetSpent prometheus.Counter
 	Shed             prometheus.Counter
@@ -108,6 +109,8 @@ func New() *Metrics {
 		Help: "Time from sending an upstream attempt to its response headers.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})
 	m.InvalidJSON = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_upstream_invalid_json_total",
 		Help: "Upstream 200 answers to a non-streaming Messages request whose body was not valid JSON; each was answered 502 api_error instead."})
+	m.KeyRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_upstream_key_refused_total",
+		Help: "Upstream 401s to an API key sluice holds (inbound keys, or a backend's key); each was answered 502 api_error, since the client's own key was not the one refused."})
 	m.Retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_retries_total",
 		Help: "Upstream attempts retried in place, by cause (the status code, or connection)."}, []string{"cause"})
 	m.RetryBudgetSpent = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_retry_budget_exhausted_total",
@@ -147,7 +150,7 @@ func New() *Metrics {
 	m.GateLimitChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_gate_limit_changes_total",
 		Help: "Changes of the gate's slots by the adaptive limit (GATE_LIMIT=adaptive), by direction (up, down); the limit itself is sluice_gate_capacity_requests."}, []string{"direction"})
 	for _, c := range []prometheus.Collector{m.Requests, m.Flushes, m.WaveSize, m.SlotWait, m.QueueWait,
-		m.UpstreamDuration, m.UpstreamTTFB, m.InvalidJSON, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.ClientStalls, m.IdleConnsClosed, m.Tokens,
+		m.UpstreamDuration, m.UpstreamTTFB, m.InvalidJSON, m.KeyRefused, m.Retries, m.RetryBudgetSpent, m.Shed, m.Deadlines, m.Departed, m.ClientStalls, m.IdleConnsClosed, m.Tokens,
 		m.CacheGroups, m.CacheRequests, m.CacheHold, m.CacheSavings, m.CacheMissBlock, m.CacheMissTokens, m.CacheDistrusted,
 		m.GateLimitChanges} {
 		f(c)

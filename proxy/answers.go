@@ -166,7 +166,15 @@ func (p *Proxy) mapError(err error) *apierror.Error {
 	case errors.As(err, &ue):
 		// The upstream's address and the dial error are for the operator's
 		// log, not for clients: they may name a private host.
-		p.log.Warn("upstream call failed", "upstream", ue.Upstream, "dial", ue.Dial, "err", ue.Err)
+		p.log.Warn("upstream call failed", "upstream", ue.Upstream, "dial", ue.Dial, "credentials", ue.Credentials, "err", ue.Err)
+		if ue.Credentials {
+			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
+				Message: "sluice could not get the credentials of its cloud backend (Vertex: the service account, credentials_file or Application Default Credentials; Bedrock: the AWS credentials or profile); the request was not sent. Retry later; if it persists, the operator should check those credentials (sluice's log names the backend and the error)"}
+		}
+		if ue.Dial && p.routes != nil {
+			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
+				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check the url or endpoint of the backends in sluice's [[backends]] and that they are reachable"}
+		}
 		if ue.Dial {
 			return &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
 				Message: "sluice could not connect to its upstream; the request was not sent. Retry later; if it persists, the operator should check UPSTREAM_URL and that the upstream is reachable"}
@@ -214,6 +222,15 @@ func (p *Proxy) upstreamFailure(ctx context.Context, err error) error {
 		return err
 	}
 	return &upstream.Error{Upstream: p.upstreamName(), Err: err}
+}
+
+// upstreamName is the upstream ex was sent to, for the log: its key's
+// backend and place when routed (a cloud's too), else UPSTREAM_URL's.
+func (ex *exchange) upstreamName() string {
+	if ex.key != nil {
+		return "backend " + ex.key.Name
+	}
+	return ex.p.upstreamName()
 }
 
 func (p *Proxy) upstreamName() string {

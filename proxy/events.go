@@ -143,7 +143,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		// would return a partial Message without an error.
 		inBand = apierror.SSE("api_error", "the upstream's stream ended before message_stop, so the answer is incomplete; retry the request")
 		err = errStreamIncomplete
-		p.log.Warn("upstream stream ended before message_stop", "upstream", p.upstreamName(), "half_event", cut)
+		p.log.Warn("upstream stream ended before message_stop", "upstream", ex.upstreamName(), "half_event", cut)
 	case errors.Is(err, errClientWrite):
 		cancel(nil) // the client is gone or stopped reading: stop the upstream too
 	case errors.Is(err, errEventTooLarge):
@@ -162,7 +162,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		// The read error names the upstream's address (read tcp
 		// a->b: ...): for the operator's log, not the client, as
 		// mapError keeps it.
-		p.log.Warn("upstream stream broke", "upstream", p.upstreamName(), "err", err)
+		p.log.Warn("upstream stream broke", "upstream", ex.upstreamName(), "err", err)
 		inBand = apierror.SSE("api_error", "the upstream's stream broke before it ended; retry the request")
 	}
 	if inBand != nil {

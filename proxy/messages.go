@@ -285,6 +285,18 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 	}
 }
 
+// heldKey reports whether ex went upstream with a key sluice holds, not
+// the client's: a sluice key stood in for it (inbound keys), or it was
+// routed to a backend's key.
+func (ex *exchange) heldKey() bool {
+	return ex.desc.Inbound != nil || ex.key != nil
+}
+
+// errHeldKeyRefused answers a request whose upstream refused the key
+// sluice holds for it.
+var errHeldKeyRefused = &apierror.Error{Status: http.StatusBadGateway, Type: "api_error",
+	Message: "the upstream refused the API key sluice holds and sends for you (401): this is sluice's configuration, not your key; retry later, and tell whoever runs this sluice (the request id is in its log)"}
+
 // releaseBody gives the body's share of the budget back, once: at the
 // latest when the request is settled, and when its stream begins (see
 // letGoOfBody). Both run on the goroutine that runs the request.
@@ -315,6 +327,15 @@ func (ex *exchange) letGoOfBody() {
 
 // writeReply writes a whole upstream answer to the client.
 func (ex *exchange) writeReply(rep *reply) {
+	if rep.status == http.StatusUnauthorized && ex.heldKey() {
+		// The upstream refused the key sluice sent, not the client's:
+		// relayed, the client would take its own key for the bad one.
+		ex.p.metrics.KeyRefused.Inc()
+		ex.p.log.Error("the upstream refused the API key sluice holds (401); fix UPSTREAM_KEY_FILE, ANTHROPIC_API_KEY or the backend's keys",
+			"backend", ex.rec.backend, "upstream_request_id", ex.rec.upstreamID)
+		apierror.WriteSluice(ex.w, errHeldKeyRefused)
+		return
+	}
 	h := ex.w.Header()
 	upstream.CopyHeader(h, rep.header)
 	h.Set("Content-Length", strconv.Itoa(len(rep.data)))

@@ -21,6 +21,12 @@ func TestAmbiguousMemberNamesAreRefusedBeforeTheUpstream(t *testing.T) {
 			{`{"model":"claude-haiku-4-5","stream":false,"strea\u006d":true,` + msgs + `}`, "stream"},
 			{`{"model":"claude-haiku-4-5","max_tokens":1,"MAX_TOKENS":64000,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
 			{`{"model":"claude-haiku-4-5",` + msgs + `,"metadata":{"user_id":"a","user_i\u0064":"b"}}`, "user_id"},
+			// A NUL ends a name for a decoder of C strings; others trim a
+			// name's spaces (issue 37, item 8).
+			{`{"model":"claude-haiku-4-5","model\u0000":"claude-opus-4-1",` + msgs + `}`, "model"},
+			{`{"model":"claude-haiku-4-5","model ":"claude-opus-4-1",` + msgs + `}`, "model"},
+			{`{"model":"claude-haiku-4-5","model\u0000x":"claude-opus-4-1",` + msgs + `}`, "model"},
+			{`{"model":"claude-haiku-4-5","\tmodel":"claude-opus-4-1",` + msgs + `}`, "model"},
 		} {
 			status, body := send(t, "POST", f.url+"/v1/messages", tc.body, "x-api-key", sluiceKey("haiku-only"))
 			if status != 400 || errorType(t, body) != "invalid_request_error" || !strings.Contains(body, `\"`+tc.member+`\"`) {

@@ -91,14 +91,19 @@ func (ex *exchange) failoverNow() bool {
 // errNoBackend answers a request whose inbound key may use none of this
 // sluice's backends.
 func errNoBackend(in *request.Inbound) *apierror.Error {
-	names := "none"
-	name := ""
-	if in != nil {
-		names, name = strings.Join(in.Backends, ", "), in.Name
+	if in == nil {
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: "api_error",
+			Message: "no backend of this sluice serves this request; ask whoever runs this sluice to check its [[backends]]"}
 	}
+	names, name := strings.Join(in.Backends, ", "), in.Name
 	return &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
 		Message: fmt.Sprintf("the sluice key %q may use only the backends %s, and this sluice has none of them; ask whoever runs this sluice to fix the key's backends in the keys file", name, names)}
 }
+
+// errNoBatchBackend answers a Message Batches request on a sluice whose
+// backends are all clouds, which offer no batches (docs/clouds.md).
+var errNoBatchBackend = &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
+	Message: "Message Batches need an Anthropic backend (the first-party API), and this sluice has only cloud backends (Bedrock, Vertex), which offer no batches: send batches through a sluice with an Anthropic backend, or send each request to /v1/messages"}
 
 // errBulkNotAllowed answers a batch or bulk request of an inbound key
 // that may not use the backend of the bulk key, k, which batches go with.
@@ -121,7 +126,9 @@ func (p *Proxy) relayBackend(r *http.Request) (client upstream.Backend, done fun
 	var k *route.Key
 	done = func() {}
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
-		if k = p.routes.BulkKey(); k != nil && !k.Allows(inboundOf(r)) {
+		if k = p.routes.BulkKey(); k == nil {
+			return nil, func() {}, errNoBatchBackend
+		} else if !k.Allows(inboundOf(r)) {
 			return nil, func() {}, errBulkNotAllowed(inboundOf(r), k)
 		}
 	} else if k = firstParty(p.routes, r); k == nil {

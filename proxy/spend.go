@@ -36,7 +36,11 @@ func (p *Proxy) SpendByTenantModel(n int) []spend.TenantModel { return p.spend.B
 func (ex *exchange) charge(model string, u usage) {
 	estimated := ex.rec.cut
 	if estimated {
-		u.Output = max(u.Output, ex.rec.cutOutput)
+		out := ex.rec.cutOutput
+		if m := int64(ex.desc.Cost.MaxTokens); m > 0 {
+			out = min(out, m) // the upstream stops at max_tokens; the estimate's bytes a token may not
+		}
+		u.Output = max(u.Output, out)
 	}
 	c := ex.p.spend.Add(spend.Key{Tenant: ex.rec.tenant, Inbound: inboundLabel(ex), Model: model}, u.priced(), false, estimated)
 	ex.rec.costUSD, ex.rec.cost = c.Total(), costNote(c.Basis, estimated)

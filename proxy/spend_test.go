@@ -120,16 +120,29 @@ func TestSpendMatchesSimulator(t *testing.T) {
 
 // A stream whose client leaves before the upstream's final usage is
 // charged for the input message_start reported and for its output
-// estimated from the deltas relayed, and its access line and metrics say
-// the cost was estimated.
+// estimated from the deltas relayed, never more than the request's
+// max_tokens (64: the upstream cannot have generated more), and its access
+// line and metrics say the cost was estimated.
 func TestSpendCutStreamEstimated(t *testing.T) {
+	for _, c := range []struct {
+		deltas int   // of 25 tokens' text each
+		output int64 // charged
+	}{
+		{2, 50},
+		{4, 64}, // 100 estimated, past max_tokens
+	} {
+		t.Run(fmt.Sprint(c.deltas, "deltas"), func(t *testing.T) { testSpendCutStream(t, c.deltas, c.output) })
+	}
+}
+
+func testSpendCutStream(t *testing.T, deltas int, output int64) {
 	synctest.Test(t, func(t *testing.T) {
 		text := strings.Repeat("abcd", 25) // 100 bytes: 25 tokens at four bytes a token
 		upstream := func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, sseEvents[0]) // message_start: 25 input tokens, 1 output
 			io.WriteString(w, sseEvents[1])
-			for range 4 {
+			for range deltas {
 				fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", text)
 			}
 			w.(http.Flusher).Flush()
@@ -151,10 +164,10 @@ func TestSpendCutStreamEstimated(t *testing.T) {
 		cancel()
 		resp.Body.Close()
 		synctest.Wait()
-		c := price.Default().Cost("claude-sonnet-4-5", price.Usage{Input: 25, Output: 100}, false)
+		c := price.Default().Cost("claude-sonnet-4-5", price.Usage{Input: 25, Output: output}, false)
 		key := request.Tenant(http.Header{"X-Api-Key": {"sk-test"}}) // TENANT_FROM=key: the tenant is the key too
 		wantMetrics(t, rig,
-			fmt.Sprintf(`sluice_spend_tokens_total{key="%s",kind="output",model="claude-sonnet-4-5",tenant="%[1]s"} 100`, key),
+			fmt.Sprintf(`sluice_spend_tokens_total{key="%s",kind="output",model="claude-sonnet-4-5",tenant="%[1]s"} %d`, key, output),
 			fmt.Sprintf(`sluice_spend_estimated_usd_total{key="%s",model="claude-sonnet-4-5",tenant="%[1]s"} %v`, key, c.Total()))
 		if line := log.String(); !strings.Contains(line, "cost=estimated") || !strings.Contains(line, fmt.Sprintf("cost_usd=%v", c.Total())) {
 			t.Errorf("access line %q; want cost=estimated, cost_usd=%v", line, c.Total())

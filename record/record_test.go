@@ -314,3 +314,39 @@ func TestNewRecordingIsMode0600(t *testing.T) {
 		t.Errorf("a recording begun in an empty file of mode %v has mode %v; want 0600", os.FileMode(0o644), m)
 	}
 }
+
+// A dangling symlink at RECORD_FILE is refused, not followed: following it
+// would create the recording wherever the link points (another user's
+// directory, a path an attacker chose). A link to a file that exists (as
+// /dev/stdout is) is still taken.
+func TestDanglingSymlinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere", "made-by-sluice.jsonl")
+	if err := os.Mkdir(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "rec.jsonl")
+	if err := os.Symlink(target, link); err != nil {
+		t.Skipf("no symlinks here: %v", err)
+	}
+	r, err := Open(Config{Path: link, MaxBytes: 1 << 20})
+	if err == nil {
+		r.Close()
+		t.Fatal("a dangling symlink at RECORD_FILE was followed")
+	}
+	if !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("error %q; want it to say the path is a symbolic link to nothing", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("the link's target was created")
+	}
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = open(t, Config{Path: link, MaxBytes: 1 << 20})
+	r.Add(exchange(0))
+	r.Close()
+	if st, err := os.Stat(target); err != nil || st.Size() == 0 {
+		t.Errorf("a link to an existing file: %v, %v; want the recording written there", st, err)
+	}
+}

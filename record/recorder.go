@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -166,9 +167,9 @@ func (r *Recorder) Close() error {
 
 // open opens cfg.Path: a recording to continue, or a new one.
 func (r *Recorder) open() error {
-	f, err := os.OpenFile(r.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := openRecording(r.cfg.Path)
 	if err != nil {
-		return fmt.Errorf("RECORD_FILE: %w", err)
+		return err
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -195,6 +196,39 @@ func (r *Recorder) open() error {
 	salt, _ := hex.DecodeString(h.Salt)
 	r.header, r.h = h, newHasher(salt)
 	return nil
+}
+
+// openRecording opens path to append to, creating it 0600 where nothing
+// is. A symbolic link is followed only to a file that exists (as
+// /dev/stdout is): one pointing at nothing is refused, since following it
+// would create the recording wherever it points. Where nothing was, the
+// file is created with O_EXCL, which also refuses a link that appears
+// meanwhile.
+func openRecording(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode()&os.ModeSymlink != 0:
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("RECORD_FILE=%s is a symbolic link to a file that does not exist; sluice does not create a file where a link points: name the file itself, or create the link's target", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("RECORD_FILE: %w", err)
+		}
+		return f, nil
+	case errors.Is(err, fs.ErrNotExist):
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("RECORD_FILE: %w", err)
+		}
+		return f, nil
+	default:
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			return nil, fmt.Errorf("RECORD_FILE: %w", err)
+		}
+		return f, nil
+	}
 }
 
 // newHeader is the header of a new recording: a new id and salt.

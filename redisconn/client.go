@@ -25,6 +25,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Options configure a Client.
@@ -96,7 +98,7 @@ func Open(opt Options) (*Client, error) {
 	}
 	ro, err := redis.ParseURL(opt.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redis: REDIS_URL %s: %s", u.Redacted(), scrub(err.Error(), password(u)))
+		return nil, fmt.Errorf("redis: REDIS_URL %s: %s", redact.URL(u), scrub(err.Error(), password(u)))
 	}
 	// Every call is bounded by its context (opt.Timeout): no retries, one
 	// dial attempt, and sockets that give up as soon.
@@ -127,15 +129,9 @@ func Open(opt Options) (*Client, error) {
 	return c, nil
 }
 
-// Redacted is rawURL with its password hidden, for a log; text that is no
-// URL is not shown at all.
-func Redacted(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(not shown)"
-	}
-	return u.Redacted()
-}
+// Redacted is rawURL with its password and query values hidden, for a
+// log; text that is no URL is not shown at all.
+func Redacted(rawURL string) string { return redact.RawURL(rawURL) }
 
 // password is u's password, or "".
 func password(u *url.URL) string {

@@ -22,6 +22,7 @@ func FuzzParseAsEncodingJSON(f *testing.F) {
 		`{"stream":false,"strea\u006d":true}`, `{"\u017ftream":true}`, `{"max_to\u212aens":9}`,
 		`{"max_tokens":1,"max_tokens":2}`, `{"MAX_TOKENS":3}`, `{"mode\u006C":"m"}`, `{"model":"\ud83d\ude00"}`,
 		`{"metadata":{"user_id":"u","User_id":"v"}}`, `{"messages":[{"role":"user","content":[{"type":"text","text":"a","Text":"b"}]}]}`,
+		`{"model":"a","model\u0000":"b"}`, `{"model ":"b"}`, `{"\u200bstream":true}`, `{"model\u0000` + strings.Repeat("x", 80) + `":"b"}`,
 		`{"model":5,"stream":"yes","max_tokens":-1}`, `{"max_tokens":1e3}`, `{"max_tokens":99999999999}`, `{}`, `[]`, `{"a":1}x`,
 	} {
 		f.Add([]byte(s))
@@ -97,6 +98,8 @@ func ambiguous(body []byte, name string) bool {
 					if tok != name || o.count > 1 {
 						return true
 					}
+				} else if strings.EqualFold(string(unpadded([]byte(tok))), name) {
+					return true // "model\u0000", "model ": a decoder may read it as name
 				}
 				expectKey = false
 				continue

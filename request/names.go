@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,6 +18,10 @@ import (
 // names decoded, and refuses a body in which a member it reads appears
 // twice, or is spelled so that it matches only without regard to case:
 // then every decoder that accepts the body reads the member sluice read.
+// Some decoders also read a name only up to a NUL (C strings: "model\u0000"
+// is model) or trim its spaces ("model "); Parse refuses a name that is one
+// it reads but for such padding, which other decoders take as another
+// member.
 
 // fields is the names Parse reads in one kind of object: at most 16.
 type fields struct {
@@ -65,10 +70,15 @@ type NameError struct {
 	Where   string // the object: "the body", "metadata", "a message", ...
 	Name    string // the member Parse reads
 	Spelled string // the offending member's name as the body spells it, quoted
-	Twice   bool   // Name appears twice (the second time as Spelled); else Spelled differs from it in case
+	Twice   bool   // Name appears twice (the second time as Spelled); else Spelled differs from it in case or padding
+	Padded  bool   // Spelled is Name (but for case) with a NUL, space or control character some decoders drop
 }
 
 func (e *NameError) Error() string {
+	if e.Padded {
+		return fmt.Sprintf("%s has a member spelled %s, which decoders that stop at a NUL or trim spaces read as %q and others take for another member, so sluice cannot check the one the API will use: name it exactly %q, once",
+			e.Where, e.Spelled, e.Name, e.Name)
+	}
 	if e.Twice {
 		return fmt.Sprintf("%s has the member %q twice (the second time spelled %s); JSON decoders differ on which one counts, so sluice cannot check the one the API will use: send %q once",
 			e.Where, e.Name, e.Spelled, e.Name)
@@ -86,61 +96,109 @@ const maxSpelled = 64
 // it is none of s's names, or an error when it repeats one or matches one
 // only without regard to case.
 func (s *fields) check(key []byte, seen *uint16) (int, error) {
-	i, exact := s.index(key[1 : len(key)-1])
+	i, how := s.index(key[1 : len(key)-1])
 	switch {
 	case i < 0:
 		return -1, nil
-	case !exact:
-		return -1, s.refuse(i, key, false)
+	case how != exact:
+		return -1, s.refuse(i, key, false, how == padded)
 	case *seen&(1<<i) != 0:
-		return -1, s.refuse(i, key, true)
+		return -1, s.refuse(i, key, true, false)
 	}
 	*seen |= 1 << i
 	return i, nil
 }
 
-func (s *fields) refuse(i int, key []byte, twice bool) error {
+func (s *fields) refuse(i int, key []byte, twice, pad bool) error {
 	spelled := strings.ToValidUTF8(string(key), "\uFFFD")
 	if len(spelled) > maxSpelled {
 		spelled = Cut(spelled, maxSpelled) + "…"
 	}
-	return &NameError{Where: s.where, Name: s.names[i], Spelled: spelled, Twice: twice}
+	return &NameError{Where: s.where, Name: s.names[i], Spelled: spelled, Twice: twice, Padded: pad}
 }
 
+// match is how a member's name matches one Parse reads.
+type match int
+
+const (
+	exact  match = iota
+	folded       // only without regard to case, as encoding/json matches names
+	padded       // only once cut at a NUL and trimmed of spaces and control characters
+)
+
 // index is the index of the name that raw (the inside of a JSON string)
-// decodes to, exact, or that it matches only as encoding/json matches
-// names (bytes.EqualFold), not exact; -1 when it matches none.
-func (s *fields) index(raw []byte) (int, bool) {
+// decodes to, and how it matches; -1 when it matches none.
+func (s *fields) index(raw []byte) (int, match) {
 	for i, n := range s.names {
 		if string(raw) == n {
-			return i, true // nearly every member: no escape, exact
+			return i, exact // nearly every member: no escape, exact
 		}
 	}
 	if plain(raw) {
-		// ASCII alone folds to an ASCII name only as ASCII letters do.
+		// ASCII alone folds to an ASCII name only as ASCII letters do,
+		// and holds no NUL or control character (JSON escapes them).
 		for i, n := range s.names {
 			if asciiEqualFold(raw, n) {
-				return i, false
+				return i, folded
 			}
 		}
-		return -1, false
+		if t := bytes.Trim(raw, " "); len(t) < len(raw) {
+			for i, n := range s.names {
+				if asciiEqualFold(t, n) {
+					return i, padded
+				}
+			}
+		}
+		return -1, exact
 	}
 	var buf [maxName]byte
 	name, ok := decodeName(raw, buf[:0])
 	if !ok {
-		return -1, false
+		// Too long to be a name Parse reads, unless a NUL in its first
+		// bytes ends it for a decoder of C strings.
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			return s.padded(name[:i])
+		}
+		return -1, exact
 	}
 	for i, n := range s.names {
 		if string(name) == n {
-			return i, true
+			return i, exact
 		}
 	}
 	for i, n := range s.names {
 		if bytes.EqualFold(name, []byte(n)) {
-			return i, false
+			return i, folded
 		}
 	}
-	return -1, false
+	if t := unpadded(name); len(t) < len(name) {
+		return s.padded(t)
+	}
+	return -1, exact
+}
+
+// padded is the index of the name t, unpadded, matches without regard to
+// case; -1 when none.
+func (s *fields) padded(t []byte) (int, match) {
+	t = unpadded(t)
+	for i, n := range s.names {
+		if bytes.EqualFold(t, []byte(n)) {
+			return i, padded
+		}
+	}
+	return -1, exact
+}
+
+// unpadded is name cut at its first NUL, as a decoder of C strings reads
+// it, and trimmed of the spaces, control and format characters (a
+// zero-width space, a byte-order mark) some decoders drop.
+func unpadded(name []byte) []byte {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return bytes.TrimFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+	})
 }
 
 // maxName bounds a decoded name that can match one Parse reads: those

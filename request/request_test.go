@@ -390,6 +390,17 @@ func TestAmbiguousNames(t *testing.T) {
 		{`{"tools":[{"name":"t","cache_control":{},"Cache_Control":{}}]}`, "cache_control", false},
 		{`{"tools":[{"name":"t","cache_control":{"ttl":"1h","TTL":"5m"}}]}`, "ttl", false},
 		{`{"messages":[{"role":"user","content":"a"}],"cache_control":{"ttl":"5m","ttl":"1h"}}`, "ttl", true},
+		// Names some decoders read as one Parse reads: a NUL ends a C
+		// string, and some trim a name's spaces and control characters.
+		{`{"model":"claude-haiku-4-5","model\u0000":"claude-opus-4-1"}`, "model", false},
+		{`{"model":"claude-haiku-4-5","model ":"claude-opus-4-1"}`, "model", false},
+		{`{"model ":"claude-opus-4-1"}`, "model", false},
+		{`{" Model":"claude-opus-4-1"}`, "model", false},
+		{`{"model\u0000x":"claude-opus-4-1"}`, "model", false},
+		{`{"model\n":"claude-opus-4-1"}`, "model", false},
+		{`{"stream\u00a0":true}`, "stream", false},
+		{`{"metadata":{"user_id\u0000":"b"}}`, "user_id", false},
+		{`{"model\u0000` + strings.Repeat("x", 100) + `":"claude-opus-4-1"}`, "model", false},
 	} {
 		d, err := Parse([]byte(tc.body), http.Header{"X-Api-Key": {"k"}})
 		var ne *NameError

@@ -168,12 +168,12 @@ func New(specs []Spec, room Room, getenv func(string) string) (*Pool, error) {
 			if ref != "" {
 				secret, err := readKey(ref, getenv)
 				if err != nil {
-					return nil, fmt.Errorf("route: backend %s, key %d (%s): %w", s.Name, i+1, ref, err)
+					return nil, fmt.Errorf("route: backend %s, key %d (%s): %w", s.Name, i+1, showRef(ref), err)
 				}
 				k.secret = secret
 				k.Hash = request.Tenant(http.Header{"X-Api-Key": {secret}})
 				if other, ok := seen[k.Hash]; ok {
-					return nil, fmt.Errorf("route: backend %s, key %d (%s) is the same key as %s: each key once, or its limits are counted twice", s.Name, i+1, ref, other)
+					return nil, fmt.Errorf("route: backend %s, key %d (%s) is the same key as %s: each key once, or its limits are counted twice", s.Name, i+1, showRef(ref), other)
 				}
 				seen[k.Hash] = k.Name
 			} else {
@@ -194,12 +194,39 @@ func New(specs []Spec, room Room, getenv func(string) string) (*Pool, error) {
 // maxKeyBytes bounds what is read of a key file.
 const maxKeyBytes = 16 << 10
 
+// showRef is ref for an error: a file's path, or an environment
+// variable's name when it is one; anything else after env: may be a key
+// pasted where its variable's name belongs, and is not shown.
+func showRef(ref string) string {
+	if kind, name, _ := strings.Cut(ref, ":"); kind == "env" && !isEnvName(name) {
+		return fmt.Sprintf("env: and %d characters, not shown", len(name))
+	}
+	return ref
+}
+
+// isEnvName reports whether s is a name a shell gives a variable: letters,
+// digits and _, not starting with a digit. A key (sk-ant-...) is not one.
+func isEnvName(s string) bool {
+	if s == "" || len(s) > 128 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
 // readKey reads the key ref names: env:NAME or file:PATH.
 func readKey(ref string, getenv func(string) string) (string, error) {
 	kind, name, _ := strings.Cut(ref, ":")
 	var v string
 	switch kind {
 	case "env":
+		if !isEnvName(name) {
+			return "", errors.New("what follows env: is not a variable name (a key pasted in? name the environment variable that holds it, never the key)")
+		}
 		v = getenv(name)
 		if v == "" {
 			return "", errors.New("the environment variable is unset or empty")

@@ -102,6 +102,9 @@ func TestNewErrorsNeverHoldAKey(t *testing.T) {
 		{"two lines", []string{"file:" + twoLines}, "control character"},
 		{"missing file", []string{"file:" + filepath.Join(dir, "none")}, "read the key file"},
 		{"same key twice", []string{"env:DUP", "env:DUP2"}, "the same key as x/1"},
+		// A key pasted where its variable's name belongs.
+		{"pasted key", []string{"env:sk-secret-ant-api03-AbCdEf"}, "not a variable name"},
+		{"pasted key, twice", []string{"env:DUP", "env:sk-secret-one"}, "not a variable name"},
 	} {
 		_, err := New([]Spec{{Name: "x", Kind: "anthropic", Client: noClient{}, Keys: tc.keys, Cap: 1}}, nil, func(k string) string { return env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

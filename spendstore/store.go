@@ -121,6 +121,9 @@ func Open(durable bool, dataDir string, log *slog.Logger) (*Store, error) {
 			return nil, fmt.Errorf("spend store: create DATA_DIR: %w", err)
 		}
 		where = filepath.Join(dataDir, "spend.db")
+		if err := sqlq.PrivateFile(where); err != nil {
+			return nil, fmt.Errorf("spend store: %w", err)
+		}
 		// WAL: the admin API's reads go on beside the writer. NORMAL: a
 		// power cut may lose the last second's write, which FlushEvery
 		// already risks; a process crash loses nothing written.

@@ -3,6 +3,9 @@ package spendstore
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,5 +117,38 @@ func BenchmarkSpent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Spent(e)
+	}
+}
+
+// The books are the operator's alone: in a DATA_DIR that is already 0755,
+// spend.db and its -wal and -shm are made 0600 (SQLite makes a new
+// database 0644 and its -wal and -shm with the database's mode), and an
+// existing spend.db left 0644 by an earlier sluice is made 0600.
+func TestBooksAreMadePrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for round := range 2 {
+		s := open(t, true, dir, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		s.Spent(entry("acme", "k1", "m", 1.25, 100))
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"spend.db", "spend.db-wal", "spend.db-shm"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("round %d: %s is %v; want 0600", round, name, fi.Mode().Perm())
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(dir, "spend.db"), 0o644) // as an earlier sluice left it
 	}
 }

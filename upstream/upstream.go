@@ -103,7 +103,10 @@ func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 type Error struct {
 	Upstream string // scheme://host of the upstream
 	Dial     bool   // the connection could not be made: the request was not sent
-	Err      error
+	// Credentials: a cloud backend could not get its credentials (a
+	// token, signing keys), so the request was not sent (Dial is set too).
+	Credentials bool
+	Err         error
 }
 
 func (e *Error) Error() string {

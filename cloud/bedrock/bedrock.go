@@ -10,7 +10,6 @@ package bedrock
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -349,11 +348,13 @@ func scrub(s string, creds aws.Credentials) string {
 // decodeChunk is a chunk event's payload: one Messages stream event,
 // base64 in "bytes".
 func decodeChunk(payload []byte) ([]byte, error) {
+	// A []byte member is decoded from base64 by encoding/json straight
+	// from the payload: no copy of the base64 as a string first.
 	var chunk struct {
-		Bytes string `json:"bytes"`
+		Bytes []byte `json:"bytes"`
 	}
 	if err := json.Unmarshal(payload, &chunk); err != nil {
-		return nil, fmt.Errorf("chunk payload is not JSON: %w", err)
+		return nil, fmt.Errorf("chunk payload is not JSON, or its bytes not base64: %w", err)
 	}
-	return base64.StdEncoding.DecodeString(chunk.Bytes)
+	return chunk.Bytes, nil
 }

@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -44,20 +45,43 @@ type sseBody struct {
 	label   string
 	creds   aws.Credentials // scrubbed from an exception's message
 	payload []byte          // the decoder's reused payload buffer
-	out     []byte          // SSE not yet read
+	out     []byte          // SSE not yet read: a whole small event, or a big one's head
 	off     int
+	body    []byte // a big event's data line, read after out and before its end
 	err     error
 }
 
+// bigFrame is the frame size past which the payload buffer is not kept
+// for the next frame: a stream's rare big event should not hold its
+// frame's memory for the rest of the stream.
+const bigFrame = 1 << 20
+
 func (b *sseBody) Read(p []byte) (int, error) {
 	for b.off == len(b.out) {
+		if len(b.body) > 0 {
+			n := copy(p, b.body)
+			if b.body = b.body[n:]; len(b.body) == 0 {
+				b.body = nil
+				b.out, b.off = append(b.out[:0], "\n\n"...), 0
+			}
+			return n, nil
+		}
 		if b.err != nil {
 			return 0, b.err
 		}
 		b.out, b.off = b.out[:0], 0
-		if p, err := b.br.Peek(4); err == nil && binary.BigEndian.Uint32(p) > maxFrame {
-			b.err = fmt.Errorf("%s: event stream: a frame of %d bytes, over %d MB: not a Messages event", b.label, binary.BigEndian.Uint32(p), maxFrame>>20)
-			continue
+		var total uint32
+		if p, err := b.br.Peek(4); err == nil {
+			if total = binary.BigEndian.Uint32(p); total > maxFrame {
+				b.err = fmt.Errorf("%s: event stream: a frame of %d bytes, over %d MB: not a Messages event", b.label, total, maxFrame>>20)
+				continue
+			}
+		}
+		// The decoder reads the payload into this buffer through a
+		// bytes.Buffer: sized to the frame (and the Buffer's 512-byte read
+		// margin) it is filled once, not grown by doubling.
+		if need := int(total) + bytes.MinRead; cap(b.payload) < need {
+			b.payload = make([]byte, 0, need)
 		}
 		msg, err := b.dec.Decode(b.br, b.payload)
 		if err != nil {
@@ -70,9 +94,15 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		}
 		b.payload = msg.Payload[:0]
 		b.translate(msg)
+		if cap(b.payload) > bigFrame {
+			b.payload = nil
+		}
 	}
 	n := copy(p, b.out[b.off:])
 	b.off += n
+	if b.off == len(b.out) && cap(b.out) > bigFrame {
+		b.out, b.off = nil, 0
+	}
 	return n, nil
 }
 
@@ -94,6 +124,13 @@ func (b *sseBody) translate(msg eventstream.Message) {
 		}
 		if json.Unmarshal(data, &ev) != nil || ev.Type == "" {
 			b.err = fmt.Errorf("%s: event stream: a chunk is not a Messages stream event", b.label)
+			return
+		}
+		if len(data) > bigFrame && bytes.IndexByte(data, '\n') < 0 {
+			// Served from data itself, not copied into out: its head, the
+			// data line, then its end (see Read).
+			b.out = append(append(append(b.out, "event: "...), ev.Type...), "\ndata: "...)
+			b.body = data
 			return
 		}
 		b.out = cloudwire.SSEEvent(b.out, ev.Type, data)

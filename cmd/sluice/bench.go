@@ -43,8 +43,8 @@ func runBench(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
+	if err := noArgs(fs, "bench"); err != nil {
+		return err
 	}
 	if ov.on {
 		return ov.run(fs, *quiet)

@@ -23,18 +23,27 @@ import (
 // builds them, clouds included), windowed or not.
 func cloudSluice(t *testing.T, windowed bool, backends ...config.Backend) string {
 	t.Helper()
+	return cloudSluiceLog(t, windowed, slog.New(slog.DiscardHandler), backends...)
+}
+
+// cloudSluiceLog is cloudSluice logging to log.
+func cloudSluiceLog(t *testing.T, windowed bool, log *slog.Logger, backends ...config.Backend) string {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Enabled = windowed
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
 	cfg.Backends = backends
-	return serveParts(t, cfg, nil)
+	return serveParts(t, cfg, log, nil)
 }
 
 // serveParts serves sluice for cfg on loopback, its parts built as serve
-// builds them, with sluice keys in (nil: none), and returns its URL.
-func serveParts(t *testing.T, cfg config.Config, in *proxy.Inbound) string {
+// builds them, logging to log (nil: nowhere), with sluice keys in (nil:
+// none), and returns its URL.
+func serveParts(t *testing.T, cfg config.Config, log *slog.Logger, in *proxy.Inbound) string {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	parts, _, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func contractSluice(t *testing.T, s *cloudtest.Sim, kind, serviceAccount string,
 		t.Setenv("SLUICE_TEST_CONTRACT_FOUNDRY_KEY", cloudtest.FoundryAPIKey)
 		cfg.Backends = []config.Backend{{Name: "azure", Kind: "foundry", Endpoint: s.URL + "/anthropic", Keys: []string{"env:SLUICE_TEST_CONTRACT_FOUNDRY_KEY"}}}
 	}
-	return serveParts(t, cfg, nil)
+	return serveParts(t, cfg, nil, nil)
 }
 
 // contractBody is a Claude Code-shaped request: a cached system prompt,

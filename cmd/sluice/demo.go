@@ -38,6 +38,9 @@ func runDemo(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, "demo"); err != nil {
+		return err
+	}
 	cfg, err := config.LoadDefaults(fs, os.LookupEnv, map[string]string{"BATCH_ENABLED": "1"}) // the demo is about windowing
 	if err != nil {
 		return err

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/sluicebin"
 )
 
 // Every --help that prints the settings fits a terminal of 80 columns.
@@ -47,5 +52,39 @@ func TestServeHelpPrintsTheSettings(t *testing.T) {
 	serveUsage(&b)
 	if !strings.Contains(b.String(), "BATCH_MAX_CONCURRENCY  --batch-max-concurrency  (default 8)") {
 		t.Errorf("serve --help lacks the settings:\n%s", b.String())
+	}
+}
+
+// A command refuses an argument it does not take, with its usage on stderr
+// and exit code 2, rather than ignoring it: the image's entrypoint is
+// `sluice serve`, so `podman run IMAGE version` runs `sluice serve version`,
+// which must not start a server.
+func TestCommandsRefuseStrayArguments(t *testing.T) {
+	bin := sluicebin.Path(t)
+	for _, args := range [][]string{
+		{"serve", "version"},
+		{"serve", "bogus-arg"},
+		{"serve", "--listen", "127.0.0.1:0", "bogus-arg"},
+		{"demo", "bogus-arg"},
+		{"sim", "bogus-arg"},
+		{"bench", "bogus-arg"},
+		{"version", "bogus-arg"},
+		{"inbound-key", "a", "b"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "UPSTREAM_KEY=sk-ant-test", "LISTEN_ADDR=127.0.0.1:0")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("sluice %s: %v (stdout %q, stderr %q); want exit code 2", strings.Join(args, " "), err, stdout.String(), stderr.String())
+			continue
+		}
+		if !strings.Contains(stderr.String(), args[len(args)-1]) || !strings.Contains(strings.ToLower(stderr.String()), "usage") {
+			t.Errorf("sluice %s: stderr %q; want the stray argument named and the usage", strings.Join(args, " "), stderr.String())
+		}
 	}
 }

@@ -54,6 +54,10 @@ func run(args []string, stdout io.Writer) error {
 	}
 	switch args[0] {
 	case "version", "--version", "-version":
+		if len(args) > 1 {
+			usage(os.Stderr)
+			return fmt.Errorf("version takes no arguments: %q is not one (usage above)", args[1])
+		}
 		writeVersion(stdout)
 		return nil
 	}
@@ -63,6 +67,19 @@ func run(args []string, stdout io.Writer) error {
 		return fmt.Errorf("unknown command %q", args[0])
 	}
 	return cmd.run(args[1:])
+}
+
+// noArgs refuses the arguments left after fs's flags, which name, a
+// command taking only flags, does not take: its usage goes to stderr and
+// the error makes main exit 2. Ignoring them would let `podman run IMAGE
+// version`, whose entrypoint is `sluice serve`, start a server unasked.
+func noArgs(fs *flag.FlagSet, name string) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	fs.SetOutput(os.Stderr)
+	fs.Usage()
+	return fmt.Errorf("%s takes no arguments, only flags: %q is not one (usage above)", name, fs.Arg(0))
 }
 
 func usage(w io.Writer) {

@@ -52,7 +52,7 @@ func keyedCloudSluice(t *testing.T, keys map[string]string, backends ...config.B
 	cfg.Enabled = true
 	cfg.UpstreamURL, _ = url.Parse("http://127.0.0.1:1") // unused: every call is routed
 	cfg.Backends = backends
-	return serveParts(t, cfg, in)
+	return serveParts(t, cfg, nil, in)
 }
 
 func listModels(t *testing.T, base, key string) []string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/logbuf"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -25,6 +26,9 @@ func runServe(args []string) error {
 	config.RegisterFlags(fs)
 	fs.Usage = func() { serveUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, "serve"); err != nil {
 		return err
 	}
 	cfg, err := config.LoadEnv(fs)
@@ -166,7 +170,7 @@ func withPublicURL(cfg config.Config, addr net.Addr, log *slog.Logger) config.Co
 // logListening writes the start-up line. The upstream URL is redacted: a
 // password in its userinfo must never reach a log.
 func logListening(log *slog.Logger, addr net.Addr, cfg config.Config) {
-	log.Info("sluice listening", "addr", addr.String(), "upstream", cfg.UpstreamURL.Redacted(), "public_url", cfg.PublicURL.String(),
+	log.Info("sluice listening", "addr", addr.String(), "upstream", redact.URL(cfg.UpstreamURL), "public_url", redact.URL(cfg.PublicURL),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout,
 		"inbound_keys", cfg.InboundKeysFile != "", "tls", cfg.TLSCertFile != "")

@@ -32,8 +32,8 @@ func runSim(args []string) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	if err := noArgs(fs, "sim"); err != nil {
+		return err
 	}
 
 	if cfg.RecordDir != "" {

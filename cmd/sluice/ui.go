@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
@@ -38,6 +39,7 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	if inbound != nil { // the keys' own budgets beside the config file's
 		cfg.Budgets = append(slices.Clip(cfg.Budgets), inbound.Budgets()...)
 	}
+	warnClientNamedTenants(log, cfg, inbound != nil)
 	parts, shared, closeShared, err := buildParts(cfg, log)
 	if err != nil {
 		flushSpans()
@@ -113,4 +115,29 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 		hs.api = web.Mount(ui, p)
 	}
 	return hs, nil
+}
+
+// warnClientNamedTenants says at start that a budget on a tenant binds
+// nothing a client cannot leave when the client names its own tenant
+// (TENANT_FROM=header or metadata; session, unless inbound keys name it):
+// a request naming another tenant escapes it. A budget on the client's
+// key (key = "...", or in the keys file) binds whatever tenant it names.
+func warnClientNamedTenants(log *slog.Logger, cfg config.Config, inbound bool) {
+	named := cfg.TenantFrom == config.TenantFromHeader || cfg.TenantFrom == config.TenantFromMetadata ||
+		(cfg.TenantFrom == config.TenantFromSession && !inbound)
+	if !named {
+		return
+	}
+	var tenants []string
+	for _, b := range cfg.Budgets {
+		if b.Tenant != "" {
+			tenants = append(tenants, b.Tenant)
+		}
+	}
+	if len(tenants) == 0 {
+		return
+	}
+	log.Warn("budgets on tenants bind only clients that name them: with TENANT_FROM="+cfg.TenantFrom.String()+
+		" the client names its own tenant, and a request naming another escapes the tenant's budget; to bind a client whatever tenant it names, budget its key (key = the key's short hash in [[budgets]], or a budget in INBOUND_KEYS_FILE's entry; docs/spend.md)",
+		"tenant_from", cfg.TenantFrom.String(), "budgeted_tenants", strings.Join(tenants, ","))
 }

@@ -333,5 +333,5 @@ func (b *Backend) Send(out *http.Request) (*http.Response, error) {
 // had: nothing was sent, so, as after a failed dial, the caller may try
 // another backend.
 func (b *Backend) NoCredentials(err error) *upstream.Error {
-	return &upstream.Error{Upstream: b.Origin(), Dial: true, Err: err}
+	return &upstream.Error{Upstream: b.Origin(), Dial: true, Credentials: true, Err: err}
 }
