@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/regfile"
 )
 
 // Exchange is what the proxy hands the recorder of one Messages exchange:
@@ -166,7 +168,7 @@ func (r *Recorder) Close() error {
 
 // open opens cfg.Path: a recording to continue, or a new one.
 func (r *Recorder) open() error {
-	f, err := os.OpenFile(r.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := regfile.OpenFile(r.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("RECORD_FILE: %w", err)
 	}
@@ -307,7 +309,7 @@ func (r *Recorder) rotate() error {
 	// O_EXCL: Path was just renamed away, so anything there now was put
 	// there meanwhile (a symbolic link, say, to a file sluice must not
 	// truncate): refuse it rather than follow it.
-	f, err := os.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	f, err := regfile.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
