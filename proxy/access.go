@@ -111,6 +111,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if logged {
 		p.logAccess(r, rec, line)
 	}
+	if sw.Status() == 0 {
+		// Nothing was answered: the client left first (a FIN, which a
+		// client that only half-closed its side sends too). net/http would
+		// send an empty 200, a success that holds nothing; the connection
+		// is closed instead, with no answer (net/http logs nothing for
+		// this panic).
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // deliver sends an answer that declared its length (every answer of
