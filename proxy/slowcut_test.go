@@ -11,9 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
@@ -131,4 +135,67 @@ func TestClientTakingNothingIsCutAndSaidSo(t *testing.T) {
 	if got := counterValue(t, p, "sluice_stream_client_stalls_total"); got != 1 {
 		t.Errorf("sluice_stream_client_stalls_total = %v; want 1", got)
 	}
+}
+
+// deadlineWriter records the write deadlines set on it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (w *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	return nil
+}
+
+func (w *deadlineWriter) get() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deadline
+}
+
+// The renewal in virtual time: while the client's acknowledged count
+// moves, the write's deadline stays 1.25 × idle ahead of the last move
+// seen; once it stops moving, the deadline is left to pass within 1.25 ×
+// idle of the last move; after stop, nothing renews it.
+func TestWriteDeadlineFollowsTheClientsProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 8 * time.Second
+		var acked atomic.Uint64
+		w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
+		sp := newStreamPipe(1<<20, &byteBudget{limit: 1 << 20})
+		sp.idle, sp.rc, sp.progress = idle, http.NewResponseController(w), func() uint64 { return acked.Load() }
+		stop, bound := sp.keepRenewing()
+		if bound != idle+idle/4 {
+			t.Fatalf("bound %v; want 1.25 × idle", bound)
+		}
+		start := time.Now()
+		sp.renew(sp.rc, bound) // as the write's first piece does
+		// A byte taken every 5 s for a minute: never within 1 s of
+		// its deadline.
+		for range 12 {
+			time.Sleep(5 * time.Second)
+			acked.Add(1)
+			synctest.Wait()
+			if left := time.Until(w.get()); left < time.Second {
+				t.Fatalf("at %v, a client taking a byte every 5 s has %v before its deadline", time.Since(start), left)
+			}
+		}
+		// Then nothing: once the last move has been seen, no renewal.
+		time.Sleep(idle/4 + time.Second)
+		last := w.get()
+		time.Sleep(3 * idle)
+		if !w.get().Equal(last) || last.Sub(time.Now()) > 0 {
+			t.Fatalf("a client that took nothing for %v: deadline %v from now; want it passed and not renewed", 3*idle, time.Until(last))
+		}
+		stop()
+		acked.Add(1)
+		time.Sleep(idle)
+		if !w.get().Equal(last) {
+			t.Fatal("renewed after stop")
+		}
+	})
 }

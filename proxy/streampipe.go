@@ -455,23 +455,29 @@ func clientWriteError(err error) error {
 // not cut). Without a probe (not TCP), each piece of a write has its own
 // deadline of idle, as writeRenewingWhile sets.
 //
-// bound is the deadline each piece of the write starts with.
+// bound is the deadline each piece of the write starts with. The socket is
+// first asked at the first check, not before the write: most writes end
+// long before it, and cost no system call for it (docs/streams.md).
 func (sp *streamPipe) keepRenewing() (stop func(), bound time.Duration) {
 	if sp.progress == nil || sp.idle <= 0 {
 		return func() {}, sp.idle
 	}
 	bound = sp.idle + sp.idle/4
 	var mu sync.Mutex
-	stopped := false
-	last := sp.progress()
+	stopped, asked := false, false
+	var last uint64
 	var t *time.Timer
+	mu.Lock() // t is set before its function can read it
+	defer mu.Unlock()
 	t = time.AfterFunc(sp.idle/4, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {
 			return
 		}
-		if now := sp.progress(); now != last {
+		if now := sp.progress(); !asked {
+			asked, last = true, now
+		} else if now != last {
 			last = now
 			sp.renew(sp.rc, bound)
 		}
