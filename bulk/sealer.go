@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/regfile"
 )
 
 // sealer encrypts submitters' credentials at rest with AES-256-GCM. The
@@ -44,7 +46,7 @@ func newSealer(secret, dataDir string) (*sealer, error) {
 }
 
 func loadOrMakeKey(path string) ([]byte, error) {
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := regfile.ReadFile(path, 1<<10); err == nil {
 		key, err := hex.DecodeString(strings.TrimSpace(string(b)))
 		if err != nil || len(key) != 32 {
 			return nil, fmt.Errorf("bulk: %s is not a 64-digit hex key; restore it, or set BULK_SECRET", path)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -39,7 +39,7 @@ type fileTables struct {
 // readFile reads the config file at path: its settings, and its tables.
 func readFile(path string) (map[string]fileValue, fileTables, error) {
 	var t fileTables
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, -1)
 	if err != nil {
 		return nil, t, fmt.Errorf("config file: %w", err)
 	}

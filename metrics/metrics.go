@@ -70,7 +70,7 @@ type Metrics struct {
 	Shed             prometheus.Counter
 	Deadlines        prometheus.Counter
 	Departed         prometheus.Counter
-	ClientStalls     prometheus.Counter       // stream clients cut by STREAM_CLIENT_STALL_S
+	ClientStalls     prometheus.Counter       // stream clients cut for their reading (STREAM_CLIENT_STALL_S, STREAM_IDLE_TIMEOUT_S)
 	IdleConnsClosed  prometheus.Counter       // idle keep-alive connections closed to admit a new one
 	Tokens           *prometheus.CounterVec   // model, kind
 	CacheGroups      prometheus.Counter       // leaders that got a held follower
@@ -122,7 +122,7 @@ func New() *Metrics {
 	m.Departed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_departed_clients_total",
 		Help: "Windowed requests whose client hung up before the answer."})
 	m.ClientStalls = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_stream_client_stalls_total",
-		Help: "Streams whose client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it: the connection was cut and the slot given back."})
+		Help: "Streams whose client sluice cut for its reading: it took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it (the slot given back), or for STREAM_IDLE_TIMEOUT_S while sluice had bytes for it."})
 	m.IdleConnsClosed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_idle_connections_closed_total",
 		Help: "Idle keep-alive connections closed to admit a new connection at MAX_PENDING_CONNS."})
 	m.Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tokens_total",

@@ -333,29 +333,39 @@ func TestClientHalfCloseCancelsTheParkedRequest(t *testing.T) {
 		select {
 		case <-rw.Context().Done():
 			seen <- rw.Context().Err()
+			if r.URL.Path == "/answer" {
+				io.WriteString(rw, "late")
+			}
 		case <-time.After(5 * time.Second):
 			seen <- errors.New("still not cancelled after 5s")
 		}
 	}))
-	c := dialTCP(t, srv.Listener.Addr().String())
-	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ path, want string }{
+		// What the handler answered anyway still reaches the client,
+		// which can read; then the connection is closed.
+		{"/answer", "HTTP/1.1 200 OK\r\n"},
+		// Nothing answered: nothing sent, no empty 200 (issue 37, item
+		// 5); the connection is closed.
+		{"/nothing", ""},
+	} {
+		c := dialTCP(t, srv.Listener.Addr().String())
+		if _, err := io.WriteString(c, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"); err != nil {
+			t.Fatal(err)
+		}
+		// The client will send nothing more: its connection reads EOF on
+		// the server's side, which net/http takes as the client gone.
+		if err := c.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-seen; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: the request's context: %v; want it cancelled", tc.path, err)
+		}
+		got, err := io.ReadAll(c)
+		if err != nil || !strings.HasPrefix(string(got), tc.want) || (tc.want == "" && len(got) > 0) {
+			t.Fatalf("%s: after the cancellation the client read %q, %v; want %q first", tc.path, got, err, tc.want)
+		}
+		waitParked(t, pk, 0)
 	}
-	// The client will send nothing more: its connection reads EOF on the
-	// server's side, which net/http takes as the client gone.
-	if err := c.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-seen; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the request's context: %v; want it cancelled", err)
-	}
-	// What the handler answered anyway still reaches the client, which
-	// can read; then the connection is closed.
-	got, err := io.ReadAll(c)
-	if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n") {
-		t.Fatalf("after the cancellation the client read %q, %v", got, err)
-	}
-	waitParked(t, pk, 0)
 }
 
 // cork holds c's writes until it is half-closed, so that the bytes written

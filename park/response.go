@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -89,6 +90,10 @@ func (rw *Response) WriteHeader(code int) {
 		}
 	}
 }
+
+// errNoAnswer marks a Response finished with nothing sent to a client that
+// had gone: no status line either.
+var errNoAnswer = errors.New("park: the client left before its answer began")
 
 // bufferBeforeChunking is how much body waits for the handler to finish,
 // so that a short answer goes out with its length rather than chunked (the
@@ -256,13 +261,21 @@ func (rw *Response) writeBody(p []byte) error {
 // Finish completes the answer (sending it, if the handler wrote nothing,
 // as an empty 200) and lets the connection go: back to the server once the
 // client sends its next request, or closed if the client asked for that,
-// the answer was cut short, or the Parker is shutting down. Call it exactly
-// once, when the answer is complete; the Response must not be used after.
+// the answer was cut short, or the Parker is shutting down. A client seen
+// gone (its FIN: one that only half-closed its side sends it too) to which
+// nothing was written gets no answer at all, rather than an empty 200: the
+// connection is closed. Call it exactly once, when the answer is complete;
+// the Response must not be used after.
 func (rw *Response) Finish() {
-	if rw.status == 0 {
+	switch {
+	case rw.status == 0 && rw.ctx.Err() != nil:
+		rw.werr = errNoAnswer // nothing committed, nothing sent; closed below
+	case rw.status == 0:
 		rw.WriteHeader(http.StatusOK)
+		fallthrough
+	default:
+		rw.commit(true)
 	}
-	rw.commit(true)
 	if rw.chunked && rw.werr == nil {
 		_, rw.werr = rw.writer().WriteString("0\r\n\r\n")
 	}

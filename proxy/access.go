@@ -62,6 +62,9 @@ type record struct {
 	cost      string
 	cut       bool
 	cutOutput int64
+	// clientCut says why a stream's client was cut for its reading
+	// (streamPipe.cutFor); "" if it was not.
+	clientCut string
 }
 
 type recordKey struct{}
@@ -110,6 +113,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	deliver(sw)
 	if logged {
 		p.logAccess(r, rec, line)
+	}
+	if sw.Status() == 0 {
+		// Nothing was answered: the client left first (a FIN, which a
+		// client that only half-closed its side sends too). net/http would
+		// send an empty 200, a success that holds nothing; the connection
+		// is closed instead, with no answer (net/http logs nothing for
+		// this panic).
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -190,6 +201,7 @@ func (p *Proxy) logAccess(r *http.Request, rec *record, f accessFields) {
 		slog.String("cache_miss_block", rec.missBlock), slog.Int("cache_miss_tokens", rec.missTokens),
 		slog.Float64("bucket_wait_ms", millis(rec.bucketWait)),
 		slog.Float64("cost_usd", rec.costUSD), slog.String("cost", rec.cost),
+		slog.String("client_cut", rec.clientCut),
 		slog.Float64("duration_ms", millis(end.Sub(rec.start))))
 }
 

@@ -51,7 +51,11 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
-	if c, ok := ex.r.Context().Value(connKey{}).(net.Conn); ok && p.cfg.StreamClientStall > 0 {
+	c, ok := ex.r.Context().Value(connKey{}).(net.Conn)
+	if ok {
+		pipe.progress = ackedBytes(c)
+	}
+	if ok && p.cfg.StreamClientStall > 0 {
 		pipe.stall, pipe.acked = p.cfg.StreamClientStall, ackedBytes(c)
 		pipe.cut = func() {
 			p.metrics.ClientStalls.Inc()

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/budget"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -73,14 +73,29 @@ func LoadInbound(o InboundOptions) (*Inbound, error) {
 	return in, nil
 }
 
+// ErrHeldKeyKept is Reload's error when the keys file was read and is in
+// force, but UPSTREAM_KEY_FILE could not be: the previous upstream key
+// stays.
+var ErrHeldKeyKept = errors.New("the keys file is reloaded, but the upstream key file is not")
+
 // Reload reads both files again and, if they are good, swaps them in; if
-// not, the previous keys stay in force and the error says why.
+// the keys file is not, the previous keys stay in force and the error says
+// why. A keys file that loads is swapped in even when the upstream key
+// file does not (ErrHeldKeyKept): a key revoked must not stay in force for
+// a fault in another file.
 func (in *Inbound) Reload() error {
-	set, err := in.load()
+	up, upErr := in.upstreamKey()
+	if upErr != nil {
+		up = in.set.Load().upstream
+	}
+	set, err := in.loadKeys(up)
 	if err != nil {
 		return err
 	}
 	in.set.Store(set)
+	if upErr != nil {
+		return fmt.Errorf("%w: %w", ErrHeldKeyKept, upErr)
+	}
 	return nil
 }
 
@@ -115,20 +130,35 @@ type keysFileEntry struct {
 const maxKeysFile = 32 << 20
 
 func (in *Inbound) load() (*keySet, error) {
+	up, err := in.upstreamKey()
+	if err != nil {
+		return nil, err
+	}
+	return in.loadKeys(up)
+}
+
+// upstreamKey reads the key sluice holds: UPSTREAM_KEY_FILE's, or the
+// environment's.
+func (in *Inbound) upstreamKey() (string, error) {
 	up := in.envKey
 	if in.upstreamKeyFile != "" {
 		b, err := readSmall(in.upstreamKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("UPSTREAM_KEY_FILE: %w", err)
+			return "", fmt.Errorf("UPSTREAM_KEY_FILE: %w", err)
 		}
 		up = strings.TrimSpace(string(b))
 	}
 	if up == "" {
-		return nil, errors.New("inbound keys need an upstream API key for sluice to hold: set ANTHROPIC_API_KEY, or UPSTREAM_KEY_FILE to a file holding it")
+		return "", errors.New("inbound keys need an upstream API key for sluice to hold: set ANTHROPIC_API_KEY, or UPSTREAM_KEY_FILE to a file holding it")
 	}
 	if strings.ContainsFunc(up, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return nil, errors.New("the upstream API key holds a control character (a line break inside UPSTREAM_KEY_FILE?); it must be one line")
+		return "", errors.New("the upstream API key holds a control character (a line break inside UPSTREAM_KEY_FILE?); it must be one line")
 	}
+	return up, nil
+}
+
+// loadKeys reads the keys file, with up the upstream key it goes with.
+func (in *Inbound) loadKeys(up string) (*keySet, error) {
 	set := &keySet{upstream: up, upstreamHash: request.Tenant(http.Header{"X-Api-Key": {up}})}
 	b, err := readSmall(in.keysFile)
 	if err != nil {
@@ -192,18 +222,9 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	return k, nil
 }
 
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
-	if err == nil && len(b) > maxKeysFile {
-		err = fmt.Errorf("larger than %d MB", maxKeysFile>>20)
-	}
-	return b, err
-}
+// readSmall reads a keys file, only if it is a regular file: a named pipe
+// would hold the reload (and the shutdown after it) waiting for a writer.
+func readSmall(path string) ([]byte, error) { return regfile.ReadFile(path, maxKeysFile) }
 
 // match finds the key whose hash is cred's. Every key is compared, each
 // in constant time, so the time taken says nothing of which hash came

@@ -273,6 +273,9 @@ func (ex *exchange) answer(ctx context.Context, err error) {
 		if err != nil {
 			ex.p.logPanic(err)
 		}
+		if ex.rec.clientCut = ex.out.cutFor(); ex.rec.clientCut == "client_idle" {
+			ex.p.metrics.ClientStalls.Inc() // a stall's is counted as it is cut
+		}
 	case err == nil && ex.reply != nil:
 		ex.writeReply(ex.reply)
 	case err == nil:

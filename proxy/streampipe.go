@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -19,6 +20,10 @@ var errClientWrite = errors.New("write to client")
 // errClientStalled marks a client cut for taking no bytes while the
 // upstream waited on it.
 var errClientStalled = fmt.Errorf("%w: the client took no bytes for STREAM_CLIENT_STALL_S while the upstream waited on it", errClientWrite)
+
+// errClientIdle marks a client cut for taking no bytes for
+// STREAM_IDLE_TIMEOUT_S while sluice had bytes for it.
+var errClientIdle = fmt.Errorf("%w: the client took no bytes for STREAM_IDLE_TIMEOUT_S", errClientWrite)
 
 // streamPipe carries a stream's events from the goroutine that reads the
 // upstream (put) to the client, holding at most max bytes between them.
@@ -49,6 +54,11 @@ type streamPipe struct {
 	stall time.Duration
 	acked func() uint64
 	cut   func()
+	// progress, if not nil, reports the bytes the client's TCP has
+	// acknowledged (as acked, but set whatever the stall bound): while a
+	// write waits on the client, each move of it renews the write's
+	// deadline (see keepRenewing).
+	progress func() uint64
 
 	// What start gave the writer; written before the first writer runs,
 	// and read only by the writer, one run at a time (writing), or by put
@@ -392,13 +402,15 @@ func (sp *streamPipe) write() {
 		sp.owes, sp.owedHeld = false, 0 // the flush below sends what direct left
 		sp.mu.Unlock()
 		signal(sp.room)
-		if len(take) == 0 && !sp.renew(sp.rc, sp.idle) {
+		stop, bound := sp.keepRenewing()
+		if len(take) == 0 && !sp.renew(sp.rc, bound) {
 			err = errClientStalled
-		} else if werr := writeRenewingWhile(sp.w, sp.rc, take, sp.idle, sp.renew); werr != nil {
-			err = fmt.Errorf("%w: %v", errClientWrite, werr)
-		} else {
-			err = flushTo(sp.rc)
+		} else if werr := writeRenewingWhile(sp.w, sp.rc, take, bound, sp.renew); werr != nil {
+			err = clientWriteError(werr)
+		} else if ferr := flushTo(sp.rc); ferr != nil {
+			err = clientWriteError(ferr)
 		}
+		stop()
 		sp.shared.release(int64(len(take)) + owedHeld)
 		sp.mu.Lock()
 		sp.spare = take[:0]
@@ -417,6 +429,66 @@ func (sp *streamPipe) write() {
 	sp.mu.Unlock()
 	signal(sp.room)
 	close(sp.done)
+}
+
+// clientWriteError is the error of a failed write to the client: a
+// deadline that passed is errClientIdle (the client took nothing for
+// idle), anything else the client gone.
+func clientWriteError(err error) error {
+	switch {
+	case errors.Is(err, errClientWrite) && !errors.Is(err, os.ErrDeadlineExceeded):
+		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errClientIdle
+	}
+	return fmt.Errorf("%w: %v", errClientWrite, err)
+}
+
+// keepRenewing renews the deadline of the writer's write for as long as
+// the client takes bytes, until stop is called: each check (every idle/4)
+// that finds the client's acknowledged count moved pushes the deadline to
+// 1.25 × idle from then, so that a move just before the deadline is seen
+// by a check before it. So a write waits on a client that reads, however
+// slowly, and is cut only when the client has taken nothing for between
+// idle and 1.25 × idle (TCP acknowledges what the client reads a window
+// update at a time: see docs/streams.md for the slowest reader that is
+// not cut). Without a probe (not TCP), each piece of a write has its own
+// deadline of idle, as writeRenewingWhile sets.
+//
+// bound is the deadline each piece of the write starts with. The socket is
+// first asked at the first check, not before the write: most writes end
+// long before it, and cost no system call for it (docs/streams.md).
+func (sp *streamPipe) keepRenewing() (stop func(), bound time.Duration) {
+	if sp.progress == nil || sp.idle <= 0 {
+		return func() {}, sp.idle
+	}
+	bound = sp.idle + sp.idle/4
+	var mu sync.Mutex
+	stopped, asked := false, false
+	var last uint64
+	var t *time.Timer
+	mu.Lock() // t is set before its function can read it
+	defer mu.Unlock()
+	t = time.AfterFunc(sp.idle/4, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if now := sp.progress(); !asked {
+			asked, last = true, now
+		} else if now != last {
+			last = now
+			sp.renew(sp.rc, bound)
+		}
+		t.Reset(sp.idle / 4)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}, bound
 }
 
 // endRun ends a writer's run with nothing left to write: its buffers go
@@ -467,7 +539,22 @@ func (sp *streamPipe) wait() { <-sp.done }
 
 func flushTo(rc *http.ResponseController) error {
 	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return fmt.Errorf("%w: %v", errClientWrite, err)
+		return fmt.Errorf("%w: %w", errClientWrite, err)
 	}
 	return nil
+}
+
+// cutFor says why the client was cut, once the writer has finished:
+// "client_stalled" (STREAM_CLIENT_STALL_S), "client_idle"
+// (STREAM_IDLE_TIMEOUT_S), or "" when it was not cut for its reading.
+func (sp *streamPipe) cutFor() string {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	switch sp.err {
+	case errClientStalled:
+		return "client_stalled"
+	case errClientIdle:
+		return "client_idle"
+	}
+	return ""
 }

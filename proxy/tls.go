@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/regfile"
 )
 
 // Certs is the certificate and key that LISTEN_ADDR serves TLS with
@@ -54,12 +56,26 @@ func (c *Certs) read() (*loadedCert, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	// Each read only from a regular file: a named pipe would hold the
+	// handshake that looks for a change, or the reload.
+	certPEM, err := regfile.ReadFile(c.certFile, maxPEM)
+	if err != nil {
+		return nil, fmt.Errorf("TLS_CERT_FILE: %w", err)
+	}
+	keyPEM, err := regfile.ReadFile(c.keyFile, maxPEM)
+	if err != nil {
+		return nil, fmt.Errorf("TLS_KEY_FILE: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("TLS_CERT_FILE %s and TLS_KEY_FILE %s: %w", c.certFile, c.keyFile, err)
 	}
 	return &loadedCert{cert: &cert, certMod: cm, keyMod: km}, nil
 }
+
+// maxPEM bounds what is read of a certificate or key file: a chain of
+// certificates is some kilobytes.
+const maxPEM = 1 << 20
 
 func (c *Certs) mtimes() (cert, key time.Time, err error) {
 	ci, err := os.Stat(c.certFile)

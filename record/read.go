@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
+
+	"github.com/sluicehq/sluice/internal/regfile"
 )
 
 // Recording is a recording read back: its header (the latest part's) and
@@ -37,7 +38,7 @@ func Load(path string) (*Recording, error) {
 }
 
 func readFile(path string) (*Recording, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("recording: %w", err)
 	}

@@ -318,7 +318,7 @@ func TestNewRecordingIsMode0600(t *testing.T) {
 // A dangling symlink at RECORD_FILE is refused, not followed: following it
 // would create the recording wherever the link points (another user's
 // directory, a path an attacker chose). A link to a file that exists (as
-// /dev/stdout is) is still taken.
+// a regular file is) is still taken.
 func TestDanglingSymlinkRefused(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "elsewhere", "made-by-sluice.jsonl")

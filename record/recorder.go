@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/regfile"
 )
 
 // Exchange is what the proxy hands the recorder of one Messages exchange:
@@ -208,7 +210,7 @@ func openRecording(path string) (*os.File, error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case err == nil && fi.Mode()&os.ModeSymlink != 0:
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		f, err := regfile.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("RECORD_FILE=%s is a symbolic link to a file that does not exist; sluice does not create a file where a link points: name the file itself, or create the link's target", path)
 		}
@@ -217,13 +219,13 @@ func openRecording(path string) (*os.File, error) {
 		}
 		return f, nil
 	case errors.Is(err, fs.ErrNotExist):
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+		f, err := regfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("RECORD_FILE: %w", err)
 		}
 		return f, nil
 	default:
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		f, err := regfile.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 		if err != nil {
 			return nil, fmt.Errorf("RECORD_FILE: %w", err)
 		}
@@ -341,7 +343,7 @@ func (r *Recorder) rotate() error {
 	// O_EXCL: Path was just renamed away, so anything there now was put
 	// there meanwhile (a symbolic link, say, to a file sluice must not
 	// truncate): refuse it rather than follow it.
-	f, err := os.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	f, err := regfile.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/upstream"
@@ -234,10 +235,7 @@ func readKey(ref string, getenv func(string) string) (string, error) {
 	case "file":
 		// Only a regular file (through any symlinks, as mounted secrets
 		// are): opening a FIFO would wait for a writer, holding the start.
-		if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("the key file is not a regular file (%s)", fi.Mode().Type())
-		}
-		f, err := os.Open(name)
+		f, err := regfile.Open(name)
 		if err != nil {
 			return "", fmt.Errorf("read the key file: %w", errors.Unwrap(err))
 		}

@@ -14,7 +14,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/cloud/internal/cloudwire"
+	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -142,7 +142,7 @@ func New(ctx context.Context, opt Options) (*Client, error) {
 // refusing any other (a file of another type could make the library
 // fetch from a place the file names).
 func credentialsFile(ctx context.Context, path string) (*google.Credentials, error) {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, -1)
 	if err != nil {
 		return nil, fmt.Errorf("vertex: read the credentials file: %w", err)
 	}

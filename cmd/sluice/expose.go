@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
@@ -80,12 +82,39 @@ func (e *exposure) tlsConfig() *tls.Config {
 // leaves what is in force, and the log says why. With nothing to reload a
 // SIGHUP (systemctl reload) is logged and otherwise ignored: its default
 // would end the process.
+//
+// A reload runs on a goroutine of its own, and nothing waits for it: the
+// files are opened only if they are regular (package regfile), but a read
+// can still hang (a network file system gone away), and a reload held so
+// must not hold up the next SIGHUP's word in the log or the shutdown. A
+// SIGHUP that comes while a reload runs is logged and runs once it ends;
+// one still running after reloadSlow is logged.
 func (e *exposure) reloadOnHangup(ctx context.Context, log *slog.Logger) (stop func()) {
+	return e.reloadOn(ctx, log, syscall.SIGHUP)
+}
+
+// reloadSlow is how long a reload runs before the log says it still does.
+var reloadSlow = 10 * time.Second
+
+func (e *exposure) reloadOn(ctx context.Context, log *slog.Logger, sig os.Signal) (stop func()) {
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(hup, sig)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		var running chan struct{} // closed when the reload under way ends; nil: none runs
+		var slow <-chan time.Time
+		again := false
+		start := func() {
+			running = make(chan struct{})
+			t := time.NewTimer(reloadSlow)
+			slow = t.C
+			go func(ended chan struct{}) {
+				defer close(ended)
+				defer t.Stop()
+				e.reload(log)
+			}(running)
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -93,7 +122,21 @@ func (e *exposure) reloadOnHangup(ctx context.Context, log *slog.Logger) (stop f
 			case <-quit:
 				return
 			case <-hup:
-				e.reload(log)
+				if running == nil {
+					start()
+					continue
+				}
+				log.Warn("SIGHUP: a reload is still reading its files; this one runs once it ends")
+				again = true
+			case <-slow:
+				slow = nil
+				log.Warn("SIGHUP: the reload has not ended after " + reloadSlow.String() + "; it is still reading its files, and what is in force stays until it ends")
+			case <-running:
+				running, slow = nil, nil
+				if again {
+					again = false
+					start()
+				}
 			}
 		}
 	}()
@@ -106,7 +149,9 @@ func (e *exposure) reload(log *slog.Logger) {
 	}
 	if e.inbound != nil {
 		before := e.inbound.Budgets()
-		if err := e.inbound.Reload(); err != nil {
+		if err := e.inbound.Reload(); errors.Is(err, proxy.ErrHeldKeyKept) {
+			log.Error("SIGHUP: inbound keys reloaded, but UPSTREAM_KEY_FILE could not be read; the previous upstream key stays in force", "keys", e.inbound.Len(), "err", err)
+		} else if err != nil {
 			log.Error("SIGHUP: inbound keys not reloaded; the previous keys stay in force", "keys", e.inbound.Len(), "err", err)
 		} else {
 			log.Info("SIGHUP: inbound keys reloaded", "keys", e.inbound.Len())
