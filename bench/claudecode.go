@@ -11,22 +11,31 @@ import (
 const ShapeClaudeCode = "claude-code"
 
 // claudeCodeTools are the names and sizes (in the simulator's tokens, ~4
-// characters each) of the 12 tools a Claude Code 2.1.332 request carries,
-// as captured in testdata/clients/claude-code-first.body: about 8,000
-// tokens, the same in every agent's request.
+// characters each) of the tools a Claude Code 2.1.332 agent of a fleet
+// sends with its tools limited to Read, Glob and Grep (the multi-turn
+// fleet of testdata/clients/fleet, docs/claude-code.md): five, the same in
+// every agent's request. Their total with the identity line is the
+// captured shared prefix (1,898 tokens read by every agent after the
+// first); Read's, ToolSearch's and DeferredToolPlaceholder's sizes are
+// those of testdata/clients/claude-code-first.body, Glob's and Grep's
+// split of the rest is not in the captures (they hold usage, not bodies).
 var claudeCodeTools = []struct {
 	name   string
 	tokens int
 }{
-	{"Agent", 1343}, {"Bash", 991}, {"Edit", 252}, {"ListAgents", 505}, {"Read", 494}, {"ReportFindings", 633},
-	{"ScheduleWakeup", 1254}, {"Skill", 462}, {"ToolSearch", 369}, {"Workflow", 1452}, {"DeferredToolPlaceholder", 54}, {"Write", 166},
+	{"Glob", 290}, {"Grep", 589}, {"Read", 494}, {"DeferredToolPlaceholder", 54}, {"ToolSearch", 369},
 }
 
-// The sizes of the captured request's other blocks, in tokens.
+// The sizes of the request's other blocks, in tokens: together with the
+// attribution line and the task they are what each agent of the captured
+// fleet writes of its own on its first turn (about 2,058 tokens). Their
+// split follows the single-turn capture's proportions (main prompt 1,766,
+// reminder 156, environment 2,373 with all tools offered); the fleet's
+// captures give only the total.
 const (
-	ccMainPromptTokens = 1766 // system[2], the main prompt
-	ccReminderTokens   = 156  // messages[0]'s first block, a system-reminder
-	ccEnvTokens        = 2373 // messages[1], the system-role turn with the environment
+	ccMainPromptTokens = 830  // system[2], the main prompt
+	ccReminderTokens   = 73   // messages[0]'s first block, a system-reminder
+	ccEnvTokens        = 1124 // messages[1], the system-role turn with the environment
 )
 
 // claudeCodeShape builds the requests of a claude-code workload. An agent

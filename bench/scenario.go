@@ -89,6 +89,10 @@ type SimSpec struct {
 	// Outages are stretches in which a backend's keys (or every key) are
 	// answered with an error (sim.Config.Outages).
 	Outages []OutageSpec `json:"outages"`
+	// OutputTokensMax bounds the reply parts the request does not pin,
+	// such as an adaptive thinking block (sim.Config.OutputTokensMax);
+	// zero keeps the simulator's 256.
+	OutputTokensMax int `json:"output_tokens_max"`
 }
 
 // CapacityStepSpec is the upstream's capacity from From on.

@@ -17,7 +17,7 @@ func (sc *Scenario) SimConfig() sim.Config {
 		Capacity: sc.Sim.Capacity, OverloadAt: sc.Sim.OverloadAt,
 		RequestsPerMinute: sc.Sim.RequestsPerMinute, InputTokensPerMinute: sc.Sim.InputTokensPerMinute,
 		OutputTokensPerMinute: sc.Sim.OutputTokensPerMinute, BatchDuration: sc.Sim.BatchDuration.D(),
-		BucketsSpent: sc.Sim.BucketsSpent, Outages: sc.simOutages(),
+		BucketsSpent: sc.Sim.BucketsSpent, Outages: sc.simOutages(), OutputTokensMax: sc.Sim.OutputTokensMax,
 		// The Bedrock paths take the test credentials a bench's Bedrock
 		// backend signs with (benchCloud).
 		BedrockAccessKeyID: sim.DefaultBedrockAccessKeyID, BedrockSecretAccessKey: sim.DefaultBedrockSecretAccessKey,
