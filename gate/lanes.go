@@ -68,10 +68,14 @@ func (g *Lanes) Join(t *Ticket) {
 		var step atomic.Int32 // joining behind, joined, or declined while joining
 		const joining, joined, declined = 0, 1, 2
 		t.onGrant = func() bool {
+			// Marked held before accept runs: accept may hand the slot to
+			// a holder that releases it at once, and a Release that found
+			// it unmarked would do nothing, leaking both slots.
+			atomic.StoreUint32(&t.heldBehind, 1)
 			if accept() {
-				atomic.StoreUint32(&t.heldBehind, 1)
 				return true
 			}
+			atomic.StoreUint32(&t.heldBehind, 0)
 			if !step.CompareAndSwap(joining, declined) {
 				go g.Leave(t)
 			}
