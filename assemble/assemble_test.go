@@ -284,7 +284,9 @@ func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
 }
 
 // The tenant policy takes TENANT_FROM; with inbound keys and a tenant the
-// client names, the start-up log says whose limits bind.
+// client names, the start-up log says whose limits bind, and under
+// gateway without inbound keys, that the gateway's headers are taken from
+// anyone.
 func TestTenantsBySetting(t *testing.T) {
 	var logs bytes.Buffer
 	c := load(t, map[string]string{"TENANT_FROM": "header", "INBOUND_KEYS_FILE": "keys.json"})
@@ -294,6 +296,16 @@ func TestTenantsBySetting(t *testing.T) {
 	}
 	if _, ok := ps.Tenants.(*dispatch.TenantTable); !ok {
 		t.Errorf("tenants %T; want today's TenantTable", ps.Tenants)
+	}
+	// Under TENANT_FROM=gateway, anyone who reaches sluice can name a
+	// developer unless only the gateway holds a sluice key: said at start.
+	const warning = "TENANT_FROM=gateway without INBOUND_KEYS_FILE"
+	for _, keys := range []string{"", "keys.json"} {
+		logs.Reset()
+		build(t, load(t, map[string]string{"TENANT_FROM": "gateway", "INBOUND_KEYS_FILE": keys}), Env{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		if got := strings.Contains(logs.String(), warning); got != (keys == "") {
+			t.Errorf("INBOUND_KEYS_FILE=%q: warned %v; the log: %s", keys, got, logs.String())
+		}
 	}
 }
 

@@ -83,9 +83,10 @@ const (
 	TenantFromMetadata                   // metadata.user_id
 	TenantFromInbound                    // the inbound sluice key's tenant
 	TenantFromSession                    // Claude Code's session
+	TenantFromGateway                    // the developer Anthropic's gateway signed in
 )
 
-var tenantFroms = choice[TenantFrom]{"key", "header", "metadata", "inbound", "session"}
+var tenantFroms = choice[TenantFrom]{"key", "header", "metadata", "inbound", "session", "gateway"}
 
 func (v TenantFrom) String() string { return tenantFroms.name(v) }
 
@@ -93,8 +94,12 @@ func (v TenantFrom) String() string { return tenantFroms.name(v) }
 func ParseTenantFrom(s string) (TenantFrom, error) { return tenantFroms.parse(s) }
 
 // ClientNames tells whether the client names each request's tenant (a
-// header, or the body's metadata), rather than its credential.
-func (v TenantFrom) ClientNames() bool { return v == TenantFromHeader || v == TenantFromMetadata }
+// header, or the body's metadata), rather than its credential. Under
+// gateway the client is Anthropic's gateway, naming the developer it
+// signed in for each request.
+func (v TenantFrom) ClientNames() bool {
+	return v == TenantFromHeader || v == TenantFromMetadata || v == TenantFromGateway
+}
 
 // LogFormat is LOG_FORMAT.
 type LogFormat uint8

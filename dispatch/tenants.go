@@ -20,6 +20,7 @@ const (
 	TenantFromMetadata = "metadata" // the body's metadata.user_id
 	TenantFromInbound  = "inbound"  // the inbound sluice key's tenant
 	TenantFromSession  = "session"  // Claude Code's session: its header, else metadata.user_id's session_id
+	TenantFromGateway  = "gateway"  // the developer Anthropic's gateway signed in: its identity headers
 )
 
 // SessionHeader is the header Claude Code names its session with; the
@@ -135,6 +136,16 @@ func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant str
 		name = request.Cut(strings.ToValidUTF8(h.Get(TenantHeader), "\uFFFD"), maxTenantName)
 	case TenantFromMetadata:
 		name = d.UserID
+	case TenantFromGateway:
+		if name = gatewayUser(h); name == "" && d.Inbound != nil {
+			// Not a developer's request (the gateway's own, or one
+			// from an IdP token without email or subject): the
+			// gateway's inbound key's tenant.
+			name = d.Inbound.Tenant
+			if name == "" {
+				name = d.Inbound.Name
+			}
+		}
 	case TenantFromSession:
 		// A session names a tenant only for requests without an inbound
 		// key: with one, the key's tenant (and its limits) still bind, so
@@ -197,7 +208,7 @@ func sessionOf(h http.Header, userID string) string {
 // bindsKey tells whether r's inbound key's limits bind apart from r's
 // tenant.
 func (ts *TenantTable) bindsKey(r *request.Descriptor) bool {
-	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata)
+	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata || ts.cfg.From == TenantFromGateway)
 }
 
 // keyGateKey is the gate's key for the requests of an inbound key whose

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
@@ -38,6 +40,14 @@ func TestIdentify(t *testing.T) {
 		{TenantFromInbound, nil, in, "", "ci", gate.ClassInteractive},
 		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", gate.ClassInteractive},
 		{TenantFromInbound, nil, nil, "", keyTenant, gate.ClassInteractive}, // no inbound key: the credential's
+		// The developer Anthropic's gateway signed in: the email (decoded
+		// from the gateway's percent-encoding), else the IdP subject; a
+		// request naming none is its inbound key's (the gateway's).
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"jos%C3%A9@example.com"}, GatewayUserIDHeader: {"sub-1"}}, in, "u1", "josé@example.com", gate.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserIDHeader: {" sub-1 "}}, nil, "", "sub-1", gate.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"100%"}}, nil, "", "100%", gate.ClassInteractive}, // not the gateway's encoding: kept as sent
+		{TenantFromGateway, http.Header{TenantHeader: {"team-a"}}, in, "u1", "ci", gate.ClassInteractive},
+		{TenantFromGateway, nil, nil, "u1", keyTenant, gate.ClassInteractive},
 		// The key's class wins over a header that asks for more.
 		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: gate.ClassBatch}, "", "n", gate.ClassBatch},
 	} {
@@ -52,6 +62,12 @@ func TestIdentify(t *testing.T) {
 	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromHeader}).Identify(d, long)
 	if len(d.Tenant) > request.MaxUserID {
 		t.Errorf("a header tenant of %d bytes kept", len(d.Tenant))
+	}
+	long = http.Header{GatewayUserEmailHeader: {strings.Repeat("%FF", 400)}}
+	d = request.Descriptor{Tenant: keyTenant}
+	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromGateway}).Identify(d, long)
+	if len(d.Tenant) > request.MaxUserID || !utf8.ValidString(d.Tenant) {
+		t.Errorf("a gateway tenant of %d bytes kept (valid UTF-8: %v)", len(d.Tenant), utf8.ValidString(d.Tenant))
 	}
 }
 

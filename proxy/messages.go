@@ -117,6 +117,7 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 		return nil, false
 	}
 	info.Tenant, info.Class = p.tenants.Identify(info, r.Header)
+	dropGatewayIdentity(r.Header)
 	if p.routes != nil {
 		info.Session = sessionOf(r.Header, &info)
 	}

@@ -28,6 +28,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request) {
 
 // relayTo is relay's relaying, for every path.
 func (p *Proxy) relayTo(w http.ResponseWriter, r *http.Request) {
+	dropGatewayIdentity(r.Header)
 	limit, timeout := int64(maxMessagesBody), p.bodyTimeout
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
 		limit, timeout = maxBatchesBody, p.batchBodyTimeout

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/sluicehq/sluice/apierror"
 
@@ -34,4 +35,14 @@ func (p *Proxy) Tenants() []dispatch.TenantStats {
 func (p *Proxy) tenantFull(e *dispatch.TenantFullError) *apierror.Error {
 	return backPressure(p.drainWait(),
 		fmt.Sprintf("sluice is holding back this request: its tenant already has %d requests waiting for the upstream (TENANT_MAX_WAITING, or its inbound key's max_waiting); other tenants are still served. Retry after the retry-after delay, or send fewer requests at once", e.Max))
+}
+
+// dropGatewayIdentity takes the identity headers of Anthropic's gateway
+// out of h before it goes upstream: they name a developer to sluice (see
+// TENANT_FROM=gateway), and the gateway refuses to send them to Anthropic
+// itself, so that developers' emails never reach it.
+func dropGatewayIdentity(h http.Header) {
+	for _, name := range dispatch.GatewayIdentityHeaders {
+		delete(h, name)
+	}
 }
