@@ -350,7 +350,9 @@ func (rig *gatewayRig) claudeThroughGateway(ctx context.Context, bin, token, pro
 // identity, no developer token) and its upstream (sluice's key, no
 // identity), that each developer is a tenant of its own in sluice, that a
 // budget on one answers 402 through the gateway while the other goes on,
-// and that the upstream's 429 reaches the developer intact.
+// that the upstream's 429 reaches the developer intact, that a developer
+// cannot pass as another through the gateway, and that only the
+// gateway's key gets into sluice.
 //
 // The one step a person does is the browser's: opening the verification
 // page, typing the code and signing in at the IdP. The test does it in the
@@ -409,7 +411,7 @@ func TestClaudeCodeThroughAnthropicGateway(t *testing.T) {
 
 	rig.checkWhatReachedSluice(t, map[string]string{ana.Email: ana.Subject, bob.Email: bob.Subject}, tokens)
 	rig.checkTenants(t, ana.Email, bob.Email, bobBudget.Name)
-	rig.checkRateLimitPassesThrough(t, tokens[ana.Email])
+	rig.checkRateLimitPassesThrough(t, ana.Email, tokens[ana.Email])
 	rig.checkOnlyTheGatewayNamesDevelopers(t)
 }
 
@@ -559,19 +561,30 @@ func grepLines(page, s string) string {
 // TestHeadersPassThroughBothWays). The request is Claude Code's, with its
 // bearer token. It comes last: sluice then holds the upstream key's
 // requests for the retry-after (RATE_LIMIT_PACING).
-func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, token string) {
+func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, email, token string) {
 	t.Helper()
 	body := `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"` + rateLimitMarker + `"}]}`
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rig.gateway+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
+	// The developer tries to pass as another: the gateway forwards only
+	// the headers it allowlists, and names the signed-in developer.
+	req.Header.Set("X-Claude-Gateway-User-Email", "bob@example.com")
+	req.Header.Set("X-Claude-Gateway-User-Id", "sub-bob")
+	req.Header.Set("X-Sluice-Tenant", "bob@example.com")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	for _, r := range rig.arrived.all() {
+		if bytes.Contains(r.body, []byte(rateLimitMarker)) && (r.header.Get("X-Claude-Gateway-User-Email") != email || r.header.Get("X-Sluice-Tenant") != "") {
+			t.Errorf("a developer's own identity headers passed the gateway: %s %q, x-sluice-tenant %q; want %s alone",
+				"x-claude-gateway-user-email", r.header.Get("X-Claude-Gateway-User-Email"), r.header.Get("X-Sluice-Tenant"), email)
+		}
+	}
 	if resp.StatusCode != http.StatusTooManyRequests || string(got) != rateLimited.body {
 		t.Errorf("the upstream's 429 reached the developer as %s: %s; want 429: %s", resp.Status, got, rateLimited.body)
 	}
@@ -585,22 +598,36 @@ func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, token string) {
 	}
 }
 
-// checkOnlyTheGatewayNamesDevelopers: sluice takes the identity headers
-// from whoever sends them, so it must refuse whoever is not the gateway;
-// here, a request naming a developer without the gateway's sluice key is
-// answered 401.
+// checkOnlyTheGatewayNamesDevelopers: the gateway answers a bearer it did
+// not mint 401 itself; and sluice, which takes the identity headers from
+// whoever sends them, refuses whoever is not the gateway: a request
+// naming a developer without the gateway's sluice key is answered 401.
 func (rig *gatewayRig) checkOnlyTheGatewayNamesDevelopers(t *testing.T) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rig.sluice+"/v1/messages",
+	before := len(rig.arrived.all())
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rig.gateway+"/v1/messages",
 		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "sk-ant-a-developers-own-key")
-	req.Header.Set("X-Claude-Gateway-User-Email", "ana@example.com")
+	req.Header.Set("Authorization", "Bearer not-a-token-the-gateway-minted")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(rig.arrived.all()) != before {
+		t.Errorf("the gateway answered a bearer it did not mint %s %s (%d requests reached sluice); want 401 and none", resp.Status, got, len(rig.arrived.all())-before)
+	}
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, rig.sluice+"/v1/messages",
+		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "sk-ant-a-developers-own-key")
+	req.Header.Set("X-Claude-Gateway-User-Email", "ana@example.com")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a request naming a developer without the gateway's key: %s %s; want 401", resp.Status, got)
