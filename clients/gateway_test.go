@@ -553,39 +553,47 @@ func grepLines(page, s string) string {
 	return strings.Join(out, "\n")
 }
 
-// checkRateLimitPassesThrough: the upstream's 429 reaches the developer
-// through sluice and the gateway with its status, body, retry-after and
-// x-should-retry. The gateway drops its anthropic-ratelimit-* headers
-// (the limits of sluice's upstream key are not the developer's), as it
-// does on every answer, and request-id; sluice passes them (proxy's
-// TestHeadersPassThroughBothWays). The request is Claude Code's, with its
-// bearer token. It comes last: sluice then holds the upstream key's
-// requests for the retry-after (RATE_LIMIT_PACING).
-func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, email, token string) {
+// postMessages posts a Messages body to base with the header pairs hdr,
+// and returns the answer and its body.
+func postMessages(t *testing.T, base, body string, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	body := `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"` + rateLimitMarker + `"}]}`
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rig.gateway+"/v1/messages", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	// The developer tries to pass as another: the gateway forwards only
-	// the headers it allowlists, and names the signed-in developer.
-	req.Header.Set("X-Claude-Gateway-User-Email", "bob@example.com")
-	req.Header.Set("X-Claude-Gateway-User-Id", "sub-bob")
-	req.Header.Set("X-Sluice-Tenant", "bob@example.com")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	return resp, string(got)
+}
+
+// checkRateLimitPassesThrough: the upstream's 429 reaches the developer
+// through sluice and the gateway with its status, body, retry-after and
+// x-should-retry. The gateway drops its anthropic-ratelimit-* headers
+// (the limits of sluice's upstream key are not the developer's), as it
+// does on every answer, and request-id; sluice passes them (proxy's
+// TestHeadersPassThroughBothWays). The request is Claude Code's, with its
+// bearer token, and the developer tries to pass as another in it: the
+// gateway forwards only the headers it allowlists, and names the
+// signed-in developer. It comes last: sluice then holds the upstream
+// key's requests for the retry-after (RATE_LIMIT_PACING).
+func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, email, token string) {
+	t.Helper()
+	resp, got := postMessages(t, rig.gateway, `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"`+rateLimitMarker+`"}]}`,
+		"Authorization", "Bearer "+token,
+		"X-Claude-Gateway-User-Email", "bob@example.com", "X-Claude-Gateway-User-Id", "sub-bob", "X-Sluice-Tenant", "bob@example.com")
 	for _, r := range rig.arrived.all() {
 		if bytes.Contains(r.body, []byte(rateLimitMarker)) && (r.header.Get("X-Claude-Gateway-User-Email") != email || r.header.Get("X-Sluice-Tenant") != "") {
-			t.Errorf("a developer's own identity headers passed the gateway: %s %q, x-sluice-tenant %q; want %s alone",
-				"x-claude-gateway-user-email", r.header.Get("X-Claude-Gateway-User-Email"), r.header.Get("X-Sluice-Tenant"), email)
+			t.Errorf("a developer's own identity headers passed the gateway: x-claude-gateway-user-email %q, x-sluice-tenant %q; want %s alone",
+				r.header.Get("X-Claude-Gateway-User-Email"), r.header.Get("X-Sluice-Tenant"), email)
 		}
 	}
-	if resp.StatusCode != http.StatusTooManyRequests || string(got) != rateLimited.body {
+	if resp.StatusCode != http.StatusTooManyRequests || got != rateLimited.body {
 		t.Errorf("the upstream's 429 reached the developer as %s: %s; want 429: %s", resp.Status, got, rateLimited.body)
 	}
 	for k, v := range rateLimited.headers {
@@ -604,31 +612,13 @@ func (rig *gatewayRig) checkRateLimitPassesThrough(t *testing.T, email, token st
 // naming a developer without the gateway's sluice key is answered 401.
 func (rig *gatewayRig) checkOnlyTheGatewayNamesDevelopers(t *testing.T) {
 	t.Helper()
+	const body = `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
 	before := len(rig.arrived.all())
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rig.gateway+"/v1/messages",
-		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer not-a-token-the-gateway-minted")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, got := postMessages(t, rig.gateway, body, "Authorization", "Bearer not-a-token-the-gateway-minted")
 	if resp.StatusCode != http.StatusUnauthorized || len(rig.arrived.all()) != before {
 		t.Errorf("the gateway answered a bearer it did not mint %s %s (%d requests reached sluice); want 401 and none", resp.Status, got, len(rig.arrived.all())-before)
 	}
-	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, rig.sluice+"/v1/messages",
-		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "sk-ant-a-developers-own-key")
-	req.Header.Set("X-Claude-Gateway-User-Email", "ana@example.com")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, got = postMessages(t, rig.sluice, body, "X-Api-Key", "sk-ant-a-developers-own-key", "X-Claude-Gateway-User-Email", "ana@example.com")
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a request naming a developer without the gateway's key: %s %s; want 401", resp.Status, got)
 	}
