@@ -44,6 +44,11 @@ func (c Config) Validate() error {
 	if err := c.validateOIDC(); err != nil {
 		return err
 	}
+	if c.TenantFrom == TenantFromGateway && c.OIDCIssuer != "" {
+		// Whoever reaches sluice can name a developer under gateway:
+		// every person with an identity-provider token could.
+		return errors.New("TENANT_FROM=gateway takes each request's developer from headers its caller sends, so only Anthropic's gateway may reach sluice; with OIDC_ISSUER every person with an identity-provider token could, and name another developer. Run the sluice behind the gateway without OIDC_ISSUER (the gateway signs developers in), and another for tokens")
+	}
 	if c.BulkEnabled && len(c.BulkKeyWebhooks) > 0 && c.BulkWebhookSecret == "" {
 		return errors.New("BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET to sign the deliveries with; set one")
 	}

@@ -31,7 +31,7 @@ func TestChoicesReadTheirWords(t *testing.T) {
 	check("GATE_LIMIT", d.GateLimit.String(), []string{"static", "adaptive"}, func(s string) (string, error) { return str(ParseGateLimit(s)) })
 	check("GATE_ORDER", d.GateOrder.String(), []string{"fair", "fifo"}, func(s string) (string, error) { return str(ParseGateOrder(s)) })
 	check("GATE_BACKEND", d.GateBackend.String(), []string{"local", "redis"}, func(s string) (string, error) { return str(ParseGateBackend(s)) })
-	check("TENANT_FROM", d.TenantFrom.String(), []string{"key", "header", "metadata", "inbound", "session"}, func(s string) (string, error) { return str(ParseTenantFrom(s)) })
+	check("TENANT_FROM", d.TenantFrom.String(), []string{"key", "header", "metadata", "inbound", "session", "gateway"}, func(s string) (string, error) { return str(ParseTenantFrom(s)) })
 	check("LOG_FORMAT", d.LogFormat.String(), []string{"text", "json"}, func(s string) (string, error) { return str(ParseLogFormat(s)) })
 	check("UI_BENCH_RUNS", d.UIBenchRuns.String(), []string{"auto", "on", "off"}, func(s string) (string, error) { return str(ParseBenchRuns(s)) })
 	if (Config{}).RateLimitPacing != d.RateLimitPacing || (Config{}).TenantFrom != d.TenantFrom || (Config{}).GateOrder != d.GateOrder {
@@ -65,6 +65,9 @@ func TestSettingsWrongTogether(t *testing.T) {
 		{map[string]string{"BATCH_ENABLED": "1", "GATE_LIMIT": "adaptive", "GATE_LIMIT_FLOOR": "8", "BATCH_MAX_CONCURRENCY": "8"}, ""},
 		{map[string]string{"BATCH_ENABLED": "1", "GATE_LIMIT_FLOOR": "9", "BATCH_MAX_CONCURRENCY": "8"}, ""}, // static: no floor to learn from
 		{map[string]string{"BULK_ENABLED": "1", "BULK_KEY_WEBHOOKS": "0123456789abcdef0123456789abcdef=http://127.0.0.1:2/"}, "BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET"},
+		// Behind Anthropic's gateway only the gateway may name developers.
+		{map[string]string{"TENANT_FROM": "gateway", "OIDC_ISSUER": "https://idp.example.com", "OIDC_AUDIENCE": "sluice"}, "TENANT_FROM=gateway takes each request's developer from headers"},
+		{map[string]string{"TENANT_FROM": "gateway"}, ""},
 		{map[string]string{"BULK_ENABLED": "1", "BULK_WEBHOOK_SECRET": "s", "BULK_KEY_WEBHOOKS": "0123456789abcdef0123456789abcdef=http://127.0.0.1:2/"}, ""},
 	} {
 		_, err := Load(nil, env(tc.env))
