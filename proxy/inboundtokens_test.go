@@ -178,3 +178,21 @@ func TestTokensLeakNowhere(t *testing.T) {
 		t.Error("the held key appears")
 	}
 }
+
+// benchInboundToken is identity-provider tokens of a real provider (no
+// keys file), and a token of it for the requests to carry.
+func benchInboundToken(b *testing.B) (Options, string) {
+	idp := oidctest.Start(b)
+	tr := &http.Transport{}
+	b.Cleanup(tr.CloseIdleConnections)
+	v, err := oidcauth.New(oidcauth.Options{Issuer: idp.Issuer(), Audience: oidctest.ClientID, Groups: tokenGroups,
+		Client: &http.Client{Transport: tr, Timeout: 5 * time.Second}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := LoadInbound(InboundOptions{UpstreamKey: "sk-ant-held-bench", Tokens: v})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Options{Inbound: in}, idp.Token(b, tokenAlice).ID
+}
