@@ -76,7 +76,8 @@ func TestTokenReachesTheUpstreamAsTheHeldKeyWithItsGroups(t *testing.T) {
 	}
 	// The group's model list binds, as a sluice key's does.
 	haiku := strings.Replace(requestJSON, "claude-sonnet-4-5", "claude-haiku-4-5", 1)
-	if status, body := send(t, "POST", f.url+"/v1/messages", haiku, "bearer", tok.ID); status != http.StatusForbidden || errorType(t, body) != "permission_error" {
+	if status, body := send(t, "POST", f.url+"/v1/messages", haiku, "bearer", tok.ID); status != http.StatusForbidden || errorType(t, body) != "permission_error" ||
+		!strings.Contains(body, "alice@example.com (by your groups at the identity provider) may not call model") {
 		t.Errorf("a model the group may not call: %d %s", status, body)
 	}
 	// A sluice key beside tokens takes its path as before.
