@@ -267,7 +267,7 @@ func (v *Verifier) inbound(idt *oidc.IDToken) (*request.Inbound, error) {
 	if tenant == "" {
 		return nil, &Error{Kind: Invalid, Message: fmt.Sprintf("the bearer token carries no %q claim, which this sluice names each caller by: ask the identity provider to include it (for OpenID Connect's email, the email scope), or whoever runs sluice to set OIDC_TENANT_CLAIM", v.o.TenantClaim)}
 	}
-	groups := stringsOf(claims[v.o.GroupsClaim])
+	groups := stringsOf(claims[v.o.GroupsClaim]) // never nil: nil is a sluice key's
 	rec := &request.Inbound{Name: tenant, Tenant: tenant, Groups: groups, Hash: subjectHash(idt.Issuer, idt.Subject)}
 	if len(v.groups) == 0 {
 		return rec, nil
@@ -284,21 +284,21 @@ func (v *Verifier) inbound(idt *oidc.IDToken) (*request.Inbound, error) {
 }
 
 // stringsOf is a groups claim as a list: an array of strings, or one
-// string (some providers send a single group so).
+// string (some providers send a single group so); empty, not nil, when
+// there is none.
 func stringsOf(c any) []string {
+	out := []string{}
 	switch c := c.(type) {
 	case string:
-		return []string{c}
+		out = append(out, c)
 	case []any:
-		out := make([]string, 0, len(c))
 		for _, e := range c {
 			if s, ok := e.(string); ok {
 				out = append(out, s)
 			}
 		}
-		return out
 	}
-	return nil
+	return out
 }
 
 // subjectHash names the signed-in person as a sluice key's Hash does a

@@ -262,6 +262,17 @@ func TestGroupsMapToWhatAKeyCarries(t *testing.T) {
 	}
 }
 
+// A token without a groups claim has no groups, but Groups is not nil:
+// nil is a sluice key's.
+func TestNoGroupsClaim(t *testing.T) {
+	p := oidctest.Start(t)
+	v := newVerifier(t, p, Options{GroupsClaim: "roles"})
+	rec, err := v.Check(t.Context(), p.Token(t, alice).ID)
+	if err != nil || rec.Groups == nil || len(rec.Groups) != 0 {
+		t.Fatalf("%+v, %v", rec, err)
+	}
+}
+
 func TestTenantClaimMissing(t *testing.T) {
 	p := oidctest.Start(t)
 	v := newVerifier(t, p, Options{TenantClaim: "upn"})

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -43,6 +44,15 @@ func (in *Inbound) checkToken(ctx context.Context, cred string) (*request.Inboun
 		return nil, "", &apierror.Error{Status: http.StatusServiceUnavailable, Type: "api_error", Message: e.Message}
 	}
 	return nil, "", &apierror.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Message: e.Message}
+}
+
+// holder names who rec is, for a refusal: the sluice key by its name, or
+// the person a token named, whose limits their groups set.
+func holder(rec *request.Inbound) string {
+	if rec.Groups != nil {
+		return fmt.Sprintf("%s (by your groups at the identity provider)", rec.Name)
+	}
+	return fmt.Sprintf("the sluice key %q", rec.Name)
 }
 
 // errNoCredential is the answer to a request that brings no credential.

@@ -76,7 +76,8 @@ func TestTokenReachesTheUpstreamAsTheHeldKeyWithItsGroups(t *testing.T) {
 	}
 	// The group's model list binds, as a sluice key's does.
 	haiku := strings.Replace(requestJSON, "claude-sonnet-4-5", "claude-haiku-4-5", 1)
-	if status, body := send(t, "POST", f.url+"/v1/messages", haiku, "bearer", tok.ID); status != http.StatusForbidden || errorType(t, body) != "permission_error" {
+	if status, body := send(t, "POST", f.url+"/v1/messages", haiku, "bearer", tok.ID); status != http.StatusForbidden || errorType(t, body) != "permission_error" ||
+		!strings.Contains(body, "alice@example.com (by your groups at the identity provider) may not call model") {
 		t.Errorf("a model the group may not call: %d %s", status, body)
 	}
 	// A sluice key beside tokens takes its path as before.
@@ -177,4 +178,22 @@ func TestTokensLeakNowhere(t *testing.T) {
 	if strings.Contains(seen.String(), heldKey) {
 		t.Error("the held key appears")
 	}
+}
+
+// benchInboundToken is identity-provider tokens of a real provider (no
+// keys file), and a token of it for the requests to carry.
+func benchInboundToken(b *testing.B) (Options, string) {
+	idp := oidctest.Start(b)
+	tr := &http.Transport{}
+	b.Cleanup(tr.CloseIdleConnections)
+	v, err := oidcauth.New(oidcauth.Options{Issuer: idp.Issuer(), Audience: oidctest.ClientID, Groups: tokenGroups,
+		Client: &http.Client{Transport: tr, Timeout: 5 * time.Second}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := LoadInbound(InboundOptions{UpstreamKey: "sk-ant-held-bench", Tokens: v})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Options{Inbound: in}, idp.Token(b, tokenAlice).ID
 }
