@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/oidctest"
 	"github.com/sluicehq/sluice/oidcauth"
+	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -30,6 +32,12 @@ var tokenGroups = []oidcauth.Group{{Name: "eng", Models: []string{"claude-sonnet
 // startTokens is startInbound with identity-provider tokens of a real
 // provider beside the sluice keys of entries (no keys file if none).
 func startTokens(t *testing.T, entries ...string) (*inboundFixture, *oidctest.Provider) {
+	t.Helper()
+	return startTokensWith(t, Options{}, entries...)
+}
+
+// startTokensWith is startTokens with opt's recorder.
+func startTokensWith(t *testing.T, opt Options, entries ...string) (*inboundFixture, *oidctest.Provider) {
 	t.Helper()
 	idp := oidctest.Start(t)
 	tr := &http.Transport{}
@@ -48,7 +56,7 @@ func startTokens(t *testing.T, entries ...string) (*inboundFixture, *oidctest.Pr
 		t.Fatal(err)
 	}
 	var srv *testServer
-	f.p, srv = startProxyWith(t, testConfig(t, simURL(f.sim), true), Options{Inbound: f.in, Parts: assemble.Parts{Admission: f.descs},
+	f.p, srv = startProxyWith(t, testConfig(t, simURL(f.sim), true), Options{Inbound: f.in, Parts: assemble.Parts{Admission: f.descs}, Recorder: opt.Recorder,
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	f.url = srv.URL
 	return f, idp
@@ -135,9 +143,15 @@ func TestTokenRefusals(t *testing.T) {
 	}
 }
 
-// No token, good or refused, is in an answer, a log line or a metric.
+// No token, good or refused, is in an answer, a log line, a metric or a
+// recording (RECORD_FILE).
 func TestTokensLeakNowhere(t *testing.T) {
-	f, idp := startTokens(t, keyEntry("alice", ""))
+	recPath := filepath.Join(t.TempDir(), "rec.jsonl")
+	rc, err := recording.Open(recording.Config{Path: recPath, MaxBytes: 1 << 20, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, idp := startTokensWith(t, Options{Recorder: rc}, keyEntry("alice", ""))
 	good, bob := idp.Token(t, tokenAlice), idp.Token(t, tokenBob).ID
 	idp.SetLifetime(-time.Minute)
 	expired := idp.Token(t, tokenAlice).ID
@@ -164,8 +178,14 @@ func TestTokensLeakNowhere(t *testing.T) {
 		defer logMu.Unlock()
 		return f.logs.String()
 	}, logged...))
-	if !strings.Contains(seen.String(), `"msg":"request"`) || !strings.Contains(seen.String(), "sluice_requests_total") {
-		t.Fatal("the test saw no access line or no metrics: it would prove nothing")
+	rc.Close() // every answer above is logged, and so recorded
+	rec, err := os.ReadFile(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&seen, "%s", rec)
+	if !strings.Contains(seen.String(), `"msg":"request"`) || !strings.Contains(seen.String(), "sluice_requests_total") || !strings.Contains(string(rec), `"model"`) {
+		t.Fatal("the test saw no access line, no metrics or no recorded request: it would prove nothing")
 	}
 	for _, tok := range tokens {
 		// A JWT's signature is what makes it a credential; its header
