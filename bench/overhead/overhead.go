@@ -8,14 +8,16 @@
 // upstream alone, the CPU each proxy spends per request (from
 // /proc/<pid>/stat), and the same for many concurrent streams.
 //
-// `sluice bench --overhead` runs it; the children are the sluice
-// executable itself (`sluice serve`, and the upstream, the go-proxy and
-// the load generator under ChildEnv), so nothing is built and nothing is shared.
+// `sluice bench --overhead` runs it: sluice is the sluice executable
+// (`sluice serve`), the other children the bench's own executable (the
+// upstream, the go-proxy and the load generator under ChildEnv), so
+// nothing is built and nothing is shared.
 package overhead
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +37,8 @@ import (
 
 // Options says what to run.
 type Options struct {
-	Exe      string        // the sluice executable: `Exe serve`, and the children
+	Exe      string        // the children's executable (ChildEnv: the upstream, the go-proxy, the load)
+	Sluice   string        // the sluice executable, run as `Sluice serve`; Exe when empty
 	Rounds   int           // each round runs every phase on every path once
 	Warmup   time.Duration // each measurement's unrecorded start
 	Duration time.Duration // each measurement's recorded span
@@ -187,7 +190,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			// default queue (1,024) they would be shed, not measured.
 			s.env = append(s.env, fmt.Sprintf("BATCH_MAX_QUEUE=%d", max(1024, opt.Streams)))
 		}
-		t, err := startSluice(ctx, opt.Exe, s.name, "http://"+upAddr, dir, opt.ProfileDir != "", s.env)
+		t, err := startSluice(ctx, cmp.Or(opt.Sluice, opt.Exe), s.name, "http://"+upAddr, dir, opt.ProfileDir != "", s.env)
 		if err != nil {
 			return nil, err
 		}
