@@ -177,8 +177,8 @@ func buildRoutes(cfg config.Config, env Env, room dispatch.BucketStore) (*route.
 		if s.Cap == 0 {
 			s.Cap = cfg.MaxConcurrency
 		}
-		switch b.Kind {
-		case "anthropic":
+		switch {
+		case b.FirstParty():
 			u := b.URL
 			if u == nil {
 				u = cfg.UpstreamURL
