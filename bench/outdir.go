@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// plotNames are the charts WritePlots draws, each as .png and .svg.
+// plotNames are the charts plots.Write draws, each as .png and .svg.
 var plotNames = []string{"inflight", "latency_cdf", "queue"}
 
 // OutputFiles are the names WriteFiles writes into its directory.

@@ -8,9 +8,15 @@ import (
 	"path/filepath"
 )
 
-// WriteFiles writes report.json, trace.jsonl, series.json and the plots
-// into dir, creating it if needed.
-func (r *Report) WriteFiles(dir string) error {
+// Plot draws a report's charts into dir, each as .png and .svg (the
+// names OutputFiles lists). bench draws none itself: package bench/plots
+// does (plots.Write), so that the sluice server, whose page runs the
+// bench (web/benchtrace) but draws no chart, links no plotting library.
+type Plot func(r *Report, dir string) error
+
+// WriteFiles writes report.json, trace.jsonl, series.json and, when plot
+// is not nil, the charts into dir, creating it if needed.
+func (r *Report) WriteFiles(dir string, plot Plot) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -27,7 +33,10 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := r.writeSeries(filepath.Join(dir, "series.json")); err != nil {
 		return err
 	}
-	return r.WritePlots(dir)
+	if plot == nil {
+		return nil
+	}
+	return plot(r, dir)
 }
 
 func (r *Report) writeTrace(path string) error {

@@ -179,10 +179,10 @@ func CheckSuiteOutDir(dir string) error {
 	return refuseForeign(dir, foreign, "suite", "suite's")
 }
 
-// WriteFiles writes each scenario's files (Report.WriteFiles) into a
-// directory of its name, then suite.json, summary.md and index.html, the
-// page with the plots inline.
-func (s *Suite) WriteFiles(dir string) error {
+// WriteFiles writes each scenario's files (Report.WriteFiles, with plot)
+// into a directory of its name, then suite.json, summary.md and
+// index.html, the page with the plots inline (none when plot is nil).
+func (s *Suite) WriteFiles(dir string, plot Plot) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -195,9 +195,9 @@ func (s *Suite) WriteFiles(dir string) error {
 		wg.Go(func() {
 			turn <- struct{}{}
 			defer func() { <-turn }()
-			errs[i] = e.Report.WriteFiles(filepath.Join(dir, e.Scenario))
+			errs[i] = e.Report.WriteFiles(filepath.Join(dir, e.Scenario), plot)
 			if e.AloneReport != nil && errs[i] == nil {
-				errs[i] = e.AloneReport.WriteFiles(filepath.Join(dir, e.Alone))
+				errs[i] = e.AloneReport.WriteFiles(filepath.Join(dir, e.Alone), plot)
 			}
 		})
 	}
@@ -218,7 +218,7 @@ func (s *Suite) WriteFiles(dir string) error {
 		return err
 	}
 	var page bytes.Buffer
-	if err := s.writeHTML(&page, dir); err != nil {
+	if err := s.writeHTML(&page, dir, plot != nil); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "index.html"), page.Bytes(), 0o644)
@@ -275,8 +275,9 @@ func writeMarkdownTable(w io.Writer, r *Report) {
 func mdCell(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "|", `\|`) }
 
 // writeHTML writes the self-contained page: inline CSS, each scenario's
-// verdict, table and plots (the SVGs WriteFiles wrote into dir, inline).
-func (s *Suite) writeHTML(w io.Writer, dir string) error {
+// verdict, table and, when drawn, plots (the SVGs WriteFiles wrote into
+// dir, inline).
+func (s *Suite) writeHTML(w io.Writer, dir string, plotted bool) error {
 	type section struct {
 		Name, Desc, Verdict, Outcome string
 		Lines                        [][]string
@@ -295,6 +296,9 @@ func (s *Suite) writeHTML(w io.Writer, dir string) error {
 			sec.AloneLines = e.AloneReport.TableLines()
 		}
 		for _, p := range plotNames {
+			if !plotted {
+				break
+			}
 			b, err := os.ReadFile(filepath.Join(dir, e.Scenario, p+".svg"))
 			if err != nil {
 				return err
@@ -302,7 +306,7 @@ func (s *Suite) writeHTML(w io.Writer, dir string) error {
 			if i := bytes.Index(b, []byte("<svg")); i > 0 {
 				b = b[i:] // the XML declaration has no place inside HTML
 			}
-			sec.Plots = append(sec.Plots, template.HTML(b)) // our own plot, drawn by WritePlots
+			sec.Plots = append(sec.Plots, template.HTML(b)) // our own plot, drawn by plots.Write
 		}
 		data.Sections = append(data.Sections, sec)
 	}

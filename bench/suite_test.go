@@ -31,7 +31,7 @@ func TestSuiteShort(t *testing.T) {
 	}
 	t.Logf("suite ran in %v", time.Since(start))
 	dir := t.TempDir()
-	if err := s.WriteFiles(dir); err != nil {
+	if err := s.WriteFiles(dir, nil); err != nil { // the plots inline: bench/plots' TestWriteSuitePageInlinesThePlots
 		t.Fatal(err)
 	}
 	var got []string
@@ -52,9 +52,9 @@ func TestSuiteShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(page), "<?xml") || strings.Count(string(page), "<svg") != len(plotNames)*len(s.Entries) ||
+	if strings.Contains(string(page), "<?xml") || strings.Count(string(page), "<svg") != 0 ||
 		strings.Contains(string(page), "<link") || strings.Contains(string(page), "src=") {
-		t.Errorf("index.html is not one self-contained page with %d inline plots", len(plotNames)*len(s.Entries))
+		t.Errorf("index.html is not one self-contained page without plots (none drawn)")
 	}
 	for _, e := range back.Entries {
 		t.Run(e.Scenario, func(t *testing.T) {

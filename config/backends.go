@@ -34,7 +34,7 @@ var backendKeys = []string{"name", "kind", "url", "keys", "max_concurrency", "we
 type Backend struct {
 	Name string
 	// Kind is what it speaks: "anthropic" (the Messages API itself, the
-	// default), "bedrock", "vertex" or "foundry".
+	// default), "bedrock", "vertex" or "foundry"; KindOf describes it.
 	Kind string
 	// URL is its base URL; nil means UPSTREAM_URL's.
 	URL *url.URL
@@ -152,7 +152,7 @@ func (fb fileBackend) backend() (Backend, []string) {
 		Region: fb.Region, Project: fb.Project, Resource: fb.Resource, Endpoint: fb.Endpoint, Models: fb.Models, Profile: fb.Profile, CredentialsFile: fb.Credentials,
 		RequestsPerMinute: fb.RPM, InputTokensPerMinute: fb.ITPM, OutputTokensPerMinute: fb.OTPM}
 	if b.Kind == "" {
-		b.Kind = "anthropic"
+		b.Kind = kinds[0].Name
 	}
 	switch {
 	case b.Name == "":
@@ -162,53 +162,10 @@ func (fb fileBackend) backend() (Backend, []string) {
 	}) || len(b.Name) > 64:
 		errs = append(errs, "name may hold only letters, digits, '-', '_' and '.', at most 64 of them (it labels metrics)")
 	}
-	switch b.Kind {
-	case "anthropic":
-		if len(b.Keys) == 0 {
-			errs = append(errs, `keys is missing: name at least one, as "env:NAME" or "file:PATH"`)
-		}
-		if fb.Region != "" || fb.Project != "" || fb.Resource != "" || fb.Endpoint != "" || fb.Models != nil || fb.Profile != "" || fb.Credentials != "" {
-			errs = append(errs, "region, project, resource, endpoint, models, profile and credentials_file are for kind bedrock, vertex or foundry")
-		}
-	case "foundry":
-		if fb.Resource == "" && fb.Endpoint == "" {
-			errs = append(errs, "resource is missing: the Foundry resource's name, as in https://{resource}.services.ai.azure.com (or an endpoint)")
-		}
-		if fb.Resource != "" && strings.ContainsAny(fb.Resource, "/.:@?# ") {
-			errs = append(errs, "resource must be the resource's name alone, as in https://{resource}.services.ai.azure.com")
-		}
-		if fb.Region != "" || fb.Project != "" || fb.Profile != "" || fb.Credentials != "" {
-			errs = append(errs, "region, project, profile and credentials_file are for kind bedrock or vertex")
-		}
-		if fb.Bulk {
-			errs = append(errs, "bulk is for kind anthropic: Foundry takes no Message Batches")
-		}
-	case "bedrock", "vertex":
-		if len(b.Keys) > 0 {
-			errs = append(errs, "keys are for kind anthropic: a cloud's credentials come from its own chain (docs/clouds.md)")
-		}
-		if fb.Region == "" {
-			errs = append(errs, "region is missing")
-		}
-		if fb.Resource != "" {
-			errs = append(errs, "resource is for kind foundry")
-		}
-		if b.Kind == "vertex" && fb.Project == "" {
-			errs = append(errs, "project is missing")
-		}
-		if b.Kind == "bedrock" && (fb.Project != "" || fb.Credentials != "") {
-			errs = append(errs, "project and credentials_file are for kind vertex")
-		}
-		if b.Kind == "vertex" && fb.Profile != "" {
-			errs = append(errs, "profile is for kind bedrock")
-		}
-		if fb.Bulk {
-			// Batches would go with its key (none) to the first-party
-			// URL, or be refused by the cloud.
-			errs = append(errs, "bulk is for kind anthropic: Bedrock and Vertex take no Message Batches")
-		}
-	default:
-		errs = append(errs, fmt.Sprintf("unknown kind %q; want anthropic, bedrock, vertex or foundry", fb.Kind))
+	if k, ok := KindOf(b.Kind); ok {
+		errs = append(errs, k.check(fb)...)
+	} else {
+		errs = append(errs, unknownKind(fb.Kind)...)
 	}
 	for _, k := range b.Keys {
 		ref, name, ok := strings.Cut(k, ":")
@@ -260,7 +217,7 @@ func describeRef(k string) string {
 func (c Config) BulkUpstream() *url.URL {
 	var first *Backend
 	for i, b := range c.Backends {
-		if b.Kind != "anthropic" {
+		if !b.FirstParty() {
 			continue
 		}
 		if first == nil {

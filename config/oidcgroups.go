@@ -9,8 +9,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/oidcauth"
+	"github.com/sluicehq/sluice/request"
 )
 
 // oidcGroupsKey is the config file's array of identity-provider groups,
@@ -66,7 +66,7 @@ func decodeOIDCGroups(name string, data []byte) ([]oidcauth.Group, error) {
 	groups := make([]oidcauth.Group, 0, len(f.Groups))
 	seen := map[string]bool{}
 	for i, g := range f.Groups {
-		class, err := gate.ParseClass(g.Class)
+		class, err := request.ParseClass(g.Class)
 		switch {
 		case g.Group == "":
 			err = errors.New("no group: name the group as the tokens' groups claim spells it")

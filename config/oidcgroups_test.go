@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/request"
 )
 
 // The OIDC settings and the file's [[oidc_groups]] load together.
@@ -37,7 +37,7 @@ models = ["claude-haiku-*"]
 	}
 	g := c.OIDCGroups[0]
 	if g.Name != "ml-platform" || strings.Join(g.Models, ",") != "claude-sonnet-*" || strings.Join(g.Backends, ",") != "anthropic" ||
-		g.Class != gate.ClassBatch || g.Weight != 2 || g.MaxConcurrent != 4 || g.MaxWaiting != 20 {
+		g.Class != request.ClassBatch || g.Weight != 2 || g.MaxConcurrent != 4 || g.MaxWaiting != 20 {
 		t.Errorf("ml-platform %+v", g)
 	}
 }

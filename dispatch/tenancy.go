@@ -20,7 +20,7 @@ type Tenants interface {
 	// from h (the request's headers), d's inbound key and the policy's
 	// source of names. (d is a copy: a pointer through an interface
 	// would put every request's descriptor on the heap.)
-	Identify(d request.Descriptor, h http.Header) (tenant string, class gate.Class)
+	Identify(d request.Descriptor, h http.Header) (tenant string, class request.Class)
 	// Enter counts r in as waiting for its tenant and returns the tenant
 	// it is counted under, or refuses r with a *TenantFullError.
 	Enter(r *request.Descriptor) (Tenant, error)

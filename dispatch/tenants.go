@@ -29,7 +29,7 @@ const (
 const SessionHeader = "X-Claude-Code-Session-Id"
 
 // The headers a client names its tenant (under TENANT_FROM=header) and
-// its priority class (gate.Class's name) with.
+// its priority class (request.Class's name) with.
 const (
 	TenantHeader   = "X-Sluice-Tenant"
 	PriorityHeader = "X-Sluice-Priority"
@@ -127,7 +127,7 @@ func NewTenantTable(cfg TenantConfig) *TenantTable {
 // thing named keeps the credential's tenant (d.Tenant). The class is the
 // header's, but never above the inbound key's: a key made batch stays
 // batch.
-func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant string, class gate.Class) {
+func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant string, class request.Class) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
@@ -172,10 +172,10 @@ func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant str
 	if name = strings.TrimLeft(strings.TrimSpace(name), "\x00"); name != "" {
 		tenant = name
 	}
-	class = gate.ClassInteractive
-	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), gate.ClassBatch.String()) ||
-		d.Inbound != nil && d.Inbound.Class == gate.ClassBatch {
-		class = gate.ClassBatch
+	class = request.ClassInteractive
+	if strings.EqualFold(strings.TrimSpace(h.Get(PriorityHeader)), request.ClassBatch.String()) ||
+		d.Inbound != nil && d.Inbound.Class == request.ClassBatch {
+		class = request.ClassBatch
 	}
 	return tenant, class
 }
@@ -351,7 +351,7 @@ func (ts *TenantTable) Ticket(tk *gate.Ticket, tn Tenant, r *request.Descriptor)
 	t := tn.(*tenant)
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
-	tk.Class = r.Class
+	tk.Class = gate.Class(r.Class) // the same values (TestClassesAreTheGates)
 	tk.Weight = ts.cfg.Weights[t.name]
 	tk.MaxInFlight = ts.cfg.MaxConcurrent
 	if in := r.Inbound; in != nil {

@@ -25,31 +25,31 @@ func TestIdentify(t *testing.T) {
 		inbound *request.Inbound
 		userID  string
 		want    string
-		class   gate.Class
+		class   request.Class
 	}{
-		{TenantFromKey, hdr, nil, "u1", keyTenant, gate.ClassBatch},
-		{TenantFromKey, hdr, in, "u1", "ci", gate.ClassBatch}, // with inbound keys, the sluice key it brings
-		{TenantFromHeader, hdr, nil, "u1", "team-a", gate.ClassBatch},
-		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, gate.ClassInteractive},
-		{TenantFromMetadata, nil, nil, "u1", "u1", gate.ClassInteractive},
-		{TenantFromMetadata, nil, nil, "", keyTenant, gate.ClassInteractive},
-		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, nil, `{"session_id":"s-meta"}`, "s-hdr", gate.ClassInteractive},
-		{TenantFromSession, nil, nil, `{"device_id":"d","account_uuid":"","session_id":"s-meta"}`, "s-meta", gate.ClassInteractive},
-		{TenantFromSession, nil, nil, "u1", keyTenant, gate.ClassInteractive},                           // a user_id that is not Claude Code's
-		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, in, "", "ci", gate.ClassInteractive}, // the inbound key binds
-		{TenantFromInbound, nil, in, "", "ci", gate.ClassInteractive},
-		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", gate.ClassInteractive},
-		{TenantFromInbound, nil, nil, "", keyTenant, gate.ClassInteractive}, // no inbound key: the credential's
+		{TenantFromKey, hdr, nil, "u1", keyTenant, request.ClassBatch},
+		{TenantFromKey, hdr, in, "u1", "ci", request.ClassBatch}, // with inbound keys, the sluice key it brings
+		{TenantFromHeader, hdr, nil, "u1", "team-a", request.ClassBatch},
+		{TenantFromHeader, http.Header{}, nil, "u1", keyTenant, request.ClassInteractive},
+		{TenantFromMetadata, nil, nil, "u1", "u1", request.ClassInteractive},
+		{TenantFromMetadata, nil, nil, "", keyTenant, request.ClassInteractive},
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, nil, `{"session_id":"s-meta"}`, "s-hdr", request.ClassInteractive},
+		{TenantFromSession, nil, nil, `{"device_id":"d","account_uuid":"","session_id":"s-meta"}`, "s-meta", request.ClassInteractive},
+		{TenantFromSession, nil, nil, "u1", keyTenant, request.ClassInteractive},                           // a user_id that is not Claude Code's
+		{TenantFromSession, http.Header{SessionHeader: {"s-hdr"}}, in, "", "ci", request.ClassInteractive}, // the inbound key binds
+		{TenantFromInbound, nil, in, "", "ci", request.ClassInteractive},
+		{TenantFromInbound, nil, &request.Inbound{Name: "ci-key"}, "", "ci-key", request.ClassInteractive},
+		{TenantFromInbound, nil, nil, "", keyTenant, request.ClassInteractive}, // no inbound key: the credential's
 		// The developer Anthropic's gateway signed in: the email (decoded
 		// from the gateway's percent-encoding), else the IdP subject; a
 		// request naming none is its inbound key's (the gateway's).
-		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"jos%C3%A9@example.com"}, GatewayUserIDHeader: {"sub-1"}}, in, "u1", "josé@example.com", gate.ClassInteractive},
-		{TenantFromGateway, http.Header{GatewayUserIDHeader: {" sub-1 "}}, nil, "", "sub-1", gate.ClassInteractive},
-		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"100%"}}, nil, "", "100%", gate.ClassInteractive}, // not the gateway's encoding: kept as sent
-		{TenantFromGateway, http.Header{TenantHeader: {"team-a"}}, in, "u1", "ci", gate.ClassInteractive},
-		{TenantFromGateway, nil, nil, "u1", keyTenant, gate.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"jos%C3%A9@example.com"}, GatewayUserIDHeader: {"sub-1"}}, in, "u1", "josé@example.com", request.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserIDHeader: {" sub-1 "}}, nil, "", "sub-1", request.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"100%"}}, nil, "", "100%", request.ClassInteractive}, // not the gateway's encoding: kept as sent
+		{TenantFromGateway, http.Header{TenantHeader: {"team-a"}}, in, "u1", "ci", request.ClassInteractive},
+		{TenantFromGateway, nil, nil, "u1", keyTenant, request.ClassInteractive},
 		// The key's class wins over a header that asks for more.
-		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: gate.ClassBatch}, "", "n", gate.ClassBatch},
+		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: request.ClassBatch}, "", "n", request.ClassBatch},
 	} {
 		d := request.Descriptor{Tenant: keyTenant, UserID: tc.userID, Inbound: tc.inbound}
 		d.Tenant, d.Class = NewTenantTable(TenantConfig{From: tc.from}).Identify(d, tc.h)
@@ -167,7 +167,7 @@ func TestTenantMaxWaiting(t *testing.T) {
 // weight and limit, from the configuration or its inbound key.
 func TestTenantTicket(t *testing.T) {
 	ts := NewTenantTable(TenantConfig{Weights: map[string]float64{"a": 3}, MaxConcurrent: 4})
-	r := &request.Descriptor{Tenant: "a", Class: gate.ClassBatch, Cost: request.Cost{InputTokens: 100, MaxTokens: 1000}}
+	r := &request.Descriptor{Tenant: "a", Class: request.ClassBatch, Cost: request.Cost{InputTokens: 100, MaxTokens: 1000}}
 	tn, _ := ts.Enter(r)
 	var tk gate.Ticket
 	ts.Ticket(&tk, tn, r)

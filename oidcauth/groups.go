@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -13,13 +12,13 @@ import (
 // members of a sluice key (INBOUND_KEYS_FILE's entries), less its name
 // and hash, which the token gives.
 type Group struct {
-	Name          string     // the group as the groups claim spells it; "*" is every token
-	Models        []string   // models its members may call; nil: all
-	Backends      []string   // backends their requests may go to; nil: all
-	Class         gate.Class // their priority class
-	Weight        float64    // their share in the fair order; 0 means 1
-	MaxConcurrent int        // upstream calls at once for each member; 0: no limit
-	MaxWaiting    int        // requests waiting for each member; 0: no limit
+	Name          string        // the group as the groups claim spells it; "*" is every token
+	Models        []string      // models its members may call; nil: all
+	Backends      []string      // backends their requests may go to; nil: all
+	Class         request.Class // their priority class
+	Weight        float64       // their share in the fair order; 0 means 1
+	MaxConcurrent int           // upstream calls at once for each member; 0: no limit
+	MaxWaiting    int           // requests waiting for each member; 0: no limit
 }
 
 func (g *Group) check() error {

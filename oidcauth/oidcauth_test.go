@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/oidctest"
+	"github.com/sluicehq/sluice/request"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -240,8 +240,8 @@ func TestProviderDownAtStart(t *testing.T) {
 func TestGroupsMapToWhatAKeyCarries(t *testing.T) {
 	p := oidctest.Start(t)
 	v := newVerifier(t, p, Options{Groups: []Group{
-		{Name: "eng", Models: []string{"claude-sonnet-*"}, Backends: []string{"anthropic"}, Class: gate.ClassBatch, Weight: 2, MaxConcurrent: 4, MaxWaiting: 10},
-		{Name: "ml", Models: []string{"claude-opus-*"}, Backends: []string{"bedrock"}, Class: gate.ClassInteractive, Weight: 1, MaxConcurrent: 8},
+		{Name: "eng", Models: []string{"claude-sonnet-*"}, Backends: []string{"anthropic"}, Class: request.ClassBatch, Weight: 2, MaxConcurrent: 4, MaxWaiting: 10},
+		{Name: "ml", Models: []string{"claude-opus-*"}, Backends: []string{"bedrock"}, Class: request.ClassInteractive, Weight: 1, MaxConcurrent: 8},
 		{Name: "contractors", Models: []string{"claude-haiku-*"}, MaxConcurrent: 1},
 	}})
 	rec, err := v.Check(t.Context(), p.Token(t, alice).ID) // eng and ml
@@ -249,7 +249,7 @@ func TestGroupsMapToWhatAKeyCarries(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Join(rec.Models, ",") != "claude-sonnet-*,claude-opus-*" || strings.Join(rec.Backends, ",") != "anthropic,bedrock" ||
-		rec.Class != gate.ClassInteractive || rec.Weight != 2 || rec.MaxConcurrent != 8 || rec.MaxWaiting != 0 {
+		rec.Class != request.ClassInteractive || rec.Weight != 2 || rec.MaxConcurrent != 8 || rec.MaxWaiting != 0 {
 		t.Errorf("alice in eng and ml: %+v", rec)
 	}
 	_, err = v.Check(t.Context(), p.Token(t, bob).ID) // sales: not mapped

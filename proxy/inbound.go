@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/budget"
 
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/oidcauth"
 	"github.com/sluicehq/sluice/request"
@@ -216,7 +215,7 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	case e.Weight < 0 || e.MaxConcurrent < 0 || e.MaxWaiting < 0:
 		return k, errors.New("weight, max_concurrent and max_waiting must not be negative")
 	}
-	class, err := gate.ParseClass(e.Class)
+	class, err := request.ParseClass(e.Class)
 	if err != nil {
 		return k, fmt.Errorf("class %q: %w", e.Class, err)
 	}

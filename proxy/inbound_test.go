@@ -20,7 +20,6 @@ import (
 
 	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/dispatch"
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -218,7 +217,7 @@ func TestInboundKeyReachesTheUpstreamAsTheHeldKeyOnly(t *testing.T) {
 		}
 		d := f.descs.last()
 		sum := sha256.Sum256([]byte(sluiceKey("alice")))
-		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: gate.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7,
+		want := request.Inbound{Name: "alice", Tenant: "team-a", Weight: 2, Class: request.ClassBatch, MaxConcurrent: 3, MaxWaiting: 7,
 			Hash: hex.EncodeToString(sum[:8])} // the key as spend and budgets name it
 
 		if d.Inbound == nil || fmt.Sprint(*d.Inbound) != fmt.Sprint(want) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/assemble"
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/oidctest"
 	"github.com/sluicehq/sluice/oidcauth"
 	recording "github.com/sluicehq/sluice/record"
@@ -27,7 +26,7 @@ var (
 
 // tokenGroups are the fixture's [[oidc_groups]]: eng may call Sonnet only,
 // as batch work of weight 3, two calls at once a person.
-var tokenGroups = []oidcauth.Group{{Name: "eng", Models: []string{"claude-sonnet-*"}, Class: gate.ClassBatch, Weight: 3, MaxConcurrent: 2}}
+var tokenGroups = []oidcauth.Group{{Name: "eng", Models: []string{"claude-sonnet-*"}, Class: request.ClassBatch, Weight: 3, MaxConcurrent: 2}}
 
 // startTokens is startInbound with identity-provider tokens of a real
 // provider beside the sluice keys of entries (no keys file if none).
@@ -79,7 +78,7 @@ func TestTokenReachesTheUpstreamAsTheHeldKeyWithItsGroups(t *testing.T) {
 	}
 	d := f.descs.last()
 	if d.Inbound == nil || d.Inbound.Tenant != tokenAlice.Email || strings.Join(d.Inbound.Groups, ",") != "eng" ||
-		d.Inbound.Class != gate.ClassBatch || d.Inbound.Weight != 3 || d.Inbound.MaxConcurrent != 2 || len(d.Inbound.Hash) != 16 {
+		d.Inbound.Class != request.ClassBatch || d.Inbound.Weight != 3 || d.Inbound.MaxConcurrent != 2 || len(d.Inbound.Hash) != 16 {
 		t.Errorf("descriptor's Inbound = %+v", d.Inbound)
 	}
 	// The group's model list binds, as a sluice key's does.

@@ -27,7 +27,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/apierror"
-	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/cachewhy"
 	"github.com/sluicehq/sluice/config"
@@ -36,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/park"
+	"github.com/sluicehq/sluice/parts"
 	recording "github.com/sluicehq/sluice/record"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/retry"
@@ -203,7 +203,7 @@ type Options struct {
 	// they count in, as assemble.Build makes them from the configuration
 	// (a test may put a part of another kind in their place). Required:
 	// the proxy builds no policy itself.
-	Parts assemble.Parts
+	Parts parts.Parts
 	// Collectors are more metrics to serve at /metrics: a shared gate's,
 	// the bulk endpoint's.
 	Collectors []prometheus.Collector

@@ -8,8 +8,6 @@ package request
 
 import (
 	"time"
-
-	"github.com/sluicehq/sluice/gate"
 )
 
 // Descriptor is what the policies know of one Messages request.
@@ -40,7 +38,7 @@ type Descriptor struct {
 	UserID string
 	// Class is the request's priority class, as its tenant policy
 	// decided (see dispatch.Tenants).
-	Class gate.Class
+	Class Class
 	// Model is the body's model, cut to 128 bytes.
 	Model string
 	// Stream is the body's stream flag.
@@ -79,15 +77,15 @@ func (d *Descriptor) PaceKey() string {
 // the fair order and the per-tenant limits, and what it may call. Zero
 // values mean the defaults.
 type Inbound struct {
-	Name          string     // the key's name in the keys file
-	Tenant        string     // the tenant it belongs to; "" means Name
-	Weight        float64    // its share in the fair order; 0 means 1
-	Class         gate.Class // its priority class; the zero value is interactive
-	MaxConcurrent int        // upstream calls at once for its tenant; 0: no limit
-	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
-	Models        []string   // models it may call; nil means all
-	Backends      []string   // backends its requests may go to, by name; nil means all
-	Groups        []string   // the identity provider's groups of the caller; nil for a sluice key
+	Name          string   // the key's name in the keys file
+	Tenant        string   // the tenant it belongs to; "" means Name
+	Weight        float64  // its share in the fair order; 0 means 1
+	Class         Class    // its priority class; the zero value is interactive
+	MaxConcurrent int      // upstream calls at once for its tenant; 0: no limit
+	MaxWaiting    int      // requests waiting for its tenant; 0: no limit
+	Models        []string // models it may call; nil means all
+	Backends      []string // backends its requests may go to, by name; nil means all
+	Groups        []string // the identity provider's groups of the caller; nil for a sluice key
 	// Hash is the first 16 hex digits of the key's SHA-256: the key as
 	// the spend metrics and budgets name it. Never the key.
 	Hash string

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/regfile"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
@@ -272,7 +273,7 @@ func (p *Pool) BulkKey() *Key {
 		}
 	}
 	for _, b := range p.Backends {
-		if b.Kind == "anthropic" {
+		if k, _ := config.KindOf(b.Kind); k.FirstParty {
 			return b.Keys[0]
 		}
 	}

@@ -17,10 +17,10 @@ import (
 	"time"
 )
 
-// ChildEnv names the environment variable that makes a sluice process one
-// of the benchmark's children instead of what its arguments say: the
-// variable holds the child's spec as JSON. The benchmark runs its own
-// executable for each child, so that the upstream and the load generator
+// ChildEnv names the environment variable that makes a sluice-bench
+// process one of the benchmark's children instead of what its arguments
+// say: the variable holds the child's spec as JSON. The benchmark runs its
+// own executable for each child, so that the upstream and the load generator
 // are processes of their own whose CPU is not the proxy's.
 const ChildEnv = "SLUICE_OVERHEAD_CHILD"
 

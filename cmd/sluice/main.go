@@ -10,8 +10,6 @@ import (
 	"io"
 	"os"
 	"sort"
-
-	"github.com/sluicehq/sluice/bench/overhead"
 )
 
 // command is one subcommand of sluice.
@@ -30,13 +28,6 @@ var commands = map[string]command{
 }
 
 func main() {
-	if child, err := overhead.RunChild(os.Stdout); child { // one of `sluice bench --overhead`'s own processes
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "sluice:", err)
-			os.Exit(2)
-		}
-		return
-	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "sluice:", err)

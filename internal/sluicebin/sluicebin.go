@@ -19,8 +19,10 @@ var (
 	err  error
 )
 
-// Path is the path of a sluice binary built from this tree with go build;
-// the first call builds it, and a failed build fails every caller's test.
+// Path is the path of a sluice binary built from this tree with go build,
+// with sluice-bench beside it (so that `sluice bench` runs the bench of
+// the same tree); the first call builds them, and a failed build fails
+// every caller's test.
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
@@ -30,7 +32,7 @@ func Path(t testing.TB) string {
 			return
 		}
 		path = filepath.Join(dir, "sluice")
-		out, buildErr := exec.Command("go", "build", "-o", path, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
+		out, buildErr := exec.Command("go", "build", "-o", dir, "github.com/sluicehq/sluice/cmd/sluice", "github.com/sluicehq/sluice/cmd/sluice-bench").CombinedOutput()
 		if buildErr != nil {
 			err = fmt.Errorf("go build: %v\n%s", buildErr, out)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench"
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/bench/plots"
 	"github.com/sluicehq/sluice/record"
 )
 
@@ -73,23 +72,10 @@ func (r *replayFlags) run(out string, repeat int, quiet bool) error {
 	rep.WriteTable(os.Stdout)
 	fmt.Printf("\n%-16s %s\n", "replay", bench.VerdictOf(sc.Verdict, rep, nil, "").Line)
 	if out != "" {
-		if err := rep.WriteFiles(out); err != nil {
+		if err := rep.WriteFiles(out, plots.Write); err != nil {
 			return fmt.Errorf("bench: write %s: %w", out, err)
 		}
 		fmt.Printf("\nwrote %s/ %s\n", out, strings.Join(bench.OutputFiles(), " "))
 	}
 	return nil
-}
-
-// openRecorder opens RECORD_FILE's recorder; nil when it is not set.
-func openRecorder(cfg config.Config, log *slog.Logger) (*record.Recorder, error) {
-	if cfg.RecordFile == "" {
-		return nil, nil
-	}
-	rc, err := record.Open(record.Config{Path: cfg.RecordFile, MaxBytes: cfg.RecordMax, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("recording the shape of Messages requests (no text, keys or bodies)", "file", cfg.RecordFile, "max_mb", cfg.RecordMax>>20)
-	return rc, nil
 }

@@ -1,4 +1,9 @@
-package bench
+// Package plots draws a bench report's charts (upstream in-flight, the
+// latency CDF, the queue) as PNG and SVG, with gonum/plot. It is a package
+// of its own so that only the bench command links a plotting library: the
+// sluice server runs the bench for its page (web/benchtrace) and draws no
+// chart.
+package plots
 
 import (
 	"fmt"
@@ -10,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/bench"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -20,11 +26,11 @@ import (
 
 // modeColor keeps a mode's colour the same on every chart.
 var modeColor = map[string]color.Color{
-	ModeDirect:   color.RGBA{R: 120, G: 120, B: 120, A: 255},
-	ModePlain:    color.RGBA{R: 214, G: 39, B: 40, A: 255},
-	ModeWindowed: color.RGBA{R: 31, G: 119, B: 180, A: 255},
+	bench.ModeDirect:   color.RGBA{R: 120, G: 120, B: 120, A: 255},
+	bench.ModePlain:    color.RGBA{R: 214, G: 39, B: 40, A: 255},
+	bench.ModeWindowed: color.RGBA{R: 31, G: 119, B: 180, A: 255},
 	// windowed-fifo: the seed's one line, against windowed's fair order
-	ModeWindowedFIFO: color.RGBA{R: 44, G: 160, B: 44, A: 255},
+	bench.ModeWindowedFIFO: color.RGBA{R: 44, G: 160, B: 44, A: 255},
 }
 
 // variantColors colour the scenario's variants, in the order they ran.
@@ -37,12 +43,12 @@ var variantColors = []color.Color{
 
 // colorOf is mode's colour: its own for direct, plain and windowed, else
 // one of variantColors by the order the variants ran in.
-func (r *Report) colorOf(mode string) color.Color {
+func colorOf(r *bench.Report, mode string) color.Color {
 	if c, ok := modeColor[mode]; ok {
 		return c
 	}
 	i := 0
-	for _, res := range r.results {
+	for _, res := range r.Results() {
 		if res.Mode == mode {
 			break
 		}
@@ -82,17 +88,18 @@ type chart struct {
 	caption []string
 }
 
-// WritePlots writes inflight, latency_cdf and queue as PNG and SVG into dir.
-func (r *Report) WritePlots(dir string) error {
+// Write draws inflight, latency_cdf and queue as PNG and SVG into dir: a
+// bench.Plot, for Report.WriteFiles and Suite.WriteFiles.
+func Write(r *bench.Report, dir string) error {
 	for _, c := range []struct {
 		name string
-		make func() (*chart, error)
+		make func(*bench.Report) (*chart, error)
 	}{
-		{"inflight", r.inflightPlot},
-		{"latency_cdf", r.latencyPlot},
-		{"queue", r.queuePlot},
+		{"inflight", inflightPlot},
+		{"latency_cdf", latencyPlot},
+		{"queue", queuePlot},
 	} {
-		ch, err := c.make()
+		ch, err := c.make(r)
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", c.name, err)
 		}
@@ -151,7 +158,7 @@ func (ch *chart) save(path, format string) error {
 	return f.Close()
 }
 
-func (r *Report) newChart(title, x, y string) *chart {
+func newChart(r *bench.Report, title, x, y string) *chart {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font = font.From(sans, titleSize)
@@ -168,7 +175,7 @@ func (r *Report) newChart(title, x, y string) *chart {
 	l.Top, l.Left = true, true
 	l.ThumbnailWidth = vg.Points(20)
 	l.Padding = vg.Points(4)
-	return &chart{plot: p, legend: l, caption: r.caption()}
+	return &chart{plot: p, legend: l, caption: caption(r)}
 }
 
 func (ch *chart) add(name string, t ...plot.Thumbnailer) {
@@ -178,7 +185,7 @@ func (ch *chart) add(name string, t ...plot.Thumbnailer) {
 
 // caption says what produced the chart, so that a PNG passed around on
 // its own can still be read: the scenario, the settings and the version.
-func (r *Report) caption() []string {
+func caption(r *bench.Report) []string {
 	first := fmt.Sprintf("scenario %s, seed %d, %d arrivals; windowed: window %d or %g ms, %d slots, deadline %g s; client timeout %g s, %d retries",
 		r.Scenario, r.Seed, r.Arrivals, r.Sluice.MaxSize, r.Sluice.MaxWaitMS, r.Sluice.MaxConcurrency, r.Sluice.TimeoutS,
 		r.Client.TimeoutS, r.Client.MaxRetries)
@@ -193,8 +200,8 @@ func (r *Report) caption() []string {
 	return []string{first, strings.Join(second, "; ")}
 }
 
-func (r *Report) series(ch *chart, value func(Sample) float64, only func(*ModeResult) bool) error {
-	for _, res := range r.results {
+func series(r *bench.Report, ch *chart, value func(bench.Sample) float64, only func(*bench.ModeResult) bool) error {
+	for _, res := range r.Results() {
 		if only != nil && !only(res) {
 			continue
 		}
@@ -209,7 +216,7 @@ func (r *Report) series(ch *chart, value func(Sample) float64, only func(*ModeRe
 		if err != nil {
 			return err
 		}
-		l.Color = r.colorOf(res.Mode)
+		l.Color = colorOf(r, res.Mode)
 		l.Width = vg.Points(1.5)
 		ch.plot.Add(l)
 		ch.add(res.Mode, l)
@@ -219,8 +226,8 @@ func (r *Report) series(ch *chart, value func(Sample) float64, only func(*ModeRe
 
 // timeChart is a chart over the run's time with the spike periods shaded
 // under the data and counts on the y axis.
-func (r *Report) timeChart(title, y string) *chart {
-	ch := r.newChart(title, "time since the first arrival (s)", y)
+func timeChart(r *bench.Report, title, y string) *chart {
+	ch := newChart(r, title, "time since the first arrival (s)", y)
 	for i, s := range r.Spikes {
 		b := &band{from: s.FromS, to: s.ToS}
 		ch.plot.Add(b)
@@ -235,9 +242,9 @@ func (r *Report) timeChart(title, y string) *chart {
 	return ch
 }
 
-func (r *Report) inflightPlot() (*chart, error) {
-	ch := r.timeChart("Upstream in-flight — "+r.Scenario, "requests in generation")
-	if err := r.series(ch, func(s Sample) float64 { return float64(s.UpstreamInflight) }, nil); err != nil {
+func inflightPlot(r *bench.Report) (*chart, error) {
+	ch := timeChart(r, "Upstream in-flight — "+r.Scenario, "requests in generation")
+	if err := series(r, ch, func(s bench.Sample) float64 { return float64(s.UpstreamInflight) }, nil); err != nil {
 		return nil, err
 	}
 	cap := float64(r.Sluice.MaxConcurrency)
@@ -251,21 +258,21 @@ func (r *Report) inflightPlot() (*chart, error) {
 	return ch, nil
 }
 
-func (r *Report) queuePlot() (*chart, error) {
-	ch := r.timeChart("Waiting in sluice (window + gate) — "+r.Scenario, "requests queued")
-	err := r.series(ch, func(s Sample) float64 { return float64(s.Queued) },
-		func(res *ModeResult) bool { return res.Windowed })
+func queuePlot(r *bench.Report) (*chart, error) {
+	ch := timeChart(r, "Waiting in sluice (window + gate) — "+r.Scenario, "requests queued")
+	err := series(r, ch, func(s bench.Sample) float64 { return float64(s.Queued) },
+		func(res *bench.ModeResult) bool { return res.Windowed })
 	ch.plot.Y.Max = max(ch.plot.Y.Max*1.05, 1) // headroom; an empty queue still gets an axis
 	return ch, err
 }
 
-func (r *Report) latencyPlot() (*chart, error) {
-	ch := r.newChart("Latency CDF of successful requests — "+r.Scenario, "latency (ms, log scale)", "fraction of requests ≤ x")
+func latencyPlot(r *bench.Report) (*chart, error) {
+	ch := newChart(r, "Latency CDF of successful requests — "+r.Scenario, "latency (ms, log scale)", "fraction of requests ≤ x")
 	p := ch.plot
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = logTicks{}
 	p.Y.Tick.Marker = niceTicks{}
-	for _, res := range r.results {
+	for _, res := range r.Results() {
 		var lat []float64
 		for _, rec := range res.Records {
 			if rec.Outcome == "ok" {
@@ -284,7 +291,7 @@ func (r *Report) latencyPlot() (*chart, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color = r.colorOf(res.Mode)
+		l.Color = colorOf(r, res.Mode)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		ch.add(res.Mode, l)

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -22,6 +25,7 @@ type overheadFlags struct {
 	clients, streams   int
 	markdown, jsonFile string
 	profile, haproxy   string
+	sluice             string
 }
 
 func (f *overheadFlags) register(fs *flag.FlagSet) {
@@ -35,18 +39,24 @@ func (f *overheadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.markdown, "markdown", "", "with --overhead: also write the table to this `file`")
 	fs.StringVar(&f.jsonFile, "json", "", "with --overhead: write every measurement and the rows as JSON to this `file`")
 	fs.StringVar(&f.profile, "profile", "", "with --overhead: write pprof CPU and allocation profiles of each sluice into this `directory`")
+	fs.StringVar(&f.sluice, "sluice", "", "with --overhead: the sluice `executable` measured (default: the sluice that ran `sluice bench`, else sluice beside this command, else on PATH)")
 	fs.StringVar(&f.haproxy, "haproxy", "", "with --overhead: the haproxy executable (default: haproxy on PATH, skipped when absent)")
 	l := overhead.LongDefaults()
 	fs.BoolVar(&f.long, "long-streams", false, fmt.Sprintf("with --overhead: the long-stream mode instead: --streams concurrent streams (default %d here) of bursts of events with a pause between, for --duration (default %s here), with the proxies' RSS and goroutines per open stream", l.Streams, l.Duration))
 	fs.DurationVar(&f.pause, "pause", l.Long.Pause, "with --overhead --long-streams: the pause between a stream's bursts")
 }
 
-// run runs the overhead benchmark with the sluice executable itself as
-// `sluice serve` and as the children, and prints its table.
+// run runs the overhead benchmark with a sluice executable as `sluice
+// serve` and this command itself as the other children, and prints its
+// table.
 func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench --overhead: %w", err)
+	}
+	sluice, err := f.sluiceExe(exe)
+	if err != nil {
+		return err
 	}
 	opt := overhead.Defaults()
 	switch {
@@ -74,7 +84,7 @@ func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
 			}
 		}
 	})
-	opt.Exe, opt.ProfileDir, opt.HAProxy = exe, f.profile, f.haproxy
+	opt.Exe, opt.Sluice, opt.ProfileDir, opt.HAProxy = exe, sluice, f.profile, f.haproxy
 	if !quiet {
 		opt.Progress = os.Stderr
 	}
@@ -102,4 +112,33 @@ func (f *overheadFlags) run(fs *flag.FlagSet, quiet bool) error {
 		}
 	}
 	return nil
+}
+
+// sluiceExe is the sluice executable --overhead measures: --sluice; else
+// the one that ran this command as `sluice bench` (SluiceExeEnv); else
+// sluice beside this command (both installed together); else sluice on
+// PATH.
+func (f *overheadFlags) sluiceExe(self string) (string, error) {
+	if f.sluice != "" {
+		return f.sluice, nil
+	}
+	if p := os.Getenv(SluiceExeEnv); p != "" {
+		return p, nil
+	}
+	if p := filepath.Join(filepath.Dir(self), "sluice"); isExecutable(p) {
+		return p, nil
+	}
+	if p, err := exec.LookPath("sluice"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("bench --overhead measures a sluice executable, and found none: run it as `sluice bench --overhead`, or give --sluice PATH (go build -o /tmp/sluice ./cmd/sluice)")
+}
+
+// SluiceExeEnv names the variable in which `sluice bench` tells this
+// command its own executable, the sluice --overhead measures.
+const SluiceExeEnv = "SLUICE_BENCH_SLUICE"
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
