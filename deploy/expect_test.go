@@ -552,4 +552,3 @@ func show[T any](p *T) string {
 	}
 	return fmt.Sprint(*p)
 }
-
