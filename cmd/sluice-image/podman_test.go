@@ -41,7 +41,13 @@ func TestImageRunsInPodmanWithRunc(t *testing.T) {
 	sim := exec.Command(filepath.Join(simRoot, "usr/local/bin/sluice"), "sim", "--listen", "127.0.0.1:0")
 	simAddr := startAndFind(t, sim, regexp.MustCompile(`on http://(127\.0\.0\.1:\d+)`))
 
-	store := t.TempDir()
+	// Short: podman refuses a runroot over 50 characters, which
+	// t.TempDir's names exceed.
+	store, err := os.MkdirTemp("", "podman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(store) })
 	podman := func(args ...string) *exec.Cmd {
 		global := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"),
 			"--tmpdir", filepath.Join(store, "tmp"), "--storage-driver", "vfs", "--events-backend", "none",
