@@ -26,9 +26,9 @@ import (
 // SIGTERM, answered by /readyz turning 503, the request in flight
 // finishing, and an exit within the drain time.
 //
-// Container engines do not run on the machines CI runs on (podman's crun
-// refuses cgroups in hybrid mode), so by default the test does what an
-// engine does, minus the cgroups and the network namespace: it unpacks the
+// podman_test.go runs the image in podman with runc (podman's default
+// runtime, crun, refuses cgroups in hybrid mode). This test, by default,
+// does what an engine does, minus the cgroups and the network namespace: it unpacks the
 // image's layers into a directory and starts the config's entrypoint with
 // the config's environment, working directory and user, chrooted there in
 // a new user and mount namespace (`unshare -Urm` plus a mapping for the
