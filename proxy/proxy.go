@@ -41,7 +41,6 @@ import (
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/spend"
-	"github.com/sluicehq/sluice/spendstore"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -89,10 +88,10 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	tokenModels       modelLabels       // sluice_tokens_total's model values, bounded
-	spend             *spend.Ledger     // what each tenant, key and model spent (spend.go)
-	budgets           *budget.Set       // the [[budgets]]; nil without any (budget.go)
-	books             *spendstore.Store // the spend books the admin API reads (adminapi.go); nil: none
+	tokenModels       modelLabels   // sluice_tokens_total's model values, bounded
+	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
+	budgets           *budget.Set   // the [[budgets]]; nil without any (budget.go)
+	books             Books         // the spend books the admin API reads (adminapi.go); nil: none
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -166,7 +165,7 @@ type Options struct {
 	Spend *spend.Ledger
 	// Books are the spend books the admin API reads (/admin/spend); nil:
 	// none. Their maker tells them the ledger's spend.
-	Books *spendstore.Store
+	Books Books
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
