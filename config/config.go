@@ -60,15 +60,16 @@ type Config struct {
 	GateReplicas         int           // GATE_REPLICAS; 0: counted in Redis
 
 	// Exposure beyond loopback: inbound keys, the admin listener, TLS.
-	InboundKeysFile string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
-	UpstreamKeyFile string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
-	AdminListenAddr string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
-	PprofListenAddr string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
-	LiveMaxWatchers int            // LIVE_MAX_WATCHERS
-	UIBenchRuns     BenchRuns      // UI_BENCH_RUNS
-	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
-	TLSCertFile     string         // TLS_CERT_FILE
-	TLSKeyFile      string         // TLS_KEY_FILE
+	InboundKeysFile  string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
+	InboundKeysStore bool           // INBOUND_KEYS_STORE: keys and budgets in the spend store, changed live
+	UpstreamKeyFile  string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
+	AdminListenAddr  string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
+	PprofListenAddr  string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
+	LiveMaxWatchers  int            // LIVE_MAX_WATCHERS
+	UIBenchRuns      BenchRuns      // UI_BENCH_RUNS
+	TrustedProxies   []netip.Prefix // TRUSTED_PROXIES
+	TLSCertFile      string         // TLS_CERT_FILE
+	TLSKeyFile       string         // TLS_KEY_FILE
 
 	// Tenants and the fair order.
 	GateOrder           GateOrder          // GATE_ORDER
@@ -283,8 +284,11 @@ var Settings = []Setting{
 	{Env: "INBOUND_KEYS_FILE", Flag: "inbound-keys-file", Default: "", Accepts: "a path to a JSON keys file, or empty",
 		Meaning: "Inbound keys: sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY) and clients present sluice keys, stored in this file as SHA-256 hashes (see docs/deploy.md); re-read on SIGHUP. A request without a valid one is answered 401. Empty: each client's own key passes through.",
 		apply:   func(c *Config, v string) error { c.InboundKeysFile = v; return nil }},
+	{Env: "INBOUND_KEYS_STORE", Flag: "inbound-keys-store", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Inbound keys and budgets kept in the spend store (SPEND_STORE, which must be sqlite or a postgres:// DSN) and changed live through the admin API or `sluice keys` and `sluice budgets`, on every replica sharing the store within a second (see docs/admin-api.md); beside INBOUND_KEYS_FILE's keys and the config file's budgets, if set. sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY).",
+		apply:   func(c *Config, v string) (err error) { c.InboundKeysStore, err = parseBool(v); return }},
 	{Env: "UPSTREAM_KEY_FILE", Flag: "upstream-key-file", Default: "", Accepts: "a path, or empty",
-		Meaning: "With INBOUND_KEYS_FILE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
+		Meaning: "With INBOUND_KEYS_FILE or INBOUND_KEYS_STORE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
 		apply:   func(c *Config, v string) error { c.UpstreamKeyFile = v; return nil }},
 	{Env: "ADMIN_LISTEN_ADDR", Flag: "admin-listen", Default: "", Accepts: "host:port, or empty",
 		Meaning: "A second address for /metrics, the page at /ui/ and its live feed, which are then absent (404) from LISTEN_ADDR. Empty: they are served on LISTEN_ADDR.",
@@ -361,7 +365,7 @@ var Settings = []Setting{
 			return nil
 		}, secret: true},
 	{Env: "ADMIN_KEY", Flag: "admin-key", Default: "", Accepts: "any text of 16 characters or more, or empty",
-		Meaning: "The key the admin API (/admin/spend, /admin/budgets on ADMIN_LISTEN_ADDR) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
+		Meaning: "The key the admin API (/admin/spend, /admin/budgets, and with INBOUND_KEYS_STORE /admin/keys and /admin/audit, on ADMIN_LISTEN_ADDR; docs/admin-api.md) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
 		apply: func(c *Config, v string) error {
 			if v != "" && len(v) < 16 {
 				return errors.New("shorter than 16 characters")

@@ -44,10 +44,11 @@ type Books interface {
 func (p *Proxy) mountAdminAPI(mux *http.ServeMux) {
 	mux.Handle("/admin/", p.adminAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
-			Message: "the admin API serves GET /admin/spend and GET /admin/budgets"})
+			Message: "the admin API serves GET /admin/spend, GET /admin/budgets and, with INBOUND_KEYS_STORE=1, /admin/keys, PUT and DELETE /admin/budgets/{name} and GET /admin/audit (docs/admin-api.md)"})
 	})))
 	mux.Handle("GET /admin/spend", p.adminAuth(http.HandlerFunc(p.adminSpend)))
 	mux.Handle("GET /admin/budgets", p.adminAuth(http.HandlerFunc(p.adminBudgets)))
+	p.mountAdminKeys(mux)
 }
 
 // adminAuth lets through a request that presents ADMIN_KEY. The key is
