@@ -127,7 +127,11 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		env.Log.Info("TENANT_FROM="+cfg.TenantFrom.String()+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
 			"tenant_from", cfg.TenantFrom.String())
 	}
-	if ps.Budgets, err = budget.New(cfg.Budgets, env.Log); err != nil {
+	newBudgets := budget.New
+	if cfg.InboundKeysStore { // the admin API may add budgets later
+		newBudgets = budget.NewLive
+	}
+	if ps.Budgets, err = newBudgets(cfg.Budgets, env.Log); err != nil {
 		return nil, err
 	}
 	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,

@@ -31,14 +31,16 @@ type exposure struct {
 func openExposure(cfg config.Config, log *slog.Logger) (*exposure, error) {
 	var e exposure
 	var err error
-	if cfg.InboundKeysFile != "" {
+	if cfg.InboundKeysFile != "" || cfg.InboundKeysStore {
 		e.inbound, err = proxy.LoadInbound(proxy.InboundOptions{KeysFile: cfg.InboundKeysFile,
 			UpstreamKeyFile: cfg.UpstreamKeyFile, UpstreamKey: os.Getenv("ANTHROPIC_API_KEY")})
 		if err != nil {
 			return nil, err
 		}
-		if err := cfg.ValidateInboundKeys(e.inbound.Len()); err != nil {
-			return nil, err
+		if cfg.InboundKeysFile != "" && !cfg.InboundKeysStore { // the store's keys come later
+			if err := cfg.ValidateInboundKeys(e.inbound.Len()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if cfg.TLSCertFile != "" {
