@@ -23,7 +23,7 @@ const PollEvery = time.Second
 type Apply func(keys []Key, budgets []budget.Spec)
 
 // Sync takes the store's keys and budgets into force: once at Start,
-// then whenever Version moves (read every PollEvery) or Poke is called.
+// then whenever Version moves (read every PollEvery) or Now is called.
 type Sync struct {
 	store Store
 	apply Apply
@@ -34,7 +34,6 @@ type Sync struct {
 	loaded  bool
 	failing bool
 
-	poke chan struct{}
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -46,7 +45,7 @@ func Start(s Store, apply Apply, log *slog.Logger) (*Sync, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	y := &Sync{store: s, apply: apply, log: log, poke: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	y := &Sync{store: s, apply: apply, log: log, quit: make(chan struct{}), done: make(chan struct{})}
 	if err := y.Now(context.Background()); err != nil {
 		return nil, err
 	}
@@ -63,7 +62,6 @@ func (y *Sync) run() {
 		case <-y.quit:
 			return
 		case <-t.C:
-		case <-y.poke:
 		}
 		if err := y.Now(context.Background()); err != nil {
 			y.mu.Lock()
@@ -74,15 +72,6 @@ func (y *Sync) run() {
 				y.log.Error("keys store: reading the keys and budgets failed; the last ones read stay in force until it succeeds", "err", err)
 			}
 		}
-	}
-}
-
-// Poke asks for a read now, without waiting for it: the admin API's
-// replica takes its own change at once.
-func (y *Sync) Poke() {
-	select {
-	case y.poke <- struct{}{}:
-	default:
 	}
 }
 

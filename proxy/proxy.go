@@ -172,8 +172,8 @@ type Options struct {
 	Books Books
 	// Keys, if set, is the keys store the admin API creates, changes and
 	// revokes keys and budgets in (INBOUND_KEYS_STORE); KeysChanged is
-	// called after each change, to put it in force on this replica at
-	// once (keystore.Sync.Poke). Every replica reads the store itself.
+	// called after each change, before its answer, to put it in force on
+	// this replica at once (keystore.Sync.Now). Every replica reads the store itself.
 	Keys        keystore.Store
 	KeysChanged func()
 	// Logger receives one access line per request, and failures. If nil,

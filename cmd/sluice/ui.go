@@ -71,7 +71,13 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 			flushSpans()
 			return nil, err
 		}
-		opt.Keys, opt.KeysChanged, stopKeys = books, y.Poke, y.Stop
+		// A change is in force on the replica that made it before its
+		// answer; a failed read is the poll's to retry.
+		opt.Keys, opt.KeysChanged, stopKeys = books, func() {
+			if err := y.Now(ctx); err != nil {
+				log.Error("keys store: a change was made, but reading it back failed; the next poll tries again", "err", err)
+			}
+		}, y.Stop
 	}
 	closeBooks := flushSpans
 	flushSpans = func() { stopKeys(); stopShare(); books.Close(); stopWebhook(); closeBooks() }
