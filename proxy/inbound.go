@@ -347,4 +347,3 @@ func errModelNotAllowed(rec *request.Inbound, model string) *apierror.Error {
 		Message: fmt.Sprintf("the sluice key %q may not call model %q; it may call: %s; use one of those, or ask whoever runs this sluice to allow it",
 			rec.Name, model, strings.Join(rec.Models, ", "))}
 }
-

@@ -441,4 +441,3 @@ func publicBase(cfg config.Config) string {
 	}
 	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}).String()
 }
-

@@ -29,4 +29,3 @@ type Line struct {
 
 // Periods are the groupings the books' Query takes.
 var Periods = []string{"day", "week", "month", "all"}
-

@@ -84,4 +84,3 @@ func (s *Store) migrate() error {
 	}
 	return nil
 }
-

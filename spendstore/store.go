@@ -394,4 +394,3 @@ func (s *Store) Close() error {
 func (s *Store) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.failures, s.held}
 }
-
