@@ -123,7 +123,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	m := metrics.New()
 	var err error
 	ps := &Parts{Metrics: m, Pacer: &pace.Pacer{}, RetryBudget: retry.NewBudget(cfg.RetryBudget, retryFloorPerSecond)}
-	if cfg.InboundKeysFile != "" && cfg.TenantFrom.ClientNames() {
+	if cfg.InboundAuth() && cfg.TenantFrom.ClientNames() {
 		env.Log.Info("TENANT_FROM="+cfg.TenantFrom.String()+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
 			"tenant_from", cfg.TenantFrom.String())
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/oidcauth"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -63,6 +64,10 @@ type Config struct {
 	InboundKeysFile  string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
 	InboundKeysStore bool           // INBOUND_KEYS_STORE: keys and budgets in the spend store, changed live
 	UpstreamKeyFile  string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
+	OIDCIssuer       string         // OIDC_ISSUER; empty: no identity-provider tokens
+	OIDCAudience     string         // OIDC_AUDIENCE
+	OIDCTenantClaim  string         // OIDC_TENANT_CLAIM
+	OIDCGroupsClaim  string         // OIDC_GROUPS_CLAIM
 	AdminListenAddr  string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
 	PprofListenAddr  string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
 	LiveMaxWatchers  int            // LIVE_MAX_WATCHERS
@@ -112,6 +117,9 @@ type Config struct {
 	// docs/routing.md); nil, the one upstream of UPSTREAM_URL with each
 	// client's own key.
 	Backends []Backend
+	// OIDCGroups are the config file's [[oidc_groups]]
+	// (config/oidcgroups.go): what the identity provider's groups may do.
+	OIDCGroups []oidcauth.Group
 }
 
 // Setting is one row of the configuration table.
@@ -290,6 +298,18 @@ var Settings = []Setting{
 	{Env: "UPSTREAM_KEY_FILE", Flag: "upstream-key-file", Default: "", Accepts: "a path, or empty",
 		Meaning: "With INBOUND_KEYS_FILE or INBOUND_KEYS_STORE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
 		apply:   func(c *Config, v string) error { c.UpstreamKeyFile = v; return nil }},
+	{Env: "OIDC_ISSUER", Flag: "oidc-issuer", Default: "", Accepts: "an https:// issuer URL (http:// on loopback), or empty",
+		Meaning: "Identity-provider tokens: sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY) and takes, beside any sluice keys of INBOUND_KEYS_FILE, bearer tokens (JWTs) this OpenID Connect provider issued: signature against its published keys (fetched, and fetched again when it rotates), issuer, OIDC_AUDIENCE, expiry and not-before, each token checked once and remembered until it expires. A provider that cannot be reached does not stop sluice: keys and tokens already checked keep working for their life. The config file's [[oidc_groups]] map groups to what a sluice key carries (see docs/deploy.md). Empty: off.",
+		apply:   parseOIDCIssuer},
+	{Env: "OIDC_AUDIENCE", Flag: "oidc-audience", Default: "", Accepts: "a client ID, or empty",
+		Meaning: "With OIDC_ISSUER, the audience (aud) a token must carry: the client ID of the application registered for sluice at the provider.",
+		apply:   func(c *Config, v string) error { c.OIDCAudience = v; return nil }},
+	{Env: "OIDC_TENANT_CLAIM", Flag: "oidc-tenant-claim", Default: "email", Accepts: "a claim name",
+		Meaning: "With OIDC_ISSUER, the token claim (a string) that names the caller: its tenant in the fair order, budgets and spend. A token without it is refused.",
+		apply:   nonEmpty(func(c *Config) *string { return &c.OIDCTenantClaim })},
+	{Env: "OIDC_GROUPS_CLAIM", Flag: "oidc-groups-claim", Default: "groups", Accepts: "a claim name",
+		Meaning: "With OIDC_ISSUER, the token claim (an array of strings, or one string) listing the caller's groups, which [[oidc_groups]] map.",
+		apply:   nonEmpty(func(c *Config) *string { return &c.OIDCGroupsClaim })},
 	{Env: "ADMIN_LISTEN_ADDR", Flag: "admin-listen", Default: "", Accepts: "host:port, or empty",
 		Meaning: "A second address for /metrics, the page at /ui/ and its live feed, which are then absent (404) from LISTEN_ADDR. Empty: they are served on LISTEN_ADDR.",
 		apply: func(c *Config, v string) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/internal/regfile"
+	"github.com/sluicehq/sluice/oidcauth"
 	"github.com/sluicehq/sluice/price"
 )
 
@@ -31,9 +32,10 @@ type fileValue struct {
 
 // fileTables are the config file's sections that are no setting.
 type fileTables struct {
-	prices   *price.Table  // nil without a [prices] section; see prices.go
-	budgets  []budget.Spec // its [[budgets]]; see budgets.go
-	backends []Backend     // its [[backends]]; see backends.go
+	prices     *price.Table     // nil without a [prices] section; see prices.go
+	budgets    []budget.Spec    // its [[budgets]]; see budgets.go
+	backends   []Backend        // its [[backends]]; see backends.go
+	oidcGroups []oidcauth.Group // its [[oidc_groups]]; see oidcgroups.go
 }
 
 // readFile reads the config file at path: its settings, and its tables.
@@ -56,6 +58,12 @@ func readFile(path string) (map[string]fileValue, fileTables, error) {
 	if _, ok := vals[budgetsKey]; ok {
 		delete(vals, budgetsKey)
 		if t.budgets, err = decodeBudgets(path, data); err != nil {
+			return nil, t, err
+		}
+	}
+	if _, ok := vals[oidcGroupsKey]; ok {
+		delete(vals, oidcGroupsKey)
+		if t.oidcGroups, err = decodeOIDCGroups(path, data); err != nil {
 			return nil, t, err
 		}
 	}
@@ -99,6 +107,13 @@ func parseFile(name string, data []byte) (map[string]fileValue, error) {
 		if key == budgetsKey {
 			if _, ok := v.([]map[string]any); !ok {
 				return nil, fmt.Errorf("config file %s: %w", name, errBudgetsNotArray)
+			}
+			vals[key] = fileValue{}
+			continue
+		}
+		if key == oidcGroupsKey {
+			if _, ok := v.([]map[string]any); !ok {
+				return nil, fmt.Errorf("config file %s: %w", name, errOIDCGroupsNotArray)
 			}
 			vals[key] = fileValue{}
 			continue

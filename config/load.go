@@ -58,7 +58,7 @@ func LoadDefaults(fs *flag.FlagSet, lookupEnv func(string) (string, bool), defau
 			return Config{}, err
 		}
 	}
-	c := Config{Prices: tables.prices, Budgets: tables.budgets, Backends: tables.backends}
+	c := Config{Prices: tables.prices, Budgets: tables.budgets, Backends: tables.backends, OIDCGroups: tables.oidcGroups}
 	for _, s := range Settings {
 		v, src := s.Default, "default"
 		if d, ok := defaults[s.Env]; ok {

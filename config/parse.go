@@ -197,6 +197,17 @@ func parsePprofAddr(c *Config, v string) error {
 
 func parseListen(c *Config, v string) error { return parseAddr(&c.ListenAddr, v) }
 
+// nonEmpty is the apply of a setting that must name something.
+func nonEmpty(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		*field(c) = v
+		return nil
+	}
+}
+
 func parseAddr(dst *string, v string) error {
 	if v == "" || !strings.Contains(v, ":") {
 		return errors.New("missing :port")

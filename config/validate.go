@@ -44,6 +44,9 @@ func (c Config) Validate() error {
 	if c.Enabled && c.GateLimit == GateLimitAdaptive && c.GateLimitFloor > c.MaxConcurrency {
 		return fmt.Errorf("GATE_LIMIT_FLOOR=%d is above BATCH_MAX_CONCURRENCY=%d: the adaptive limit learns between the two; lower the floor, or raise the cap", c.GateLimitFloor, c.MaxConcurrency)
 	}
+	if err := c.validateOIDC(); err != nil {
+		return err
+	}
 	if c.BulkEnabled && len(c.BulkKeyWebhooks) > 0 && c.BulkWebhookSecret == "" {
 		return errors.New("BULK_KEY_WEBHOOKS needs BULK_WEBHOOK_SECRET to sign the deliveries with; set one")
 	}
@@ -53,9 +56,10 @@ func (c Config) Validate() error {
 // ValidateInboundKeys checks the inbound keys loaded from
 // INBOUND_KEYS_FILE, keys of them, against the listen address: a file
 // with no key refuses everyone, harmless on loopback (keys can be added
-// and reloaded), a sign of a mistake beyond it.
+// and reloaded), a sign of a mistake beyond it, unless identity-provider
+// tokens are taken (OIDC_ISSUER).
 func (c Config) ValidateInboundKeys(keys int) error {
-	if keys == 0 && !IsLoopback(c.ListenAddr) {
+	if keys == 0 && c.OIDCIssuer == "" && !IsLoopback(c.ListenAddr) {
 		return fmt.Errorf("INBOUND_KEYS_FILE holds no key, and LISTEN_ADDR=%s is not a loopback address: add a key to the file, or listen on 127.0.0.1", c.ListenAddr)
 	}
 	return nil

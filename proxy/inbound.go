@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/regfile"
+	"github.com/sluicehq/sluice/oidcauth"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -30,7 +31,8 @@ import (
 // or the new one, never a mix, and nothing waits for a reload.
 type Inbound struct {
 	keysFile, upstreamKeyFile string
-	envKey                    string // ANTHROPIC_API_KEY, when no UPSTREAM_KEY_FILE
+	envKey                    string             // ANTHROPIC_API_KEY, when no UPSTREAM_KEY_FILE
+	tokens                    *oidcauth.Verifier // identity-provider tokens (inboundtokens.go); nil: none
 	set                       atomic.Pointer[keySet]
 	// swap orders the writers of set (Reload, UseStored); stored are the
 	// keys store's keys in force (inboundstore.go), under swap.
@@ -66,12 +68,15 @@ type InboundOptions struct {
 	// UpstreamKey is the upstream API key (ANTHROPIC_API_KEY), used when
 	// UpstreamKeyFile is empty.
 	UpstreamKey string
+	// Tokens checks identity-provider tokens (OIDC_ISSUER); nil: none.
+	// With it KeysFile may be empty: no sluice key.
+	Tokens *oidcauth.Verifier
 }
 
 // LoadInbound reads the keys file and the upstream key; it fails when
 // either cannot be read or is malformed, or when there is no upstream key.
 func LoadInbound(o InboundOptions) (*Inbound, error) {
-	in := &Inbound{keysFile: o.KeysFile, upstreamKeyFile: o.UpstreamKeyFile, envKey: o.UpstreamKey}
+	in := &Inbound{keysFile: o.KeysFile, upstreamKeyFile: o.UpstreamKeyFile, envKey: o.UpstreamKey, tokens: o.Tokens}
 	set, err := in.load()
 	if err != nil {
 		return nil, err
@@ -170,7 +175,7 @@ func (in *Inbound) upstreamKey() (string, error) {
 // loadKeys reads the keys file, with up the upstream key it goes with.
 func (in *Inbound) loadKeys(up string) (*keySet, error) {
 	set := &keySet{upstream: up, upstreamHash: request.Tenant(http.Header{"X-Api-Key": {up}})}
-	if in.keysFile == "" { // the keys store's only (INBOUND_KEYS_STORE)
+	if in.keysFile == "" { // the keys store's (INBOUND_KEYS_STORE) or identity-provider tokens only
 		return set, nil
 	}
 	b, err := readSmall(in.keysFile)
@@ -296,10 +301,17 @@ func (p *Proxy) RequireKey(h http.Handler) http.Handler {
 		set := p.inbound.set.Load()
 		cred := presented(r.Header)
 		if cred == "" {
-			apierror.WriteSluice(w, errNoInboundKey)
+			apierror.WriteSluice(w, p.inbound.errNoCredential())
 			return
 		}
-		rec := set.match(cred)
+		rec, caller := set.match(cred), ""
+		if rec == nil && p.inbound.tokens != nil && looksLikeJWT(cred) {
+			var aerr *apierror.Error
+			if rec, caller, aerr = p.inbound.checkToken(r.Context(), cred); aerr != nil {
+				apierror.WriteSluice(w, aerr)
+				return
+			}
+		}
 		if rec == nil {
 			apierror.WriteSluice(w, errBadInboundKey)
 			return
@@ -311,8 +323,11 @@ func (p *Proxy) RequireKey(h http.Handler) http.Handler {
 		// The caller is the sluice key, by its hash (as the keys file
 		// names it): what the client stores with sluice (bulk requests)
 		// is its own, not every sluice key's.
-		sum := sha256.Sum256([]byte(cred))
-		ctx := request.WithCaller(r.Context(), "sluice-key:"+hex.EncodeToString(sum[:]))
+		if caller == "" {
+			sum := sha256.Sum256([]byte(cred))
+			caller = "sluice-key:" + hex.EncodeToString(sum[:])
+		}
+		ctx := request.WithCaller(r.Context(), caller)
 		r = r.WithContext(context.WithValue(ctx, inboundCtxKey{}, rec))
 		if rec.Models != nil {
 			release, aerr := p.checkModels(w, r, rec)
@@ -344,6 +359,6 @@ func allowsModel(rec *request.Inbound, model string) bool {
 
 func errModelNotAllowed(rec *request.Inbound, model string) *apierror.Error {
 	return &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
-		Message: fmt.Sprintf("the sluice key %q may not call model %q; it may call: %s; use one of those, or ask whoever runs this sluice to allow it",
-			rec.Name, model, strings.Join(rec.Models, ", "))}
+		Message: fmt.Sprintf("%s may not call model %q; it may call: %s; use one of those, or ask whoever runs this sluice to allow it",
+			holder(rec), model, strings.Join(rec.Models, ", "))}
 }

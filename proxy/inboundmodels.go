@@ -42,7 +42,7 @@ func (p *Proxy) checkModels(w http.ResponseWriter, r *http.Request, rec *request
 		return nothing, nil // names a batch, not a model
 	default:
 		return nil, &apierror.Error{Status: http.StatusForbidden, Type: "permission_error",
-			Message: fmt.Sprintf("the sluice key %q may call only some models, and sluice cannot tell which model %s %s calls; use /v1/messages, or ask whoever runs this sluice for a key without a model list", rec.Name, r.Method, path)}
+			Message: fmt.Sprintf("%s may call only some models, and sluice cannot tell which model %s %s calls; use /v1/messages, or ask whoever runs this sluice for a key without a model list", holder(rec), r.Method, path)}
 	}
 	limit, timeout := int64(maxMessagesBody), p.bodyTimeout
 	if batch {

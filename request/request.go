@@ -87,6 +87,7 @@ type Inbound struct {
 	MaxWaiting    int        // requests waiting for its tenant; 0: no limit
 	Models        []string   // models it may call; nil means all
 	Backends      []string   // backends its requests may go to, by name; nil means all
+	Groups        []string   // the identity provider's groups of the caller; nil for a sluice key
 	// Hash is the first 16 hex digits of the key's SHA-256: the key as
 	// the spend metrics and budgets name it. Never the key.
 	Hash string

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/oidcauth"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -31,9 +32,13 @@ type exposure struct {
 func openExposure(cfg config.Config, log *slog.Logger) (*exposure, error) {
 	var e exposure
 	var err error
-	if cfg.InboundKeysFile != "" || cfg.InboundKeysStore {
+	if cfg.InboundAuth() {
+		var tokens *oidcauth.Verifier
+		if tokens, err = openTokens(cfg, log); err != nil {
+			return nil, err
+		}
 		e.inbound, err = proxy.LoadInbound(proxy.InboundOptions{KeysFile: cfg.InboundKeysFile,
-			UpstreamKeyFile: cfg.UpstreamKeyFile, UpstreamKey: os.Getenv("ANTHROPIC_API_KEY")})
+			UpstreamKeyFile: cfg.UpstreamKeyFile, UpstreamKey: os.Getenv("ANTHROPIC_API_KEY"), Tokens: tokens})
 		if err != nil {
 			return nil, err
 		}
@@ -193,4 +198,25 @@ func benchRuns(cfg config.Config) bool {
 		addr = cfg.AdminListenAddr
 	}
 	return config.IsLoopback(addr)
+}
+
+// openTokens is the checker of OIDC_ISSUER's tokens (nil without one). It
+// asks the provider for its discovery document once, briefly: a provider
+// that cannot be reached is logged and does not stop sluice, which asks
+// again when tokens come (package oidcauth).
+func openTokens(cfg config.Config, log *slog.Logger) (*oidcauth.Verifier, error) {
+	if cfg.OIDCIssuer == "" {
+		return nil, nil
+	}
+	v, err := oidcauth.New(oidcauth.Options{Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience,
+		TenantClaim: cfg.OIDCTenantClaim, GroupsClaim: cfg.OIDCGroupsClaim, Groups: cfg.OIDCGroups})
+	if err != nil {
+		return nil, fmt.Errorf("OIDC_ISSUER: %w", err)
+	}
+	if err := v.Discover(context.Background()); err != nil {
+		log.Warn("the identity provider cannot be reached now: requests with its tokens are answered 503 until it can (asked again every 10 s); sluice keys work meanwhile", "issuer", cfg.OIDCIssuer, "err", err)
+	} else {
+		log.Info("taking the identity provider's tokens", "issuer", cfg.OIDCIssuer, "audience", cfg.OIDCAudience, "groups_mapped", len(cfg.OIDCGroups))
+	}
+	return v, nil
 }
