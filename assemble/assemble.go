@@ -90,7 +90,11 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		env.Log.Warn("TENANT_FROM=gateway without INBOUND_KEYS_FILE: each request's tenant is the developer its x-claude-gateway-user-* headers name, whoever sends them; let only Anthropic's gateway reach sluice, or give the gateway a sluice key as its upstream's api_key and set INBOUND_KEYS_FILE (docs/claude-code.md, Beside Anthropic's gateway)",
 			"tenant_from", cfg.TenantFrom.String())
 	}
-	if ps.Budgets, err = budget.New(cfg.Budgets, env.Log); err != nil {
+	newBudgets := budget.New
+	if cfg.InboundKeysStore { // the admin API may add budgets later
+		newBudgets = budget.NewLive
+	}
+	if ps.Budgets, err = newBudgets(cfg.Budgets, env.Log); err != nil {
 		return nil, err
 	}
 	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,

@@ -21,10 +21,12 @@ import (
 // spend: spend.Ledger.Tell) and a dispatch.Budgeter (Refuse). A nil Set
 // has no budgets.
 type Set struct {
-	all      []*tracked
-	byTenant map[string][]*tracked
-	byKey    map[string][]*tracked
-	log      *slog.Logger
+	// idx is the budgets in force, swapped whole by Replace: a request
+	// sees the old set or the new one.
+	idx atomic.Pointer[index]
+	log *slog.Logger
+	// replacing orders Replaces.
+	replacing sync.Mutex
 
 	refused, warnings *prometheus.CounterVec
 	// events are the webhook's queue (Notify); nil without one.
@@ -38,7 +40,15 @@ type Set struct {
 	reserving sync.Mutex
 }
 
-// tracked is one budget and its spend in its current period.
+// index is one set of budgets, by what they bind.
+type index struct {
+	all      []*tracked
+	byTenant map[string][]*tracked
+	byKey    map[string][]*tracked
+}
+
+// tracked is one budget and its spend in its current period. Its Limit
+// and Warn change (Replace) under mu, and are read under it.
 type tracked struct {
 	Spec
 	mu           sync.Mutex
@@ -70,30 +80,67 @@ func New(specs []Spec, log *slog.Logger) (*Set, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
+	return NewLive(specs, log)
+}
+
+// NewLive is New, but a Set even with no specs: one whose budgets the
+// admin API changes while sluice runs (Replace).
+func NewLive(specs []Spec, log *slog.Logger) (*Set, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Set{byTenant: map[string][]*tracked{}, byKey: map[string][]*tracked{}, log: log,
+	s := &Set{log: log,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_budget_refused_total",
 			Help: "Requests refused (402) for being past a hard budget, by budget."}, []string{"budget"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_budget_warnings_total",
 			Help: "Periods in which a budget's soft threshold (warn_at) was passed, by budget."}, []string{"budget"}),
 	}
+	x, _, err := newIndex(specs, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.idx.Store(x)
+	return s, nil
+}
+
+// newIndex indexes specs, reusing old's tracked budget of a spec's name
+// when it binds the same and counts alike (its spend goes on); fresh are
+// the ones made new.
+func newIndex(specs []Spec, old *index) (x *index, fresh []*tracked, err error) {
+	x = &index{byTenant: map[string][]*tracked{}, byKey: map[string][]*tracked{}}
+	was := map[string]*tracked{}
+	if old != nil {
+		for _, t := range old.all {
+			was[t.Name] = t
+		}
+	}
 	names := map[string]bool{}
 	for _, sp := range specs {
 		if names[sp.Name] {
-			return nil, fmt.Errorf("two budgets are named %q; give each its own name", sp.Name)
+			return nil, nil, fmt.Errorf("two budgets are named %q; give each its own name", sp.Name)
 		}
 		names[sp.Name] = true
-		t := &tracked{Spec: sp}
-		s.all = append(s.all, t)
-		if sp.Tenant != "" {
-			s.byTenant[sp.Tenant] = append(s.byTenant[sp.Tenant], t)
+		t := was[sp.Name]
+		if t != nil && t.Tenant == sp.Tenant && t.Key == sp.Key && t.Unit == sp.Unit && t.Period == sp.Period && t.Zone.String() == sp.Zone.String() {
+			t.mu.Lock()
+			t.Limit, t.Warn = sp.Limit, sp.Warn
+			// Thresholds moved: each is said again once it is passed.
+			t.warned = t.Warn > 0 && t.spent >= t.Warn
+			t.crossed = t.spent >= t.Limit
+			t.overshoot = max(t.spent-t.Limit, 0)
+			t.mu.Unlock()
 		} else {
-			s.byKey[sp.Key] = append(s.byKey[sp.Key], t)
+			t = &tracked{Spec: sp}
+			fresh = append(fresh, t)
+		}
+		x.all = append(x.all, t)
+		if sp.Tenant != "" {
+			x.byTenant[sp.Tenant] = append(x.byTenant[sp.Tenant], t)
+		} else {
+			x.byKey[sp.Key] = append(x.byKey[sp.Key], t)
 		}
 	}
-	return s, nil
+	return x, fresh, nil
 }
 
 // KeyOf is r's key as budgets and the spend ledger name it: the sluice
@@ -111,10 +158,11 @@ func (s *Set) Spent(e spend.Entry) {
 		return
 	}
 	now := time.Now()
-	for _, t := range s.byTenant[e.Tenant] {
+	x := s.idx.Load()
+	for _, t := range x.byTenant[e.Tenant] {
 		s.add(t, e, now)
 	}
-	for _, t := range s.byKey[e.Inbound] {
+	for _, t := range x.byKey[e.Inbound] {
 		s.add(t, e, now)
 	}
 }
@@ -146,11 +194,11 @@ func (s *Set) bump(t *tracked, n float64, now time.Time) {
 	if cross {
 		t.crossed, t.overshoot = true, t.spent-t.Limit
 	}
-	spent, reset := t.spent, t.reset
+	spent, reset, limit, warnAt := t.spent, t.reset, t.Limit, t.Warn
 	t.mu.Unlock()
 	if warn || cross {
-		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Spent: spent, WarnAt: t.Warn,
-			Limit: t.Limit, ResetAt: reset, At: now}
+		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Spent: spent, WarnAt: warnAt,
+			Limit: limit, ResetAt: reset, At: now}
 		if cross {
 			e.Type = "budget_exceeded"
 		}
@@ -159,11 +207,11 @@ func (s *Set) bump(t *tracked, n float64, now time.Time) {
 	if warn {
 		s.warnings.WithLabelValues(t.Name).Inc()
 		s.log.Warn("budget: past its soft threshold (warn_at); requests go on", "budget", t.Name,
-			"spent", t.amount(spent), "warn_at", t.amount(t.Warn), "limit", t.amount(t.Limit), "resets", reset.Format(time.RFC3339))
+			"spent", t.amount(spent), "warn_at", t.amount(warnAt), "limit", t.amount(limit), "resets", reset.Format(time.RFC3339))
 	}
 	if cross {
 		s.log.Warn("budget: past its limit; its requests are refused (402) until it resets", "budget", t.Name,
-			"spent", t.amount(spent), "before", t.amount(was), "limit", t.amount(t.Limit), "resets", reset.Format(time.RFC3339))
+			"spent", t.amount(spent), "before", t.amount(was), "limit", t.amount(limit), "resets", reset.Format(time.RFC3339))
 	}
 }
 
@@ -198,12 +246,13 @@ func (s *Set) Over(tenant, key string) *apierror.Error {
 		return nil
 	}
 	now := time.Now()
-	for _, t := range s.byTenant[tenant] {
+	x := s.idx.Load()
+	for _, t := range x.byTenant[tenant] {
 		if e := s.over(t, now); e != nil {
 			return e
 		}
 	}
-	for _, t := range s.byKey[key] {
+	for _, t := range x.byKey[key] {
 		if e := s.over(t, now); e != nil {
 			return e
 		}
@@ -214,7 +263,7 @@ func (s *Set) Over(tenant, key string) *apierror.Error {
 func (s *Set) over(t *tracked, now time.Time) *apierror.Error {
 	t.mu.Lock()
 	t.roll(now)
-	spent, held, reset, over := t.spent, t.held, t.reset, t.spent+t.held >= t.Limit
+	spent, held, reset, limit, over := t.spent, t.held, t.reset, t.Limit, t.spent+t.held >= t.Limit
 	t.mu.Unlock()
 	if !over {
 		return nil
@@ -226,7 +275,7 @@ func (s *Set) over(t *tracked, now time.Time) *apierror.Error {
 	}
 	return &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
 		Message: fmt.Sprintf("sluice budget %q (%s) is spent: %s of its %s limit this %s%s; it resets at %s (in %s). Retrying before then is refused the same way; ask sluice's operator to raise the budget",
-			t.Name, t.binds(), t.amount(spent), t.amount(t.Limit), t.Period, heldNote, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+			t.Name, t.binds(), t.amount(spent), t.amount(limit), t.Period, heldNote, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
 }
 
 // Estimate is what accepted work is expected to spend, in both of a
@@ -262,7 +311,8 @@ func (s *Set) Reserve(tenant, key string, e Estimate) (*Reservation, *apierror.E
 	if s == nil {
 		return nil, nil
 	}
-	ts := append(append([]*tracked(nil), s.byTenant[tenant]...), s.byKey[key]...)
+	x := s.idx.Load()
+	ts := append(append([]*tracked(nil), x.byTenant[tenant]...), x.byKey[key]...)
 	if len(ts) == 0 {
 		return nil, nil
 	}
@@ -273,16 +323,16 @@ func (s *Set) Reserve(tenant, key string, e Estimate) (*Reservation, *apierror.E
 		n := e.of(t.Unit)
 		t.mu.Lock()
 		t.roll(now)
-		spent, held, reset := t.spent, t.held, t.reset
+		spent, held, reset, limit := t.spent, t.held, t.reset, t.Limit
 		t.mu.Unlock()
-		if spent+held+n <= t.Limit {
+		if spent+held+n <= limit {
 			continue
 		}
 		s.refused.WithLabelValues(t.Name).Inc()
-		left := max(t.Limit-spent-held, 0)
+		left := max(limit-spent-held, 0)
 		return nil, &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
 			Message: fmt.Sprintf("sluice budget %q (%s) cannot take this: its estimated cost, %s (every request's prompt and max_tokens, at the batch price), is more than the %s left of its %s limit this %s (%s spent, %s held for bulk requests and batches in progress); nothing was submitted. Send fewer requests or a lower max_tokens, wait for the work in progress to end, or for the reset at %s (in %s); or ask sluice's operator to raise the budget",
-				t.Name, t.binds(), t.amount(n), t.amount(left), t.amount(t.Limit), t.Period, t.amount(spent), t.amount(held), reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
+				t.Name, t.binds(), t.amount(n), t.amount(left), t.amount(limit), t.Period, t.amount(spent), t.amount(held), reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
 	}
 	r := &Reservation{parts: make([]holding, 0, len(ts))}
 	for _, t := range ts {
@@ -337,104 +387,4 @@ func (t *tracked) amount(n float64) string {
 		return strconv.FormatFloat(math.Round(n), 'f', 0, 64) + " tokens"
 	}
 	return "$" + strconv.FormatFloat(n, 'f', 2, 64)
-}
-
-// Status is one budget's state now: the admin API's row.
-type Status struct {
-	Name   string  `json:"name"`
-	Tenant string  `json:"tenant,omitempty"`
-	Key    string  `json:"key,omitempty"`
-	Unit   string  `json:"unit"`
-	Period string  `json:"period"`
-	Zone   string  `json:"time_zone"`
-	Limit  float64 `json:"limit"`
-	Warn   float64 `json:"warn_at,omitempty"`
-	Spent  float64 `json:"spent"`
-	// Overshoot is what was spent past the limit this period: answers of
-	// requests that were in flight when it was crossed.
-	Overshoot float64 `json:"overshoot"`
-	// Held is the estimated spend of accepted work still to be answered
-	// (bulk requests, Message Batches; see Reserve): counted against the
-	// limit with Spent.
-	Held     float64   `json:"held"`
-	Exceeded bool      `json:"exceeded"`
-	Start    time.Time `json:"period_start"`
-	Reset    time.Time `json:"resets_at"`
-}
-
-// Statuses is every budget's state, in the order configured.
-func (s *Set) Statuses() []Status {
-	if s == nil {
-		return nil
-	}
-	now := time.Now()
-	out := make([]Status, 0, len(s.all))
-	for _, t := range s.all {
-		t.mu.Lock()
-		t.roll(now)
-		st := Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
-			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Held: t.held, Exceeded: t.spent+t.held >= t.Limit, Start: t.start, Reset: t.reset}
-		t.mu.Unlock()
-		out = append(out, st)
-	}
-	return out
-}
-
-// Books is what a durable store knows of spend before now: Since sums
-// what tenant (or, if tenant is "", key) spent from from on.
-type Books interface {
-	Since(from time.Time, tenant, key string) (usd float64, tokens int64, err error)
-}
-
-// Load starts each budget's current period with what b says was spent in
-// it before sluice started, so that a budget holds across a restart.
-func (s *Set) Load(b Books) error {
-	if s == nil {
-		return nil
-	}
-	now := time.Now()
-	for _, t := range s.all {
-		t.mu.Lock()
-		t.roll(now)
-		from := t.start
-		t.mu.Unlock()
-		usd, tokens, err := b.Since(from, t.Tenant, t.Key)
-		if err != nil {
-			return fmt.Errorf("budget %q: load its spend: %w", t.Name, err)
-		}
-		e := spend.Entry{Key: spend.Key{Tenant: t.Tenant, Inbound: t.Key}, USD: usd, Tokens: tokens}
-		s.add(t, e, now)
-	}
-	return nil
-}
-
-// metrics: the counters, and gauges read from the budgets at each scrape.
-var (
-	spentDesc = prometheus.NewDesc("sluice_budget_spent", "What each budget's tenant or key spent this period, in the budget's unit (usd or tokens).",
-		[]string{"budget", "unit"}, nil)
-	limitDesc = prometheus.NewDesc("sluice_budget_limit", "Each budget's hard limit, in its unit.", []string{"budget", "unit"}, nil)
-	overDesc  = prometheus.NewDesc("sluice_budget_overshoot", "What each budget's tenant or key spent past its limit this period, in its unit: the answers of requests in flight when it was crossed (none is cut).",
-		[]string{"budget", "unit"}, nil)
-	resetDesc = prometheus.NewDesc("sluice_budget_reset_timestamp_seconds", "When each budget's period ends and its spend starts again from 0.", []string{"budget"}, nil)
-)
-
-// Describe and Collect make the Set a prometheus.Collector.
-func (s *Set) Describe(ch chan<- *prometheus.Desc) {
-	ch <- spentDesc
-	ch <- limitDesc
-	ch <- overDesc
-	ch <- resetDesc
-	s.refused.Describe(ch)
-	s.warnings.Describe(ch)
-}
-
-func (s *Set) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range s.Statuses() {
-		ch <- prometheus.MustNewConstMetric(spentDesc, prometheus.GaugeValue, st.Spent, st.Name, st.Unit)
-		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, st.Limit, st.Name, st.Unit)
-		ch <- prometheus.MustNewConstMetric(overDesc, prometheus.GaugeValue, st.Overshoot, st.Name, st.Unit)
-		ch <- prometheus.MustNewConstMetric(resetDesc, prometheus.GaugeValue, float64(st.Reset.Unix()), st.Name)
-	}
-	s.refused.Collect(ch)
-	s.warnings.Collect(ch)
 }

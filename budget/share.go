@@ -27,7 +27,7 @@ func (s *Set) Refresh(b Shared) error {
 		return nil
 	}
 	var first error
-	for _, t := range s.all {
+	for _, t := range s.idx.Load().all {
 		now := time.Now()
 		t.mu.Lock()
 		t.roll(now)

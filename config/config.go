@@ -61,19 +61,20 @@ type Config struct {
 	GateReplicas         int           // GATE_REPLICAS; 0: counted in Redis
 
 	// Exposure beyond loopback: inbound keys, the admin listener, TLS.
-	InboundKeysFile string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
-	UpstreamKeyFile string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
-	OIDCIssuer      string         // OIDC_ISSUER; empty: no identity-provider tokens
-	OIDCAudience    string         // OIDC_AUDIENCE
-	OIDCTenantClaim string         // OIDC_TENANT_CLAIM
-	OIDCGroupsClaim string         // OIDC_GROUPS_CLAIM
-	AdminListenAddr string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
-	PprofListenAddr string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
-	LiveMaxWatchers int            // LIVE_MAX_WATCHERS
-	UIBenchRuns     BenchRuns      // UI_BENCH_RUNS
-	TrustedProxies  []netip.Prefix // TRUSTED_PROXIES
-	TLSCertFile     string         // TLS_CERT_FILE
-	TLSKeyFile      string         // TLS_KEY_FILE
+	InboundKeysFile  string         // INBOUND_KEYS_FILE; empty: clients' own keys pass through
+	InboundKeysStore bool           // INBOUND_KEYS_STORE: keys and budgets in the spend store, changed live
+	UpstreamKeyFile  string         // UPSTREAM_KEY_FILE; empty: ANTHROPIC_API_KEY
+	OIDCIssuer       string         // OIDC_ISSUER; empty: no identity-provider tokens
+	OIDCAudience     string         // OIDC_AUDIENCE
+	OIDCTenantClaim  string         // OIDC_TENANT_CLAIM
+	OIDCGroupsClaim  string         // OIDC_GROUPS_CLAIM
+	AdminListenAddr  string         // ADMIN_LISTEN_ADDR; empty: /metrics and /ui/ on LISTEN_ADDR
+	PprofListenAddr  string         // PPROF_LISTEN_ADDR; empty: no profiling endpoint
+	LiveMaxWatchers  int            // LIVE_MAX_WATCHERS
+	UIBenchRuns      BenchRuns      // UI_BENCH_RUNS
+	TrustedProxies   []netip.Prefix // TRUSTED_PROXIES
+	TLSCertFile      string         // TLS_CERT_FILE
+	TLSKeyFile       string         // TLS_KEY_FILE
 
 	// Tenants and the fair order.
 	GateOrder           GateOrder          // GATE_ORDER
@@ -291,8 +292,11 @@ var Settings = []Setting{
 	{Env: "INBOUND_KEYS_FILE", Flag: "inbound-keys-file", Default: "", Accepts: "a path to a JSON keys file, or empty",
 		Meaning: "Inbound keys: sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY) and clients present sluice keys, stored in this file as SHA-256 hashes (see docs/deploy.md); re-read on SIGHUP. A request without a valid one is answered 401. Empty: each client's own key passes through.",
 		apply:   func(c *Config, v string) error { c.InboundKeysFile = v; return nil }},
+	{Env: "INBOUND_KEYS_STORE", Flag: "inbound-keys-store", Default: "0", Accepts: "1/0, true/false, yes/no, on/off",
+		Meaning: "Inbound keys and budgets kept in the spend store (SPEND_STORE, which must be sqlite or a postgres:// DSN) and changed live through the admin API or `sluice keys` and `sluice budgets`, on every replica sharing the store within a second (see docs/admin-api.md); beside INBOUND_KEYS_FILE's keys and the config file's budgets, if set. sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY).",
+		apply:   func(c *Config, v string) (err error) { c.InboundKeysStore, err = parseBool(v); return }},
 	{Env: "UPSTREAM_KEY_FILE", Flag: "upstream-key-file", Default: "", Accepts: "a path, or empty",
-		Meaning: "With INBOUND_KEYS_FILE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
+		Meaning: "With INBOUND_KEYS_FILE or INBOUND_KEYS_STORE, a file holding the upstream API key sluice sends (re-read on SIGHUP). Empty: the ANTHROPIC_API_KEY environment variable.",
 		apply:   func(c *Config, v string) error { c.UpstreamKeyFile = v; return nil }},
 	{Env: "OIDC_ISSUER", Flag: "oidc-issuer", Default: "", Accepts: "an https:// issuer URL (http:// on loopback), or empty",
 		Meaning: "Identity-provider tokens: sluice holds the upstream API key (UPSTREAM_KEY_FILE or ANTHROPIC_API_KEY) and takes, beside any sluice keys of INBOUND_KEYS_FILE, bearer tokens (JWTs) this OpenID Connect provider issued: signature against its published keys (fetched, and fetched again when it rotates), issuer, OIDC_AUDIENCE, expiry and not-before, each token checked once and remembered until it expires. A provider that cannot be reached does not stop sluice: keys and tokens already checked keep working for their life. The config file's [[oidc_groups]] map groups to what a sluice key carries (see docs/deploy.md). Empty: off.",
@@ -381,7 +385,7 @@ var Settings = []Setting{
 			return nil
 		}, secret: true},
 	{Env: "ADMIN_KEY", Flag: "admin-key", Default: "", Accepts: "any text of 16 characters or more, or empty",
-		Meaning: "The key the admin API (/admin/spend, /admin/budgets on ADMIN_LISTEN_ADDR) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
+		Meaning: "The key the admin API (/admin/spend, /admin/budgets, and with INBOUND_KEYS_STORE /admin/keys and /admin/audit, on ADMIN_LISTEN_ADDR; docs/admin-api.md) asks for, as x-api-key or a bearer token. Empty: the admin API is off. Never logged.",
 		apply: func(c *Config, v string) error {
 			if v != "" && len(v) < 16 {
 				return errors.New("shorter than 16 characters")

@@ -121,6 +121,9 @@ func (c Config) validateOIDC() error {
 }
 
 // InboundAuth reports whether sluice holds the upstream key and takes
-// credentials of its own from clients: sluice keys (INBOUND_KEYS_FILE),
+// credentials of its own from clients: sluice keys (INBOUND_KEYS_FILE,
+// or the keys store, INBOUND_KEYS_STORE),
 // identity-provider tokens (OIDC_ISSUER), or both.
-func (c Config) InboundAuth() bool { return c.InboundKeysFile != "" || c.OIDCIssuer != "" }
+func (c Config) InboundAuth() bool {
+	return c.InboundKeysFile != "" || c.InboundKeysStore || c.OIDCIssuer != ""
+}

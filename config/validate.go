@@ -30,6 +30,9 @@ func (c Config) Validate() error {
 	if c.AdminKey != "" && c.AdminListenAddr == "" {
 		return errors.New("ADMIN_KEY is set and ADMIN_LISTEN_ADDR is not: the admin API is served on the admin listener only, never on the API port; set ADMIN_LISTEN_ADDR (127.0.0.1:9091, say)")
 	}
+	if c.InboundKeysStore && c.SpendStore == SpendStoreMemory {
+		return errors.New("INBOUND_KEYS_STORE=1 keeps the keys and budgets in the spend store, which must outlive sluice: set SPEND_STORE=sqlite (one replica) or SPEND_STORE=postgres://... (replicas sharing them)")
+	}
 	if c.GateBackend == GateRedis && c.RedisURL == "" {
 		return errors.New("GATE_BACKEND=redis needs REDIS_URL (redis://host:port)")
 	}

@@ -128,3 +128,17 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// INBOUND_KEYS_STORE keeps keys in the spend store: in memory they would
+// be gone at a restart.
+func TestInboundKeysStoreNeedsADurableStore(t *testing.T) {
+	c := Default()
+	c.InboundKeysStore = true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SPEND_STORE") {
+		t.Errorf("INBOUND_KEYS_STORE=1 with SPEND_STORE=memory: %v, want an error naming SPEND_STORE", err)
+	}
+	c.SpendStore = SpendStoreSQLite
+	if err := c.Validate(); err != nil {
+		t.Errorf("INBOUND_KEYS_STORE=1 with SPEND_STORE=sqlite: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/csv"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/budget"
-	"github.com/sluicehq/sluice/spendstore"
+	"github.com/sluicehq/sluice/spend"
 )
 
 // The admin API, on the admin listener only (ADMIN_LISTEN_ADDR; the API
@@ -21,14 +22,33 @@ import (
 // JSON, or CSV with ?format=csv. It asks for ADMIN_KEY, as x-api-key or a
 // bearer token, and is off without one.
 
+// Books are the spend books the admin API reads (package spendstore's
+// Store, which the caller opens: the proxy's library links no store
+// driver).
+type Books interface {
+	// Spent hears the ledger's spend, when the proxy makes the ledger.
+	spend.Sink
+	// Query is the books' lines f selects; an error whose text starts
+	// "period " is the caller's bad period.
+	Query(ctx context.Context, f spend.Filter) ([]spend.Line, error)
+	// Where names the store (never its DSN); Durable says it survives a
+	// restart, Shared that replicas share it, Failing that its writes
+	// (or reads of the other replicas' spend) fail now.
+	Where() string
+	Durable() bool
+	Shared() bool
+	Failing() bool
+}
+
 // mountAdminAPI adds the admin API's routes to the admin listener's mux.
 func (p *Proxy) mountAdminAPI(mux *http.ServeMux) {
 	mux.Handle("/admin/", p.adminAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		apierror.WriteSluice(w, &apierror.Error{Status: http.StatusNotFound, Type: "not_found_error",
-			Message: "the admin API serves GET /admin/spend and GET /admin/budgets"})
+			Message: "the admin API serves GET /admin/spend, GET /admin/budgets and, with INBOUND_KEYS_STORE=1, /admin/keys, PUT and DELETE /admin/budgets/{name} and GET /admin/audit (docs/admin-api.md)"})
 	})))
 	mux.Handle("GET /admin/spend", p.adminAuth(http.HandlerFunc(p.adminSpend)))
 	mux.Handle("GET /admin/budgets", p.adminAuth(http.HandlerFunc(p.adminBudgets)))
+	p.mountAdminKeys(mux)
 }
 
 // adminAuth lets through a request that presents ADMIN_KEY. The key is
@@ -73,7 +93,7 @@ func (p *Proxy) adminSpend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := spendstore.Filter{Tenant: q.Get("tenant"), Key: q.Get("key"), Model: q.Get("model"), Period: q.Get("period")}
+	f := spend.Filter{Tenant: q.Get("tenant"), Key: q.Get("key"), Model: q.Get("model"), Period: q.Get("period")}
 	if f.Period == "" {
 		f.Period = "day"
 	}
@@ -128,10 +148,10 @@ func (p *Proxy) adminSpend(w http.ResponseWriter, r *http.Request) {
 	}
 	page := lines[min(offset, len(lines)):min(offset+limit, len(lines))]
 	out := struct {
-		Data     []spendstore.Line `json:"data"`
-		HasMore  bool              `json:"has_more"`
-		NextPage string            `json:"next_page,omitempty"`
-		Store    adminStore        `json:"store"`
+		Data     []spend.Line `json:"data"`
+		HasMore  bool         `json:"has_more"`
+		NextPage string       `json:"next_page,omitempty"`
+		Store    adminStore   `json:"store"`
 	}{Data: page, HasMore: offset+limit < len(lines), Store: p.adminStore()}
 	if out.HasMore {
 		out.NextPage = strconv.Itoa(offset + limit)

@@ -8,11 +8,9 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -32,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/keystore"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/park"
@@ -41,7 +40,6 @@ import (
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/spend"
-	"github.com/sluicehq/sluice/spendstore"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -89,10 +87,15 @@ type Proxy struct {
 	requestCounts     children[requestLabels, prometheus.Counter]
 	upstreamDurations children[string, prometheus.Observer]
 	tokenCounts       children[tokenLabels, prometheus.Counter]
-	tokenModels       modelLabels       // sluice_tokens_total's model values, bounded
-	spend             *spend.Ledger     // what each tenant, key and model spent (spend.go)
-	budgets           *budget.Set       // the [[budgets]]; nil without any (budget.go)
-	books             *spendstore.Store // the spend books the admin API reads (adminapi.go); nil: none
+	tokenModels       modelLabels   // sluice_tokens_total's model values, bounded
+	spend             *spend.Ledger // what each tenant, key and model spent (spend.go)
+	budgets           *budget.Set   // the [[budgets]]; nil without any (budget.go)
+	books             Books         // the spend books the admin API reads (adminapi.go); nil: none
+	// keys are the keys store the admin API changes (adminkeys.go;
+	// INBOUND_KEYS_STORE), and keysChanged puts a change in force here
+	// at once; nil: none.
+	keys        keystore.Store
+	keysChanged func()
 	// pacer is the latest wait the upstream asked for: fed by every 429
 	// (and under RATE_LIMIT_PACING=reset by every windowed answer, whose
 	// calls it holds, see dispatch.RateLimitHold); it gives the 429s
@@ -166,7 +169,13 @@ type Options struct {
 	Spend *spend.Ledger
 	// Books are the spend books the admin API reads (/admin/spend); nil:
 	// none. Their maker tells them the ledger's spend.
-	Books *spendstore.Store
+	Books Books
+	// Keys, if set, is the keys store the admin API creates, changes and
+	// revokes keys and budgets in (INBOUND_KEYS_STORE); KeysChanged is
+	// called after each change, before its answer, to put it in force on
+	// this replica at once (keystore.Sync.Now). Every replica reads the store itself.
+	Keys        keystore.Store
+	KeysChanged func()
 	// Logger receives one access line per request, and failures. If nil,
 	// slog.Default().
 	Logger *slog.Logger
@@ -237,7 +246,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, up: opt.Upstream, log: opt.Logger, obs: opt.Observer, rand: rand.Float64, parker: park.New(opt.IdleTimeout),
 		budget: parts.RetryBudget, pacer: parts.Pacer, tenants: parts.Tenants, metrics: parts.Metrics,
-		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets, books: opt.Books}
+		inbound: opt.Inbound, recorder: opt.Recorder, spend: opt.Spend, budgets: parts.Budgets, books: opt.Books,
+		keys: opt.Keys, keysChanged: opt.KeysChanged}
 	if p.spend == nil {
 		p.spend = NewSpend(cfg)
 		p.spend.Tell(p.budgets) // a ledger given in Options is told by its maker
@@ -430,47 +440,4 @@ func publicBase(cfg config.Config) string {
 		scheme = "https"
 	}
 	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}).String()
-}
-
-// bulkBody reads a bulk submission's body before h sees it, as a Messages
-// body is read: within the body timeout (408 past it), under
-// BODY_BUDGET_MB in 64 KB steps as bytes arrive, counted against
-// MAX_PENDING_CONNS until it is in. h then gets it whole, with its exact
-// length: a client that trickles a body cannot hold a connection, a
-// goroutine and a share of the bulk endpoint's own budget for as long as
-// it likes.
-func (p *Proxy) bulkBody(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.routes != nil {
-			// Bulk batches go with the bulk key: the service stores the
-			// credential the request carries, to poll its batches with.
-			// Its requests stay the client's own: owned by the key it
-			// sent (as a caller), not by the bulk key every client shares.
-			if _, ok := request.CallerOf(r.Context()); !ok {
-				if c := request.Tenant(r.Header); c != "" {
-					r = r.WithContext(request.WithCaller(r.Context(), "client-key:"+c))
-				}
-			}
-			if k := p.routes.BulkKey(); k != nil {
-				if !k.Allows(inboundOf(r)) {
-					apierror.WriteSluice(w, errBulkNotAllowed(inboundOf(r), k))
-					return
-				}
-				k.Authorize(r.Header)
-				recordOf(r).backend = k.Name
-			}
-		}
-		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-			h.ServeHTTP(w, r)
-			return
-		}
-		body, ok := p.takeBody(w, r)
-		if !ok {
-			return
-		}
-		defer p.bodies.release(body.reserved)
-		recordOf(r).bytesIn = int64(len(body.data))
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body.data)), int64(len(body.data))
-		h.ServeHTTP(w, r)
-	})
 }

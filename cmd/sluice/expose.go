@@ -42,8 +42,10 @@ func openExposure(cfg config.Config, log *slog.Logger) (*exposure, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := cfg.ValidateInboundKeys(e.inbound.Len()); err != nil {
-			return nil, err
+		if cfg.InboundKeysFile != "" && !cfg.InboundKeysStore { // the store's keys come later
+			if err := cfg.ValidateInboundKeys(e.inbound.Len()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if cfg.TLSCertFile != "" {

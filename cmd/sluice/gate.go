@@ -120,6 +120,6 @@ func logRoutes(cfg config.Config, parts *assemble.Parts, log *slog.Logger) {
 		log.Info("routing to backend", "backend", b.Name, "kind", b.Kind, "keys", strings.Join(names, " "), "max_concurrency", b.Cap, "route_policy", cfg.RoutePolicy.String())
 	}
 	if !cfg.InboundAuth() {
-		log.Warn("the config file's backends hold upstream keys and neither INBOUND_KEYS_FILE nor OIDC_ISSUER is set: whoever reaches sluice spends them; give clients sluice keys (docs/routing.md)")
+		log.Warn("the config file's backends hold upstream keys and none of INBOUND_KEYS_FILE, INBOUND_KEYS_STORE and OIDC_ISSUER is set: whoever reaches sluice spends them; give clients sluice keys (docs/routing.md)")
 	}
 }

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sluicehq/sluice/proxy"
 )
 
 func runInboundKey(args []string) error { return inboundKey(args, os.Stdout) }
@@ -37,16 +35,11 @@ func inboundKey(args []string, out io.Writer) error {
 		}
 		return errors.New("inbound-key takes one argument: the key's name")
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return err
-	}
-	key := "sk-sluice-" + base64.RawURLEncoding.EncodeToString(b[:])
-	sum := sha256.Sum256([]byte(key))
+	key, sum := proxy.NewKey()
 	entry, _ := json.Marshal(struct {
 		Name   string `json:"name"`
 		SHA256 string `json:"sha256"`
-	}{args[0], hex.EncodeToString(sum[:])})
+	}{args[0], sum})
 	fmt.Fprintf(out, "key:   %s\nentry: %s\n", key, entry)
 	return nil
 }

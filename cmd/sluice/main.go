@@ -21,6 +21,9 @@ type command struct {
 var commands = map[string]command{
 	"bench":       {"send a scenario through the plain and the windowed path, compare them", runBench},
 	"demo":        {"run the simulator, a windowed sluice in front, and built-in traffic", runDemo},
+	"audit":       {"who changed which key or budget, when (the admin API)", runAudit},
+	"budgets":     {"set, list and delete budgets live (the admin API)", runBudgets},
+	"keys":        {"create, list, update, revoke sluice keys live (the admin API)", runKeys},
 	"inbound-key": {"make a sluice key: the key, and its INBOUND_KEYS_FILE entry", runInboundKey},
 	"serve":       {"run the proxy (settings from flags, environment and a config file)", runServe},
 	"sim":         {"serve a simulated Anthropic API (tests, benchmarks, trying sluice)", runSim},

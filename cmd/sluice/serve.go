@@ -173,5 +173,5 @@ func logListening(log *slog.Logger, addr net.Addr, cfg config.Config) {
 	log.Info("sluice listening", "addr", addr.String(), "upstream", redact.URL(cfg.UpstreamURL), "public_url", redact.URL(cfg.PublicURL),
 		"batch_enabled", cfg.Enabled, "max_size", cfg.MaxSize, "max_wait", cfg.MaxWait,
 		"max_concurrency", cfg.MaxConcurrency, "timeout", cfg.Timeout,
-		"inbound_keys", cfg.InboundKeysFile != "", "oidc_issuer", cfg.OIDCIssuer, "tls", cfg.TLSCertFile != "")
+		"inbound_keys", cfg.InboundKeysFile != "", "inbound_keys_store", cfg.InboundKeysStore, "oidc_issuer", cfg.OIDCIssuer, "tls", cfg.TLSCertFile != "")
 }

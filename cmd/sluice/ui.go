@@ -61,8 +61,26 @@ func newHandler(ctx context.Context, cfg config.Config, log *slog.Logger, inboun
 	opt.Spend.Tell(books)
 	stopWebhook := parts.Budgets.Notify(cfg.BudgetWebhookURL, nil)
 	opt.Books, opt.Collectors = books, append(opt.Collectors, books.Collectors()...)
+	stopKeys := func() {}
+	if cfg.InboundKeysStore {
+		y, err := syncKeys(cfg, log, books, inbound, parts.Budgets)
+		if err != nil {
+			stopShare()
+			books.Close()
+			stopWebhook()
+			flushSpans()
+			return nil, err
+		}
+		// A change is in force on the replica that made it before its
+		// answer; a failed read is the poll's to retry.
+		opt.Keys, opt.KeysChanged, stopKeys = books, func() {
+			if err := y.Now(ctx); err != nil {
+				log.Error("keys store: a change was made, but reading it back failed; the next poll tries again", "err", err)
+			}
+		}, y.Stop
+	}
 	closeBooks := flushSpans
-	flushSpans = func() { stopShare(); books.Close(); stopWebhook(); closeBooks() }
+	flushSpans = func() { stopKeys(); stopShare(); books.Close(); stopWebhook(); closeBooks() }
 	bk, err := startBulk(ctx, cfg, log, opt.Spend, parts.Budgets)
 	if err != nil {
 		flushSpans()

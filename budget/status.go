@@ -1,0 +1,111 @@
+package budget
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/spend"
+)
+
+// Status is one budget's state now: the admin API's row.
+type Status struct {
+	Name   string  `json:"name"`
+	Tenant string  `json:"tenant,omitempty"`
+	Key    string  `json:"key,omitempty"`
+	Unit   string  `json:"unit"`
+	Period string  `json:"period"`
+	Zone   string  `json:"time_zone"`
+	Limit  float64 `json:"limit"`
+	Warn   float64 `json:"warn_at,omitempty"`
+	Spent  float64 `json:"spent"`
+	// Overshoot is what was spent past the limit this period: answers of
+	// requests that were in flight when it was crossed.
+	Overshoot float64 `json:"overshoot"`
+	// Held is the estimated spend of accepted work still to be answered
+	// (bulk requests, Message Batches; see Reserve): counted against the
+	// limit with Spent.
+	Held     float64   `json:"held"`
+	Exceeded bool      `json:"exceeded"`
+	Start    time.Time `json:"period_start"`
+	Reset    time.Time `json:"resets_at"`
+}
+
+// Statuses is every budget's state, in the order configured.
+func (s *Set) Statuses() []Status {
+	if s == nil {
+		return nil
+	}
+	now := time.Now()
+	all := s.idx.Load().all
+	out := make([]Status, 0, len(all))
+	for _, t := range all {
+		t.mu.Lock()
+		t.roll(now)
+		st := Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
+			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Held: t.held, Exceeded: t.spent+t.held >= t.Limit, Start: t.start, Reset: t.reset}
+		t.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Books is what a durable store knows of spend before now: Since sums
+// what tenant (or, if tenant is "", key) spent from from on.
+type Books interface {
+	Since(from time.Time, tenant, key string) (usd float64, tokens int64, err error)
+}
+
+// Load starts each budget's current period with what b says was spent in
+// it before sluice started, so that a budget holds across a restart.
+func (s *Set) Load(b Books) error {
+	if s == nil {
+		return nil
+	}
+	now := time.Now()
+	for _, t := range s.idx.Load().all {
+		t.mu.Lock()
+		t.roll(now)
+		from := t.start
+		t.mu.Unlock()
+		usd, tokens, err := b.Since(from, t.Tenant, t.Key)
+		if err != nil {
+			return fmt.Errorf("budget %q: load its spend: %w", t.Name, err)
+		}
+		e := spend.Entry{Key: spend.Key{Tenant: t.Tenant, Inbound: t.Key}, USD: usd, Tokens: tokens}
+		s.add(t, e, now)
+	}
+	return nil
+}
+
+// metrics: the counters, and gauges read from the budgets at each scrape.
+var (
+	spentDesc = prometheus.NewDesc("sluice_budget_spent", "What each budget's tenant or key spent this period, in the budget's unit (usd or tokens).",
+		[]string{"budget", "unit"}, nil)
+	limitDesc = prometheus.NewDesc("sluice_budget_limit", "Each budget's hard limit, in its unit.", []string{"budget", "unit"}, nil)
+	overDesc  = prometheus.NewDesc("sluice_budget_overshoot", "What each budget's tenant or key spent past its limit this period, in its unit: the answers of requests in flight when it was crossed (none is cut).",
+		[]string{"budget", "unit"}, nil)
+	resetDesc = prometheus.NewDesc("sluice_budget_reset_timestamp_seconds", "When each budget's period ends and its spend starts again from 0.", []string{"budget"}, nil)
+)
+
+// Describe and Collect make the Set a prometheus.Collector.
+func (s *Set) Describe(ch chan<- *prometheus.Desc) {
+	ch <- spentDesc
+	ch <- limitDesc
+	ch <- overDesc
+	ch <- resetDesc
+	s.refused.Describe(ch)
+	s.warnings.Describe(ch)
+}
+
+func (s *Set) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range s.Statuses() {
+		ch <- prometheus.MustNewConstMetric(spentDesc, prometheus.GaugeValue, st.Spent, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, st.Limit, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(overDesc, prometheus.GaugeValue, st.Overshoot, st.Name, st.Unit)
+		ch <- prometheus.MustNewConstMetric(resetDesc, prometheus.GaugeValue, float64(st.Reset.Unix()), st.Name)
+	}
+	s.refused.Collect(ch)
+	s.warnings.Collect(ch)
+}
