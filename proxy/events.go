@@ -47,7 +47,7 @@ const streamBufferBudget = 64 << 20
 // boundary where the SDKs' parsers can read it. A stream that stays silent
 // for the idle timeout is ended with an in-band timeout_error; cancel
 // aborts the upstream call.
-func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, firstToken func()) error {
+func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, t turn) error {
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
@@ -106,6 +106,7 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	// error event) has come; cut, when what came last at EOF was half an
 	// event, which is not relayed.
 	var ended, cut bool
+	firstToken := false // its time is told
 	send := func(ev []byte, more bool) error {
 		if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\n\r\n")) {
 			cut = true // only at EOF: no blank line ended it
@@ -115,9 +116,11 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 			ended = true
 		}
 		tally.observe(ev)
-		if firstToken != nil && bytes.HasPrefix(ev, evContentBlockDelta) {
-			firstToken()
-			firstToken = nil
+		if !firstToken && bytes.HasPrefix(ev, evContentBlockDelta) {
+			// The gate's adaptive limit learns from the time to first
+			// token, which a stream's length does not stretch.
+			t.FirstToken(time.Since(ex.sent))
+			firstToken = true
 		}
 		if bytes.HasPrefix(ev, evPing) {
 			// Not progress (below): the watchdog runs on through it.

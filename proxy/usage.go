@@ -113,18 +113,13 @@ func (ex *exchange) used(model string, u usage) {
 	ex.p.countTokens(model, u)
 	ex.charge(model, u)
 	ex.rec.recordUsage(u)
-	if ex.member != nil {
-		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
-	}
+	ex.turn.used(u)
 	if ex.tenant != "" {
 		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
 	}
 	ex.explainWrite(u)
 	if ex.key != nil {
 		ex.p.routes.CacheRead(ex.key, u.CacheRead)
-	}
-	if ex.member != nil {
-		ex.member.CacheRead(int(u.CacheRead))
 	}
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return
