@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/sse"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -268,9 +269,9 @@ func (ex *exchange) judge(ctx context.Context, t turn, resp *http.Response, key 
 		p.lastRateLimited.Store(time.Now().UnixNano())
 		p.pacer.Observe(resp.StatusCode, resp.Header)
 	}
-	sse := isEventStream(resp.Header)
-	reassembling := ex.streamed != nil && sse && resp.StatusCode == http.StatusOK
-	if sse && !reassembling {
+	isSSE := isEventStream(resp.Header)
+	reassembling := ex.streamed != nil && isSSE && resp.StatusCode == http.StatusOK
+	if isSSE && !reassembling {
 		return nil, resp, "", nil
 	}
 	if reassembling {
@@ -280,7 +281,7 @@ func (ex *exchange) judge(ctx context.Context, t turn, resp *http.Response, key 
 	resp.Body.Close()
 	status, header := resp.StatusCode, resp.Header
 	if err == nil && reassembling {
-		status, data, err = reassemble(data, resp.Header.Get("Request-Id"))
+		status, data, err = sse.Reassemble(data, resp.Header.Get("Request-Id"))
 		if err != nil {
 			err = fmt.Errorf("reassemble the streamed answer: %w", err)
 		}

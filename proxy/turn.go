@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/sse"
 )
 
 // turn is a request's hold on the upstream while its answer is fetched
@@ -70,7 +71,7 @@ func (t memberTurn) open(ctx context.Context, ex *exchange) {
 	}
 	if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
 		// Its followers wait for its first token, not its whole answer.
-		if b, err := streamingBody(ex.body.data); err == nil {
+		if b, err := sse.StreamingBody(ex.body.data); err == nil {
 			ex.streamed = b
 		}
 	}
