@@ -5,21 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/sse"
 	"github.com/sluicehq/sluice/upstream"
 )
-
-// maxEventSize bounds one upstream SSE event. The API's largest events (a
-// tool call's whole input in one delta, a long thinking signature) are
-// far smaller; an event past it means an upstream gone wrong, and sluice
-// would otherwise buffer it without limit.
-const maxEventSize = 8 << 20
 
 // streamBufferSize bounds the events read from the upstream and not yet
 // written to the client. The upstream is read as fast as it sends, so a
@@ -47,7 +41,7 @@ const streamBufferBudget = 64 << 20
 // boundary where the SDKs' parsers can read it. A stream that stays silent
 // for the idle timeout is ended with an in-band timeout_error; cancel
 // aborts the upstream call.
-func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, firstToken func()) error {
+func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, t turn) error {
 	p := ex.p
 	idle := p.cfg.StreamIdleTimeout
 	pipe := newStreamPipe(streamBufferSize, p.streamBytes)
@@ -106,20 +100,23 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	// error event) has come; cut, when what came last at EOF was half an
 	// event, which is not relayed.
 	var ended, cut bool
+	firstToken := false // its time is told
 	send := func(ev []byte, more bool) error {
 		if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\n\r\n")) {
 			cut = true // only at EOF: no blank line ended it
 			return nil
 		}
-		if bytes.HasPrefix(ev, evMessageStop) || bytes.HasPrefix(ev, evError) {
+		if bytes.HasPrefix(ev, sse.MessageStop) || bytes.HasPrefix(ev, sse.ErrorEvent) {
 			ended = true
 		}
 		tally.observe(ev)
-		if firstToken != nil && bytes.HasPrefix(ev, evContentBlockDelta) {
-			firstToken()
-			firstToken = nil
+		if !firstToken && bytes.HasPrefix(ev, sse.ContentBlockDelta) {
+			// The gate's adaptive limit learns from the time to first
+			// token, which a stream's length does not stretch.
+			t.FirstToken(time.Since(ex.sent))
+			firstToken = true
 		}
-		if bytes.HasPrefix(ev, evPing) {
+		if bytes.HasPrefix(ev, sse.Ping) {
 			// Not progress (below): the watchdog runs on through it.
 			return pipe.put(ctx, ev, more)
 		}
@@ -133,11 +130,11 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	// sends pings to keep a connection open, so an upstream that sends
 	// nothing else would otherwise hold its gate slot for ever.
 	progress := func(event []byte) {
-		if !bytes.HasPrefix(event, evPing) {
+		if !bytes.HasPrefix(event, sse.Ping) {
 			note()
 		}
 	}
-	err := copyEvents(send, resp.Body, progress)
+	err := sse.Copy(send, resp.Body, progress)
 	var inBand []byte
 	switch {
 	case err == nil && (ended || resp.StatusCode != http.StatusOK):
@@ -146,13 +143,13 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 		// cleanly before the stream's end: relayed as it is, the SDKs
 		// would return a partial Message without an error.
 		inBand = apierror.SSE("api_error", "the upstream's stream ended before message_stop, so the answer is incomplete; retry the request")
-		err = errStreamIncomplete
+		err = sse.ErrStreamIncomplete
 		p.log.Warn("upstream stream ended before message_stop", "upstream", ex.upstreamName(), "half_event", cut)
 	case errors.Is(err, errClientWrite):
 		cancel(nil) // the client is gone or stopped reading: stop the upstream too
-	case errors.Is(err, errEventTooLarge):
+	case errors.Is(err, sse.ErrEventTooLarge):
 		inBand = apierror.SSE("api_error", fmt.Sprintf(
-			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", maxEventSize>>20))
+			"the upstream sent an event larger than %d MB, so sluice ended the stream; retry the request", sse.MaxEventSize>>20))
 	case stalled.Load():
 		inBand = apierror.SSE("timeout_error", fmt.Sprintf(
 			"the upstream sent no event but pings for STREAM_IDLE_TIMEOUT_S=%s, so sluice ended the stream; retry the request", idle))
@@ -174,174 +171,4 @@ func (ex *exchange) relayEvents(ctx context.Context, cancel context.CancelCauseF
 	}
 	pipe.close()
 	return err
-}
-
-var (
-	evMessageStart = []byte("event: message_start")
-	evMessageDelta = []byte("event: message_delta")
-	// evContentBlockDelta opens an event that carries the answer's
-	// tokens: the first one is the stream's first token.
-	evContentBlockDelta = []byte("event: content_block_delta")
-	// evPing opens a keep-alive event, which carries nothing.
-	evPing = []byte("event: ping")
-	// evMessageStop and evError open the events that end a stream.
-	evMessageStop = []byte("event: message_stop")
-	evError       = []byte("event: error")
-	dataPrefix    = []byte("data:")
-)
-
-// errEventTooLarge marks an upstream event longer than maxEventSize.
-var errEventTooLarge = errors.New("upstream event too large")
-
-// copyEvents copies SSE events from src to send, one complete event (lines
-// up to a blank line) per call; more says that another complete event has
-// already been read and follows at once, so that the events that arrived
-// together can be written to the client together (one write, one flush),
-// while one that came alone is never held back waiting for the next.
-// progress is called after each read that completed a line, with the
-// event being read then (that line included); an event that a read
-// completed goes to send instead. At EOF a trailing partial event is sent
-// as is. It returns nil at EOF, send's error, errEventTooLarge for an
-// event past maxEventSize, or src's read error.
-//
-// It reads everything src has at once, into a buffer taken from a pool
-// while there are bytes to hold: an agent's stream is silent most of the
-// time it is open (thinking, a tool call), and it waits for the next
-// event through a one-byte read, holding no buffer; the rest of what came
-// is then read in one go. A buffer of its own sized for a silence (1 KB)
-// split a burst into reads of a few events each, and a write to the client
-// for each read (docs/streams.md).
-func copyEvents(send func(ev []byte, more bool) error, src io.Reader, progress func(event []byte)) error {
-	var first [1]byte
-	var buf []byte // the event being read (from 0), then what was read after it
-	scanned := 0   // buf[:scanned] holds no blank line: a long event's bytes are looked at once
-	defer func() { putRelayBuf(buf) }()
-	for {
-		if len(buf) == 0 {
-			putRelayBuf(buf)
-			buf = nil
-			n, err := src.Read(first[:])
-			if n == 0 {
-				switch {
-				case err == io.EOF:
-					return nil
-				case err != nil:
-					return err
-				}
-				continue
-			}
-			buf, scanned = append(getRelayBuf(), first[0]), 0
-			if err != nil {
-				if _, serr := sendEvents(send, &buf, 0, progress, err == io.EOF); serr != nil {
-					return serr
-				}
-				return eofOrErr(err)
-			}
-		}
-		if len(buf) == cap(buf) {
-			if len(buf) > maxEventSize {
-				return errEventTooLarge
-			}
-			buf = growRelayBuf(buf)
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		var serr error
-		if scanned, serr = sendEvents(send, &buf, scanned, progress, err == io.EOF); serr != nil {
-			return serr
-		}
-		if err != nil {
-			return eofOrErr(err)
-		}
-	}
-}
-
-func eofOrErr(err error) error {
-	if err == io.EOF {
-		return nil
-	}
-	return err
-}
-
-// sendEvents sends the whole events at the start of *buf and keeps the
-// rest (the start of the next event) at its front. At the source's end
-// (last: EOF, not a failed read) the rest is sent too, as it is. An event
-// past maxEventSize is errEventTooLarge. from is where to look for lines:
-// *buf before it was looked at by the call before, and holds no blank
-// line; it returns where the next call may start, the start of the rest's
-// last line, unfinished.
-func sendEvents(send func(ev []byte, more bool) error, buf *[]byte, from int, progress func(event []byte), last bool) (int, error) {
-	b := *buf
-	start := 0 // of the event being read
-	var pending []byte
-	lineEnd := -1 // the end of the last whole line of the event being read, past its newline
-	for at := from; ; {
-		i := bytes.IndexByte(b[at:], '\n')
-		if i < 0 {
-			break
-		}
-		i += at
-		line := b[at : i+1]
-		at = i + 1
-		lineEnd = at
-		if len(line) != 1 && (len(line) != 2 || line[0] != '\r') {
-			continue
-		}
-		// A blank line ends the event; the one before it goes first. The
-		// bound is checked on each whole event, not only on what a read
-		// leaves over: a read may bring an event's end past the bound.
-		tooLarge := at-start > maxEventSize
-		if pending != nil {
-			if err := send(pending, !tooLarge); err != nil {
-				return 0, err
-			}
-		}
-		if tooLarge {
-			return 0, errEventTooLarge
-		}
-		pending = b[start:at]
-		start, lineEnd = at, -1
-	}
-	if pending != nil {
-		if err := send(pending, false); err != nil {
-			return 0, err
-		}
-	}
-	rest := b[start:]
-	switch {
-	case len(rest) > maxEventSize:
-		return 0, errEventTooLarge
-	case last && len(rest) > 0:
-		if err := send(rest, false); err != nil {
-			return 0, err
-		}
-		rest = nil
-	case lineEnd > start:
-		progress(b[start:lineEnd])
-	}
-	*buf = b[:copy(b, rest)]
-	switch {
-	case lineEnd > start:
-		return lineEnd - start, nil
-	case start == 0:
-		return from, nil // no line ended: the next call starts where this one did
-	}
-	return 0, nil
-}
-
-// relayBufs are copyEvents' read buffers, held only while a stream has
-// bytes to hold; a buffer grown for a long event is not pooled. Each is
-// relayReadSize: a burst of an answer's events, and most single events,
-// in one read.
-var relayBufs = bytePool{size: 16 << 10}
-
-func getRelayBuf() []byte  { return relayBufs.get() }
-func putRelayBuf(b []byte) { relayBufs.put(b) }
-
-// growRelayBuf makes room after buf's bytes for a long event.
-func growRelayBuf(buf []byte) []byte {
-	grown := make([]byte, len(buf), 2*cap(buf))
-	copy(grown, buf)
-	putRelayBuf(buf)
-	return grown
 }

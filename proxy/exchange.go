@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cachewhy"
-	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/park"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/route"
@@ -33,9 +32,11 @@ type exchange struct {
 	// why is what would explain a cache write of its answer (see
 	// cachewhy.go).
 	why cachewhy.Finding
-	// member is its place in its wave, on the windowed path once it got a
-	// slot: its answer's usage corrects its key's rate-limit debit.
-	member *dispatch.Member
+	// turn is its hold on the upstream once its answer is being fetched
+	// (turn.go): its answer's usage goes back to the turn's policies.
+	turn turn
+	// plain is the turn of a request on the plain path.
+	plain plainTurn
 	// tenant is the tenant the scheduler counts the request under (the
 	// request's, or dispatch.OtherTenant); "" on the plain path.
 	tenant string
@@ -56,10 +57,8 @@ type exchange struct {
 	// serving lists the request among those Abort cuts (see begin).
 	serving inFlight
 	// key is the backend key of its latest upstream attempt, when the
-	// config file declares backends (see routing.go); avoid, on the plain
-	// path, the keys that failed it before.
-	key   *route.Key
-	avoid []*route.Key
+	// config file declares backends (see routing.go).
+	key *route.Key
 	// parked is the request's connection, taken over while it waits (see
 	// waitParked); nil when it waits in place.
 	parked *park.Response

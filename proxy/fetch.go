@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/sse"
 	"github.com/sluicehq/sluice/upstream"
 )
 
@@ -26,34 +26,25 @@ import (
 // from the upstream while it holds its slot, with the one decision to try
 // again.
 
-// forward fetches the answer to the request from the upstream under ctx:
-// on the windowed path while the request holds its slot (m is its place
-// in its wave; nil on the plain path). A whole answer is left in ex.reply,
-// to be written to the client after the slot is given back; a stream is
-// relayed as it arrives (see relayEvents), and forward returns when the
-// upstream has finished sending it. On the windowed path a retryable
-// failure is tried again in place (see again).
-func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
+// forwardMember is stage 5 on the windowed path, the scheduler's
+// function: forward, while m holds its slot.
+func (ex *exchange) forwardMember(ctx context.Context, m *dispatch.Member) error {
+	return ex.forward(ctx, memberTurn{m})
+}
+
+// forward fetches the answer to the request from the upstream under ctx,
+// in its turn t (turn.go: on the windowed path while it holds its slot).
+// A whole answer is left in ex.reply, to be written to the client after
+// the turn is given back; a stream is relayed as it arrives (see
+// relayEvents), and forward returns when the upstream has finished
+// sending it. A failure another attempt may mend is tried again in place
+// (see again).
+func (ex *exchange) forward(ctx context.Context, t turn) error {
 	parent := ctx
 	ctx, ex.cancelCall = context.WithCancelCause(ctx)
 	defer func() { ex.cancelCall(nil) }() // the latest call's: see fetch
-	if m != nil {
-		ex.tenant = m.Tenant()
-		ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
-		ex.member, ex.rec.bucketWait = m, m.BucketWait()
-		ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
-		ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
-		ex.observeCache(m.CacheStanding())
-		if ex.p.tracer != nil {
-			ex.p.traceWaits(ctx, ex.rec, m)
-		}
-		if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
-			// Its followers wait for its first token, not its whole answer.
-			if b, err := streamingBody(ex.body.data); err == nil {
-				ex.streamed = b
-			}
-		}
-	}
+	ex.turn = t
+	t.open(ctx, ex)
 	start := time.Now()
 	stream := "false"
 	defer func() {
@@ -62,7 +53,7 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 			return ex.p.metrics.UpstreamDuration.WithLabelValues(stream)
 		}).Observe(time.Since(start).Seconds())
 	}()
-	rep, resp, ctx, err := ex.fetch(parent, ctx, m)
+	rep, resp, ctx, err := ex.fetch(parent, ctx, t)
 	switch {
 	case err != nil:
 		return err
@@ -70,34 +61,23 @@ func (ex *exchange) forward(ctx context.Context, m *dispatch.Member) error {
 		defer resp.Body.Close()
 		// The wave deadline covers a stream up to its headers; from here on
 		// the idle timeout governs.
-		if m != nil && !m.LiftDeadline() {
+		if !t.LiftDeadline() {
 			return dispatch.ErrDeadline
 		}
-		if m != nil {
-			m.MarkBegun() // the headers are in: a cache entry exists from here
-		}
+		t.MarkBegun() // the headers are in: a cache entry exists from here
 		stream = "true"
 		ex.letGoOfBody()
-		var firstToken func()
-		if m != nil {
-			// The gate's adaptive limit learns from the time to first
-			// token, which a stream's length does not stretch.
-			sent := ex.sent
-			firstToken = func() { m.FirstToken(time.Since(sent)) }
-		}
-		return ex.relayEvents(ctx, ex.cancelCall, resp, firstToken)
+		return ex.relayEvents(ctx, ex.cancelCall, resp, t)
 	}
-	if m != nil {
-		m.MarkBegun()
-		if ex.p.budgets != nil && rep.status == http.StatusOK {
-			// Counted before the slot goes back, not after the write:
-			// the budget's check at the next request's release
-			// (dispatch.Budget) must see this answer's spend, or a
-			// client slow to take its answer would let others past a
-			// crossed budget.
-			ex.countMessageTokens(rep.data)
-			rep.counted = true
-		}
+	t.MarkBegun()
+	if ex.p.budgets != nil && rep.status == http.StatusOK {
+		// Counted before the turn is given back, not after the write:
+		// the budget's check of the next request (dispatch.Budget, at its
+		// admission and its release) must see this answer's spend, or a
+		// client slow to take its answer would let others past a crossed
+		// budget.
+		ex.countMessageTokens(rep.data)
+		rep.counted = true
 	}
 	ex.reply = rep
 	return nil
@@ -116,16 +96,16 @@ func (ex *exchange) observeCache(st dispatch.CacheStanding) {
 	}
 }
 
-// fetch makes the request's upstream attempts under ctx, forward's call
-// context of parent, until one gives an answer to relay: a whole reply,
-// or a stream's response with its body still to be read. The decision to
-// try again is made in one place, again, for every kind of failure. It
-// returns the call context the answer came under: an attempt whose
-// headers were late was cut through ctx, and the next one is made under a
-// new one (ex.cancelCall cancels it).
-func (ex *exchange) fetch(parent, ctx context.Context, m *dispatch.Member) (*reply, *http.Response, context.Context, error) {
+// fetch makes the request's upstream attempts in its turn t under ctx,
+// forward's call context of parent, until one gives an answer to relay: a
+// whole reply, or a stream's response with its body still to be read. The
+// decision to try again is made in one place, again, for every kind of
+// failure. It returns the call context the answer came under: an attempt
+// whose headers were late was cut through ctx, and the next one is made
+// under a new one (ex.cancelCall cancels it).
+func (ex *exchange) fetch(parent, ctx context.Context, t turn) (*reply, *http.Response, context.Context, error) {
 	for attempt := 1; ; attempt++ {
-		rep, resp, cause, err := ex.attempt(ctx, m)
+		rep, resp, cause, err := ex.attempt(ctx, t)
 		if cause == "" {
 			return rep, resp, ctx, err
 		}
@@ -140,13 +120,7 @@ func (ex *exchange) fetch(parent, ctx context.Context, m *dispatch.Member) (*rep
 			h = rep.header
 			ex.last = rep
 		}
-		if m == nil && cause == retry.CauseConnection && !notSent(err) {
-			// The plain path fails over only what never reached the
-			// upstream: a call cut after it was sent may be running there,
-			// and the client is told so (it may retry, if that is safe).
-			return nil, nil, ctx, err
-		}
-		retried, werr := ex.again(ctx, m, attempt, cause, h)
+		retried, werr := ex.again(ctx, t, attempt, cause, h, err)
 		switch {
 		case retried:
 			continue
@@ -166,28 +140,18 @@ func (ex *exchange) fetch(parent, ctx context.Context, m *dispatch.Member) (*rep
 	}
 }
 
-// attempt makes one upstream call for m (nil on the plain path). On both
-// paths the wait for its headers is bounded (see watchHeaders): by
-// UPSTREAM_TIMEOUT_S, and with backends by the bound its key's answers
-// teach; on the windowed path the wave deadline may come first.
-// STREAM_IDLE_TIMEOUT_S bounds its body. A cause is set when the attempt
-// failed in a way worth trying again; rep then holds the upstream's
-// answer, if it gave one, and err the failure otherwise. An answer that
-// had begun (a success status in) is never tried again, on either path.
-func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
-	p := ex.p
-	sent := time.Now()
-	ex.sent = sent
-	body := ex.body.data
-	if ex.streamed != nil {
-		body = ex.streamed
-	}
+// attempt makes one upstream call in t: it sends it (send) and judges
+// the answer (judge). A cause is set when the attempt failed in a way
+// worth trying again; rep then holds the upstream's answer, if it gave
+// one, and err the failure otherwise. An answer that had begun (a success
+// status in) is never tried again, on either path.
+func (ex *exchange) attempt(ctx context.Context, t turn) (rep *reply, resp *http.Response, cause retry.Cause, err error) {
 	in := ex.r
-	if p.tracer != nil {
+	if ex.p.tracer != nil {
 		// The span covers the call up to the answer's end, or for a
 		// stream relayed as it comes, up to its headers.
 		var span trace.Span
-		ctx, span, in = p.startAttemptSpan(ctx, ex.rec, ex.r, ex.retries)
+		ctx, span, in = ex.p.startAttemptSpan(ctx, ex.rec, ex.r, ex.retries)
 		defer func() {
 			status := 0
 			switch {
@@ -199,7 +163,28 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 			endAttemptSpan(span, status, cause, err != nil)
 		}()
 	}
-	client, key := ex.backendFor(m)
+	resp, key, cause, err := ex.send(ctx, t, in)
+	if resp == nil {
+		return nil, nil, cause, err
+	}
+	return ex.judge(ctx, t, resp, key)
+}
+
+// send sends one upstream call of in, the request, in t, and waits for
+// its headers. On both paths the wait is bounded (see watchHeaders): by
+// UPSTREAM_TIMEOUT_S, and with backends by the bound its key's answers
+// teach; on the windowed path the wave deadline may come first. Its key
+// (nil without backends) is told how the call went. resp is nil when the
+// call failed: cause then says whether it is worth trying again.
+func (ex *exchange) send(ctx context.Context, t turn, in *http.Request) (resp *http.Response, key *route.Key, cause retry.Cause, err error) {
+	p := ex.p
+	sent := time.Now()
+	ex.sent = sent
+	body := ex.body.data
+	if ex.streamed != nil {
+		body = ex.streamed
+	}
+	client, key := ex.backendFor(t)
 	if client == nil {
 		return nil, nil, "", errNoBackend(ex.desc.Inbound)
 	}
@@ -216,7 +201,7 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		}
 	}
 	var watch *headerWatch
-	if m == nil || sent.Add(limits.first()).Before(m.Deadline()) {
+	if dl := t.Deadline(); dl.IsZero() || sent.Add(limits.first()).Before(dl) {
 		// Cut through forward's own context: a context of its own per
 		// attempt, as withUpstreamTimeout makes, would be one more per
 		// request. A watch the wave deadline comes before is not armed.
@@ -226,14 +211,14 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 	// (letGoOfBody), through a Body the transport holds none of after;
 	// a whole answer's is held only until the answer is read, and a
 	// bytes.Reader costs it three allocations less.
-	var send io.Reader
+	var reader io.Reader
 	if ex.desc.Stream {
 		ex.sending = upstream.NewBody(body)
-		send = ex.sending
+		reader = ex.sending
 	} else {
-		send = bytes.NewReader(body)
+		reader = bytes.NewReader(body)
 	}
-	resp, err = client.Do(ctx, in, send, int64(len(body)))
+	resp, err = client.Do(ctx, in, reader, int64(len(body)))
 	late, bound := watch.stop() // the headers are in, or the call failed
 	if late && err == nil {
 		// The headers came as the watch cut the call: too late.
@@ -259,36 +244,44 @@ func (ex *exchange) attempt(ctx context.Context, m *dispatch.Member) (rep *reply
 		} // otherwise cut by its client or the wave deadline: says nothing of the key
 	}
 	if late && context.Cause(ctx) == errHeadersLate {
-		return nil, nil, causeHeadersLate, errKeyNoHeaders(key, bound)
+		return nil, key, causeHeadersLate, errKeyNoHeaders(key, bound)
 	}
 	if err != nil {
-		return nil, nil, retry.CauseConnection, p.upstreamFailure(ctx, err)
+		return nil, key, retry.CauseConnection, p.upstreamFailure(ctx, err)
 	}
 	p.metrics.UpstreamTTFB.Observe(ttfb.Seconds())
+	return resp, key, "", nil
+}
+
+// judge reads the answer resp to a call of t made with key (nil without
+// backends): what the turn's policies learn from it, and whether it is
+// relayed (a stream, with its body still to be read), read whole, or
+// worth trying again (cause). STREAM_IDLE_TIMEOUT_S bounds the read of
+// its body.
+func (ex *exchange) judge(ctx context.Context, t turn, resp *http.Response, key *route.Key) (rep *reply, _ *http.Response, cause retry.Cause, err error) {
+	p := ex.p
 	ex.rec.upstreamID = resp.Header.Get("Request-Id")
 	ex.rec.recordAnswer(resp.Header)
-	if m != nil {
-		m.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
-	}
+	t.Settle(resp.StatusCode, resp.Header) // rate-limit holds learn from every answer
 	if resp.StatusCode == http.StatusTooManyRequests {
 		// Remembered in every pacing mode, for the 429 sluice answers a
 		// request whose wait then runs out (see rateLimited).
 		p.lastRateLimited.Store(time.Now().UnixNano())
 		p.pacer.Observe(resp.StatusCode, resp.Header)
 	}
-	sse := isEventStream(resp.Header)
-	reassembling := ex.streamed != nil && sse && resp.StatusCode == http.StatusOK
-	if sse && !reassembling {
+	isSSE := isEventStream(resp.Header)
+	reassembling := ex.streamed != nil && isSSE && resp.StatusCode == http.StatusOK
+	if isSSE && !reassembling {
 		return nil, resp, "", nil
 	}
 	if reassembling {
-		m.MarkBegun() // its first token is in: the followers may go
+		t.MarkBegun() // its first token is in: the followers may go
 	}
 	data, err := readUpstreamBody(resp, p.cfg.StreamIdleTimeout)
 	resp.Body.Close()
 	status, header := resp.StatusCode, resp.Header
 	if err == nil && reassembling {
-		status, data, err = reassemble(data, resp.Header.Get("Request-Id"))
+		status, data, err = sse.Reassemble(data, resp.Header.Get("Request-Id"))
 		if err != nil {
 			err = fmt.Errorf("reassemble the streamed answer: %w", err)
 		}
@@ -349,39 +342,44 @@ func jsonHeader(h http.Header) http.Header {
 	return h
 }
 
-// again decides whether attempt, which failed with cause, is tried again,
-// and if so waits its turn: it gives the slot back for the backoff (or the
-// wait the upstream asked for in h) and rejoins the gate. It reports false
-// to give up: on the plain path, which stays a pass-through; when the
-// client left or the deadline passed; after RETRY_MAX_ATTEMPTS; when the
-// wait would end past the wave deadline; or when the retry budget is spent.
-// err is set when the wait itself was cut short (client gone, deadline).
-func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, cause retry.Cause, h http.Header) (bool, error) {
-	if ctx.Err() != nil {
+// again decides whether an attempt in t, which failed with cause (the
+// upstream's answer's header h, or the failure err), is tried again, and
+// if so waits its turn: it gives t's hold back for the backoff (or the
+// wait the upstream asked for in h) and takes it again. With backends, a
+// failure on one key goes to another at once, if another may take it
+// (its own key is skipped or held now): on the plain path too, since
+// nothing has reached the client yet, but only that (see turn.waits). It
+// reports false to give up: when the client left or the deadline passed;
+// after RETRY_MAX_ATTEMPTS; when the wait would end past the deadline; or
+// when the retry budget is spent. The error is set when the wait itself
+// was cut short (client gone, deadline).
+func (ex *exchange) again(ctx context.Context, t turn, attempt int, cause retry.Cause, h http.Header, err error) (bool, error) {
+	if ctx.Err() != nil || attempt >= ex.p.cfg.RetryMaxAttempts {
 		return false, nil
 	}
-	// With backends, a failure on one key goes to another at once, if
-	// another may take it (its own key is skipped or held now): on the
-	// plain path too, since nothing has reached the client yet.
 	failover := ex.failoverNow()
-	if m == nil {
-		return failover && attempt < ex.p.cfg.RetryMaxAttempts && ex.failoverPlain(cause), nil
-	}
-	if attempt >= ex.p.cfg.RetryMaxAttempts || (cause == causeKeyRefused || cause == causeHeadersLate) && !failover {
+	switch {
+	case failover && !t.waits() && cause == retry.CauseConnection && !notSent(err):
+		// A pass-through fails over only what never reached the upstream:
+		// a call cut after it was sent may be running there, and the
+		// client is told so (it may retry, if that is safe).
+		return false, nil
+	case failover:
+	case !t.waits(), cause == causeKeyRefused, cause == causeHeadersLate:
 		// A refused key refuses again; a key whose headers were late may
 		// be slow rather than silent, and running the request still.
 		return false, nil
 	}
-	wait := retry.Backoff(attempt-1, ex.p.rand())
-	if h != nil {
-		if d, ok := retry.After(h, time.Now()); ok {
-			wait = d
+	var wait time.Duration // a failover's is none: the backoff and the retry-after are the failed key's
+	if !failover {
+		wait = retry.Backoff(attempt-1, ex.p.rand())
+		if h != nil {
+			if d, ok := retry.After(h, time.Now()); ok {
+				wait = d
+			}
 		}
 	}
-	if failover {
-		wait = 0 // the backoff and the retry-after are the failed key's
-	}
-	if time.Now().Add(wait).After(m.Deadline()) {
+	if dl := t.Deadline(); !dl.IsZero() && time.Now().Add(wait).After(dl) {
 		return false, nil // no time left for it: let the client's policy decide
 	}
 	if !ex.p.budget.Spend() {
@@ -390,34 +388,10 @@ func (ex *exchange) again(ctx context.Context, m *dispatch.Member, attempt int, 
 	}
 	ex.retries++
 	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
-	var span trace.Span
-	if ex.p.tracer != nil {
-		span = ex.p.startRetryWaitSpan(ctx, ex.rec, cause, wait)
-	}
-	err := m.Requeue(ctx, wait)
-	if span != nil {
-		if err != nil {
-			span.SetStatus(codes.Error, "the wait was cut short")
-		}
-		span.End()
-	}
-	if err != nil {
+	if err := t.requeue(ctx, ex, cause, wait); err != nil {
 		return false, err
 	}
 	return true, nil
-}
-
-// failoverPlain is again on the plain path, where a failed attempt is
-// tried only on another key (failover): within the retry budget, counted
-// as a retry.
-func (ex *exchange) failoverPlain(cause retry.Cause) bool {
-	if !ex.p.budget.Spend() {
-		ex.p.metrics.RetryBudgetSpent.Inc()
-		return false
-	}
-	ex.retries++
-	ex.p.metrics.Retries.WithLabelValues(string(cause)).Inc()
-	return true
 }
 
 func isEventStream(h http.Header) bool {

@@ -41,7 +41,8 @@ import (
 //               connection let go
 //
 // With BATCH_ENABLED=0 (the plain path) stages 3 and 4 are skipped: the
-// request is fetched at once, with one attempt.
+// request is fetched at once, in a turn of its own that holds no slot
+// (turn.go), and a failed attempt is only failed over to another key.
 
 // messages handles POST /v1/messages.
 func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +60,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		ctx := p.begin(ex.r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
-		defer ex.doneRouting()
+		defer ex.plain.end(p)
 		p.settle(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
@@ -74,7 +75,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	defer p.end(&ex.serving)
 	// Admitted, it waits here; forward runs on this goroutine once it
 	// holds its slot.
-	p.settle(ctx, ex, p.sched.Do(ctx, p.admitted(ex), ex.forward))
+	p.settle(ctx, ex, p.sched.Do(ctx, p.admitted(ex), ex.forwardMember))
 }
 
 // read is stage 1: it checks the method, sheds the request before
@@ -140,7 +141,7 @@ func (ex *exchange) forwardPlain(ctx context.Context) (err error) {
 			err = &dispatch.PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return ex.forward(ctx, nil)
+	return ex.forward(ctx, &ex.plain)
 }
 
 // admitted is what the scheduler's policies know of ex's request: its
@@ -174,7 +175,7 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 		defer p.end(&ex.serving)
 		p.settle(ctx, ex, err)
 	}
-	if err := p.sched.Start(ctx, p.admitted(ex), ex.forward, over); err != nil {
+	if err := p.sched.Start(ctx, p.admitted(ex), ex.forwardMember, over); err != nil {
 		over(err) // not admitted: answered at once
 	}
 	return true

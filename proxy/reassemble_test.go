@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/sse"
 )
 
 func TestStreamingBody(t *testing.T) {
@@ -31,9 +32,9 @@ func TestStreamingBody(t *testing.T) {
 		{`{}`, `{"stream":true}`},
 		{`{"stream":false,"model":"m"}`, `{"model":"m","stream":true}`},
 	} {
-		got, err := streamingBody([]byte(tc.in))
+		got, err := sse.StreamingBody([]byte(tc.in))
 		if err != nil || string(got) != tc.want {
-			t.Errorf("streamingBody(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+			t.Errorf("sse.StreamingBody(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
 		}
 	}
 }
@@ -77,7 +78,7 @@ func TestReassemble(t *testing.T) {
 }
 
 func reassembleAll(events string) (string, error) {
-	status, body, err := reassemble([]byte(events), "req_1")
+	status, body, err := sse.Reassemble([]byte(events), "req_1")
 	if err == nil && status != http.StatusOK {
 		err = fmt.Errorf("status %d", status)
 	}
@@ -88,13 +89,13 @@ func reassembleAll(events string) (string, error) {
 // with; a stream cut short is no answer at all.
 func TestReassembleFailures(t *testing.T) {
 	start := sseEvents[0] + sseEvents[1]
-	status, body, err := reassemble([]byte(start+event("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)), "req_9")
+	status, body, err := sse.Reassemble([]byte(start+event("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)), "req_9")
 	want := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_9"}` + "\n"
 	if err != nil || status != 529 || string(body) != want {
 		t.Errorf("error event: %d %s (%v); want 529 %s", status, body, err, want)
 	}
-	if _, _, err := reassemble([]byte(start), "req_9"); !errors.Is(err, errStreamIncomplete) {
-		t.Errorf("cut stream: %v; want errStreamIncomplete", err)
+	if _, _, err := sse.Reassemble([]byte(start), "req_9"); !errors.Is(err, sse.ErrStreamIncomplete) {
+		t.Errorf("cut stream: %v; want sse.ErrStreamIncomplete", err)
 	}
 }
 

@@ -1,7 +1,7 @@
 package proxy
 
 // A hostile review of the direct relay (WriteNow, writeDirect) and the
-// rewritten copyEvents: clients and upstreams that misbehave.
+// rewritten sse.Copy: clients and upstreams that misbehave.
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/sse"
 )
 
 // bigEvent is one content_block_delta of n bytes in all, blank line
@@ -23,26 +24,26 @@ func bigEvent(n int) []byte {
 	return []byte(head + strings.Repeat("x", n-len(head)-len(tail)) + tail)
 }
 
-// An event past maxEventSize is refused however the reads that bring it
+// An event past sse.MaxEventSize is refused however the reads that bring it
 // fall: the bound is on the event, not on what one read left over. A
 // source that fills each read (a fast upstream, a large socket buffer)
 // brings the end of a 9 MB event in the same read that crosses 8 MB.
 func TestCopyEventsRefusesAnEventPastTheBoundWhateverTheReads(t *testing.T) {
-	for _, size := range []int{maxEventSize + 1, maxEventSize + 100, 9 << 20} {
+	for _, size := range []int{sse.MaxEventSize + 1, sse.MaxEventSize + 100, 9 << 20} {
 		in := append(append([]byte(sseEvents[0]), bigEvent(size)...), sseEvents[len(sseEvents)-1]...)
 		var relayed int
-		err := copyEvents(func(ev []byte, more bool) error {
+		err := sse.Copy(func(ev []byte, more bool) error {
 			relayed = max(relayed, len(ev))
 			return nil
 		}, bytes.NewReader(in), func([]byte) {})
-		if err != errEventTooLarge {
-			t.Errorf("a %d-byte event (bound %d): copyEvents = %v, largest event relayed %d bytes; want errEventTooLarge", size, maxEventSize, err, relayed)
+		if err != sse.ErrEventTooLarge {
+			t.Errorf("a %d-byte event (bound %d): sse.Copy = %v, largest event relayed %d bytes; want sse.ErrEventTooLarge", size, sse.MaxEventSize, err, relayed)
 		}
 	}
 	// The bound itself is allowed.
-	in := append(append([]byte(sseEvents[0]), bigEvent(maxEventSize)...), sseEvents[len(sseEvents)-1]...)
-	if err := copyEvents(func([]byte, bool) error { return nil }, bytes.NewReader(in), func([]byte) {}); err != nil {
-		t.Errorf("an event of exactly maxEventSize: %v", err)
+	in := append(append([]byte(sseEvents[0]), bigEvent(sse.MaxEventSize)...), sseEvents[len(sseEvents)-1]...)
+	if err := sse.Copy(func([]byte, bool) error { return nil }, bytes.NewReader(in), func([]byte) {}); err != nil {
+		t.Errorf("an event of exactly sse.MaxEventSize: %v", err)
 	}
 }
 
@@ -61,7 +62,7 @@ func TestStreamWithA9MBEventEndsWithTheInBandError(t *testing.T) {
 	for i := range 3 {
 		r := post(t, px.URL, "/v1/messages", streamRequestJSON)
 		body := readAll(t, r.Body)
-		if !strings.Contains(body, "larger than 8 MB") || len(body) > maxEventSize {
+		if !strings.Contains(body, "larger than 8 MB") || len(body) > sse.MaxEventSize {
 			t.Fatalf("try %d: %d bytes relayed, in-band error present: %v; want the error and not the event", i, len(body), strings.Contains(body, "larger than 8 MB"))
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/apierror"
-	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/upstream"
@@ -44,41 +43,22 @@ func sessionOf(h http.Header, d *request.Descriptor) string {
 	return ""
 }
 
-// backendFor is the client and key of ex's next upstream attempt: the
-// one the scheduler routed m to, or on the plain path (m nil) one chosen
-// now, away from the keys that failed it. With no backends configured it
-// is the one upstream, and no key. A nil client: ex's request may use no
+// backendFor is the client and key of ex's next upstream attempt in t:
+// the key t routes it to (turn.route). With no backends configured it is
+// the one upstream, and no key. A nil client: ex's request may use no
 // backend of this sluice.
-func (ex *exchange) backendFor(m *dispatch.Member) (upstream.Backend, *route.Key) {
+func (ex *exchange) backendFor(t turn) (upstream.Backend, *route.Key) {
 	p := ex.p
 	if p.routes == nil {
 		return p.up, nil
 	}
-	var k *route.Key
-	if m != nil {
-		k, _, ex.rec.failovers = route.KeyOf(m)
-	} else {
-		if ex.key != nil { // a failover: away from the key that failed it
-			ex.avoid = append(ex.avoid, ex.key)
-			p.routes.Done(ex.key)
-			ex.rec.failovers++
-		}
-		k, _ = p.routes.Route(p.router, &ex.desc, ex.avoid, time.Now())
-		ex.key = k
-	}
+	k := t.route(ex)
+	ex.key = k
 	if k == nil {
 		return nil, nil
 	}
-	ex.key = k
 	ex.rec.backend = k.Name
 	return k.Backend.Client, k
-}
-
-// doneRouting gives a plain-path request's place in its key's load back.
-func (ex *exchange) doneRouting() {
-	if ex.p.routes != nil && ex.member == nil && ex.key != nil {
-		ex.p.routes.Done(ex.key)
-	}
 }
 
 // failoverNow reports whether a failed attempt of ex is better tried at
@@ -155,7 +135,7 @@ func firstParty(pool *route.Pool, r *http.Request) *route.Key {
 	var first *route.Key
 	now := time.Now()
 	for _, k := range pool.Keys {
-		if k.Backend.Kind != "anthropic" || !k.Allows(inboundOf(r)) {
+		if !k.Backend.FirstParty() || !k.Allows(inboundOf(r)) {
 			continue
 		}
 		if k.Healthy(now) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/sse"
 )
 
 // The pipe between the goroutine that reads a stream from the upstream and
@@ -113,10 +115,10 @@ type nowWriter interface {
 // burst's first event does not allocate one and a silent stream holds
 // none. A buffer grown past its size (a slow reader's megabyte) is let go
 // of.
-var eventBufs = bytePool{size: 4 << 10}
+var eventBufs = sse.BytePool{Size: 4 << 10}
 
-func getEventBuf() []byte  { return eventBufs.get() }
-func putEventBuf(b []byte) { eventBufs.put(b) }
+func getEventBuf() []byte  { return eventBufs.Get() }
+func putEventBuf(b []byte) { eventBufs.Put(b) }
 
 func signal(c chan struct{}) {
 	select {

@@ -139,3 +139,12 @@ func (p *Proxy) startRetryWaitSpan(ctx context.Context, rec *record, cause retry
 		trace.WithAttributes(attribute.String("sluice.retry_cause", string(cause)), attribute.Float64("sluice.backoff_ms", millis(backoff))))
 	return span
 }
+
+// endRetryWaitSpan ends a retry wait's span; err says the wait was cut
+// short (client gone, deadline).
+func endRetryWaitSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, "the wait was cut short")
+	}
+	span.End()
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/sse"
 )
 
 // What an answer's usage teaches: a whole answer's is read once it is
@@ -113,18 +114,13 @@ func (ex *exchange) used(model string, u usage) {
 	ex.p.countTokens(model, u)
 	ex.charge(model, u)
 	ex.rec.recordUsage(u)
-	if ex.member != nil {
-		ex.member.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
-	}
+	ex.turn.used(u)
 	if ex.tenant != "" {
 		ex.p.tenants.AddTokens(ex.tenant, u.Input+u.Output)
 	}
 	ex.explainWrite(u)
 	if ex.key != nil {
 		ex.p.routes.CacheRead(ex.key, u.CacheRead)
-	}
-	if ex.member != nil {
-		ex.member.CacheRead(int(u.CacheRead))
 	}
 	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
 		return
@@ -153,18 +149,18 @@ type streamUsage struct {
 }
 
 func (s *streamUsage) observe(ev []byte) {
-	start := bytes.HasPrefix(ev, evMessageStart)
-	if !start && !bytes.HasPrefix(ev, evMessageDelta) {
-		if bytes.HasPrefix(ev, evContentBlockDelta) {
+	start := bytes.HasPrefix(ev, sse.MessageStart)
+	if !start && !bytes.HasPrefix(ev, sse.MessageDelta) {
+		if bytes.HasPrefix(ev, sse.ContentBlockDelta) {
 			s.deltas, s.deltaBytes = s.deltas+1, s.deltaBytes+int64(len(ev))
 		}
 		return
 	}
-	i := bytes.Index(ev, dataPrefix)
+	i := bytes.Index(ev, sse.DataPrefix)
 	if i < 0 {
 		return
 	}
-	data := ev[i+len(dataPrefix):]
+	data := ev[i+len(sse.DataPrefix):]
 	if j := bytes.IndexByte(data, '\n'); j >= 0 {
 		data = data[:j]
 	}

@@ -42,6 +42,13 @@ type Backend struct {
 	Keys []*Key
 }
 
+// FirstParty says whether b speaks the Messages API itself, so that it
+// can serve what no cloud does (/v1/models, the bulk endpoint).
+func (b *Backend) FirstParty() bool {
+	k, _ := config.KindOf(b.Kind)
+	return k.FirstParty
+}
+
 // Key is one upstream credential of one backend, or a cloud backend's
 // own credentials (which its Client holds).
 type Key struct {
@@ -273,7 +280,7 @@ func (p *Pool) BulkKey() *Key {
 		}
 	}
 	for _, b := range p.Backends {
-		if k, _ := config.KindOf(b.Kind); k.FirstParty {
+		if b.FirstParty() {
 			return b.Keys[0]
 		}
 	}

@@ -22,31 +22,20 @@ type Scheduling struct {
 
 var _ dispatch.Routing = (*Scheduling)(nil)
 
-// routed is a member's record: its key, and the keys it tried before.
-type routed struct {
-	key   *Key
-	why   Why
-	tried []*Key
-	done  bool // End gave its place in key's load back
-}
-
-var routedNote = dispatch.NewNote[routed]()
+// routedNote is a member's Trail: its key, and the keys it tried before.
+var routedNote = dispatch.NewNote[Trail]()
 
 // Route chooses m's key (see dispatch.Routing). A request with prompt
 // prefixes routed to a key that held none of them is cold there.
 func (s *Scheduling) Route(m *dispatch.Member) dispatch.Routed {
 	s.mu.Lock()
 	n := routedNote.Make(m)
-	if n.done {
+	if n.Done {
 		s.mu.Unlock()
 		return dispatch.Routed{} // it ended as it was let go: nowhere to go
 	}
-	if n.key != nil { // tried again: its last key failed it, or held it
-		n.tried = append(n.tried, n.key)
-		s.Pool.Done(n.key)
-		n.key = nil
-	}
-	tried := n.tried
+	n.Leave(s.Pool) // tried again: its last key failed it, or held it
+	tried := n.Tried
 	s.mu.Unlock()
 	r := m.Request()
 	k, why, held := s.Pool.route(s.Router, r, tried, time.Now())
@@ -57,11 +46,11 @@ func (s *Scheduling) Route(m *dispatch.Member) dispatch.Routed {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n.done { // it ended while it was being routed
+	if n.Done { // it ended while it was being routed
 		s.Pool.Done(k)
 		return dispatch.Routed{}
 	}
-	n.key, n.why = k, why
+	n.Key, n.Why = k, why
 	return dispatch.Routed{Key: k.Hash, Lane: k.Lane, Cold: len(r.Prefixes) > 0 && !held}
 }
 
@@ -70,11 +59,7 @@ func (s *Scheduling) Route(m *dispatch.Member) dispatch.Routed {
 func (s *Scheduling) End(m *dispatch.Member) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := routedNote.Make(m)
-	if n.key != nil && !n.done {
-		s.Pool.Done(n.key)
-	}
-	n.done = true
+	routedNote.Make(m).End(s.Pool)
 }
 
 // KeyOf is the key m was routed to, and why, and how many keys it failed
@@ -84,5 +69,5 @@ func KeyOf(m *dispatch.Member) (*Key, Why, int) {
 	if n == nil {
 		return nil, ByRoom, 0
 	}
-	return n.key, n.why, len(n.tried)
+	return n.Key, n.Why, len(n.Tried)
 }

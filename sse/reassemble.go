@@ -1,4 +1,4 @@
-package proxy
+package sse
 
 import (
 	"bytes"
@@ -20,11 +20,11 @@ import (
 // encoded again by sluice (docs/semantics.md (Shared prompt prefixes) lists the
 // differences).
 
-// streamingBody is body, a JSON object, asking for a stream. A body that
+// StreamingBody is body, a JSON object, asking for a stream. A body that
 // does not name stream gets it added as its last member, leaving every
 // other byte as it was; one that does (stream: false) is encoded again with
 // its members in sorted order, their values as they were.
-func streamingBody(body []byte) ([]byte, error) {
+func StreamingBody(body []byte) ([]byte, error) {
 	trimmed := bytes.TrimRight(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[len(trimmed)-1] != '}' {
 		return nil, errors.New("not a JSON object")
@@ -70,21 +70,21 @@ func errorStatus(t string) int {
 	return http.StatusInternalServerError
 }
 
-// errStreamIncomplete is a stream that ended before message_stop.
-var errStreamIncomplete = errors.New("the upstream's stream ended before message_stop")
+// ErrStreamIncomplete is a stream that ended before message_stop.
+var ErrStreamIncomplete = errors.New("the upstream's stream ended before message_stop")
 
 // reassemble builds, from a whole Messages event stream, what the API
 // answers the same request without stream: the Message, status 200; or,
 // for a stream that ended with an error event, that error, with the status
 // the API gives its type and requestID as its request_id. A stream cut
 // short, or with an event it cannot read, is an error.
-func reassemble(events []byte, requestID string) (int, []byte, error) {
+func Reassemble(events []byte, requestID string) (int, []byte, error) {
 	var (
 		msg     object
 		blocks  []*block
 		stopped bool
 	)
-	err := copyEvents(func(ev []byte, _ bool) error {
+	err := Copy(func(ev []byte, _ bool) error {
 		name, data := eventParts(ev)
 		switch name {
 		case "message_start":
@@ -156,7 +156,7 @@ func reassemble(events []byte, requestID string) (int, []byte, error) {
 	case err != nil:
 		return 0, nil, err
 	case !stopped || msg == nil:
-		return 0, nil, errStreamIncomplete
+		return 0, nil, ErrStreamIncomplete
 	}
 	var content bytes.Buffer
 	content.WriteByte('[')
