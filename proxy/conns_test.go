@@ -130,6 +130,12 @@ func TestSlowSendersStillHoldTheBound(t *testing.T) {
 	eventually(t, "the idle connection closed", spare.closedByServer)
 	io.WriteString(fresh.c, "GET /healthz HTTP/1.1\r\nHost: sl")
 	slow = append(slow, fresh.c)
+	// Until the bytes just written are in sluice's socket (the kernel may
+	// deliver them on loopback a moment later on a loaded machine), fresh
+	// looks idle, and a new client would take its place.
+	for _, c := range slow {
+		eventually(t, "a slow sender's bytes delivered", func() bool { return delivered(c) })
+	}
 	for range 3 {
 		wantConnRefused(t, addr)
 	}

@@ -45,7 +45,7 @@ func TestLargeBodiesBoundRSS(t *testing.T) {
 		t.Logf("sluice's stderr:\n%s", r.stderr)
 	}
 	if r.other > 0 {
-		t.Errorf("%d clients were answered neither by the upstream nor 429", r.other)
+		t.Errorf("%d clients were answered neither by the upstream nor 429: %q", r.other, r.otherWhy)
 	}
 	if bound := int64(budgetMB+rssHeadroomMB) << 20; r.loaded["VmHWM"] > bound {
 		t.Errorf("sluice's peak RSS %d MB passed BODY_BUDGET_MB + %d MB = %d MB", r.loaded["VmHWM"]>>20, rssHeadroomMB, bound>>20)
@@ -62,7 +62,8 @@ type largeBodies struct {
 	idle, loaded                  map[string]int64
 	metrics                       map[string]float64
 	upstream, queued, shed, other int
-	stderr                        string // sluice's, when SLUICE_RSS_GODEBUG is set
+	otherWhy                      []string // what each of other was: its status or its error
+	stderr                        string   // sluice's, when SLUICE_RSS_GODEBUG is set
 }
 
 // sendLargeBodies runs `sluice serve` (windowed, with env) in front of an
@@ -100,6 +101,14 @@ func sendLargeBodies(t *testing.T, settle time.Duration, env ...string) largeBod
 	defer wg.Wait()
 	defer cancel()
 	var shed, other atomic.Int32
+	var whyMu sync.Mutex
+	var otherWhy []string
+	otherWas := func(why string) {
+		other.Add(1)
+		whyMu.Lock()
+		otherWhy = append(otherWhy, why)
+		whyMu.Unlock()
+	}
 	tr := &http.Transport{MaxIdleConnsPerHost: largeClients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -112,13 +121,13 @@ func sendLargeBodies(t *testing.T, settle time.Duration, env ...string) largeBod
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
-					other.Add(1)
+					otherWas(err.Error())
 				}
 				return
 			case resp.StatusCode == http.StatusTooManyRequests:
 				shed.Add(1)
 			default:
-				other.Add(1)
+				otherWas(resp.Status)
 			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -136,6 +145,9 @@ func sendLargeBodies(t *testing.T, settle time.Duration, env ...string) largeBod
 	time.Sleep(settle)
 	r.loaded, r.metrics = procStatus(t, sl.pid), scrape(t, sl.probe, sl.base)
 	r.upstream, r.queued, r.shed, r.other = int(upstreamCalls.Load()), queued(t, sl.probe, sl.base), int(shed.Load()), int(other.Load())
+	whyMu.Lock()
+	r.otherWhy = append([]string(nil), otherWhy...)
+	whyMu.Unlock()
 	if godebug != "" {
 		if b, err := os.ReadFile(sl.stderr); err == nil {
 			r.stderr = string(b)
