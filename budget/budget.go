@@ -66,6 +66,9 @@ type index struct {
 type members struct {
 	mu sync.RWMutex
 	m  map[string]*tracked // by tenant
+	// making orders the making of members (member), which reads the
+	// books without holding mu.
+	making sync.Mutex
 }
 
 func (ms *members) get(tenant string) *tracked {
@@ -226,9 +229,11 @@ func (s *Set) member(g *tracked, tenant string) *tracked {
 	if t := g.members.get(tenant); t != nil {
 		return t
 	}
-	g.members.mu.Lock()
-	defer g.members.mu.Unlock()
-	if t := g.members.m[tenant]; t != nil {
+	// One member made at a time, the read outside the map's lock: the
+	// ledger's count of the members already made never waits for it.
+	g.members.making.Lock()
+	defer g.members.making.Unlock()
+	if t := g.members.get(tenant); t != nil {
 		return t
 	}
 	sp := g.Spec
@@ -239,14 +244,32 @@ func (s *Set) member(g *tracked, tenant string) *tracked {
 	if bo := s.books.Load(); bo != nil {
 		b = bo.Books
 	}
-	if err := s.begin(t, b, time.Now()); err != nil {
-		// Counted from now on, and from the other replicas at the next
-		// refresh: a store down must not refuse the member.
-		s.log.Warn("budget: a group member's spend this period could not be read; counted from now", "budget", t.Name, "err", err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.begin(t, b, time.Now()); err != nil {
+			// Counted from now on, and from the other replicas at the
+			// next refresh: a store down must not refuse the member.
+			s.log.Warn("budget: a group member's spend this period could not be read; counted from now", "budget", t.Name, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(MemberReadWait):
+		// A store slow to answer holds this request no longer: the
+		// member is counted from now, and what the books say is added
+		// when they answer.
+		s.log.Warn("budget: a group member's spend this period is slow to read; counted from now, and from the books when they answer", "budget", t.Name)
 	}
+	g.members.mu.Lock()
 	g.members.m[tenant] = t
+	g.members.mu.Unlock()
 	return t
 }
+
+// MemberReadWait is the longest a group member's first request waits for
+// the books to say what the member spent in the period.
+const MemberReadWait = time.Second
 
 // memberName is what tenant's budget of the group budget named name is
 // called: in a refusal, the log, the metrics and the admin API.

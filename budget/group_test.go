@@ -207,3 +207,45 @@ type othersBooks struct{ others }
 func (o *othersBooks) Since(from time.Time, tenant, key string) (float64, int64, error) {
 	return o.Others(from, tenant, key)
 }
+
+// slowBooks answers Since once release is closed.
+type slowBooks struct {
+	release chan struct{}
+	usd     float64
+}
+
+func (b slowBooks) Since(time.Time, string, string) (float64, int64, error) {
+	<-b.release
+	return b.usd, 0, nil
+}
+
+// A member's first request waits at most MemberReadWait for the books;
+// what they say is taken in when they answer.
+func TestGroupMemberReadBoundedWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := NewLive(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := Spec{Name: "contractors-day", Group: "contractors", Limit: 5, Period: Day}
+		if err := sp.Check(); err != nil {
+			t.Fatal(err)
+		}
+		b := slowBooks{release: make(chan struct{}), usd: 6}
+		if err := s.Replace([]Spec{sp}, b); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if refusal(t, s, memberReq("alice@example.com", "contractors")) != nil {
+			t.Fatal("refused before the books answered")
+		}
+		if waited := time.Since(start); waited != MemberReadWait {
+			t.Errorf("waited %v for the books; want MemberReadWait, %v", waited, MemberReadWait)
+		}
+		close(b.release)
+		synctest.Wait()
+		if e := refusal(t, s, memberReq("alice@example.com", "contractors")); e == nil || !strings.Contains(e.Message, "$6.00 of its $5.00") {
+			t.Errorf("once the books answered $6: %v", e)
+		}
+	})
+}
