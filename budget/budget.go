@@ -480,10 +480,16 @@ func (s *Set) OverMember(m Member) *apierror.Error {
 	if s == nil {
 		return nil
 	}
+	x := s.idx.Load()
+	if m.Tenant == "" || len(x.groups) == 0 {
+		return nil
+	}
 	now := time.Now()
-	for _, t := range s.ofMember(s.idx.Load(), m) {
-		if e := s.over(t, now); e != nil {
-			return e
+	for _, g := range m.Groups { // not through ofMember: no allocation on the request path
+		for _, gb := range x.byGroup[g] {
+			if e := s.over(s.member(gb, m.Tenant), now); e != nil {
+				return e
+			}
 		}
 	}
 	return nil

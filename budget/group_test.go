@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/spend"
 )
 
 // memberReq is a request of a person signed in through the identity
@@ -248,4 +249,25 @@ func TestGroupMemberReadBoundedWait(t *testing.T) {
 			t.Errorf("once the books answered $6: %v", e)
 		}
 	})
+}
+
+// BenchmarkGroupRequestPath is BenchmarkRequestPath for a member of a
+// budgeted group, their own budget already made.
+//
+//	go test -run '^$' -bench GroupRequestPath ./budget/
+func BenchmarkGroupRequestPath(b *testing.B) {
+	sp := Spec{Group: "contractors", Limit: 1e12, Warn: 1e11, Period: Day, Zone: time.UTC}
+	if err := sp.Check(); err != nil {
+		b.Fatal(err)
+	}
+	s, _ := New([]Spec{sp}, nil)
+	r := memberReq("alice@example.com", "eng", "contractors")
+	e := spend.Entry{Key: spend.Key{Tenant: "alice@example.com", Inbound: "k", Model: "m"}, USD: 0.01, Tokens: 100}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Refuse(r) != nil {
+			b.Fatal("refused")
+		}
+		s.Spent(e)
+	}
 }
