@@ -6,6 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/spend"
 )
@@ -269,5 +272,24 @@ func BenchmarkGroupRequestPath(b *testing.B) {
 			b.Fatal("refused")
 		}
 		s.Spent(e)
+	}
+}
+
+// The metrics have a series for each member's own budget, named
+// budget/member, and none for the group budget's row (its spent is the
+// members' together: a sum over the series would count it twice).
+func TestGroupBudgetMetrics(t *testing.T) {
+	s := mustSet(t, nil, Spec{Name: "contractors-day", Group: "contractors", Limit: 5, Period: Day})
+	refusal(t, s, memberReq("alice@example.com", "contractors"))
+	spendUSD(s, "alice@example.com", 2)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	want := `
+# HELP sluice_budget_spent What each budget's tenant or key spent this period, in the budget's unit (usd or tokens).
+# TYPE sluice_budget_spent gauge
+sluice_budget_spent{budget="contractors-day/alice@example.com",unit="usd"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_budget_spent"); err != nil {
+		t.Error(err)
 	}
 }
