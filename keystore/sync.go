@@ -136,7 +136,7 @@ func (b Budget) Spec(keys []Key) (budget.Spec, error) {
 			}
 		}
 	default:
-		return budget.Spec{}, fmt.Errorf("scope %q: want %s", b.Scope, strings.Join(Scopes, " or "))
+		return budget.Spec{}, fmt.Errorf("scope %q: want %s or %s", b.Scope, strings.Join(Scopes[:len(Scopes)-1], ", "), Scopes[len(Scopes)-1])
 	}
 	return b.Amount.Spec(b.Name, tenant, key, group)
 }
