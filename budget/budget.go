@@ -1,10 +1,12 @@
 package budget
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,13 +40,66 @@ type Set struct {
 	// one step, so that two requests cannot both take the last of a
 	// budget. Only Reserve takes it: the request path never does.
 	reserving sync.Mutex
+	// books is what a group budget's new member starts from (Load,
+	// Share, Replace); nil: from nothing.
+	books atomic.Pointer[booksOf]
 }
+
+// booksOf holds a Books for an atomic.Pointer.
+type booksOf struct{ Books }
 
 // index is one set of budgets, by what they bind.
 type index struct {
+	// all is every budget in the order configured; a group budget's
+	// members are in its members, not here.
 	all      []*tracked
 	byTenant map[string][]*tracked
 	byKey    map[string][]*tracked
+	// byGroup is the group budgets by their group, and groups all of
+	// them: the ledger's spend is counted against their members.
+	byGroup map[string][]*tracked
+	groups  []*tracked
+}
+
+// members are a group budget's members seen so far, each a budget of
+// their own tenant, made on their first request (member).
+type members struct {
+	mu sync.RWMutex
+	m  map[string]*tracked // by tenant
+	// making orders the making of members (member), which reads the
+	// books without holding mu.
+	making sync.Mutex
+}
+
+func (ms *members) get(tenant string) *tracked {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	return ms.m[tenant]
+}
+
+// list is the members, for a look at each outside the lock.
+func (ms *members) list() []*tracked {
+	ms.mu.RLock()
+	defer ms.mu.RUnlock()
+	out := make([]*tracked, 0, len(ms.m))
+	for _, t := range ms.m {
+		out = append(out, t)
+	}
+	return out
+}
+
+// each calls f with every budget that counts spend: the tenants' and
+// keys', and every group budget's members.
+func (x *index) each(f func(*tracked)) {
+	for _, t := range x.all {
+		if t.members == nil {
+			f(t)
+			continue
+		}
+		for _, m := range t.members.list() {
+			f(m)
+		}
+	}
 }
 
 // tracked is one budget and its spend in its current period. Its Limit
@@ -72,6 +127,10 @@ type tracked struct {
 	// holds is how many Reservations hold part of held: at none, held
 	// is 0 exactly, whatever the rounding of the adds and takes.
 	holds int
+	// members is set on a group budget, which counts nothing itself:
+	// each member of its group is bound by a budget of their own, made
+	// from its Spec.
+	members *members
 }
 
 // New is the set of specs (each already Checked); log hears the warnings
@@ -107,7 +166,7 @@ func NewLive(specs []Spec, log *slog.Logger) (*Set, error) {
 // when it binds the same and counts alike (its spend goes on); fresh are
 // the ones made new.
 func newIndex(specs []Spec, old *index) (x *index, fresh []*tracked, err error) {
-	x = &index{byTenant: map[string][]*tracked{}, byKey: map[string][]*tracked{}}
+	x = &index{byTenant: map[string][]*tracked{}, byKey: map[string][]*tracked{}, byGroup: map[string][]*tracked{}}
 	was := map[string]*tracked{}
 	if old != nil {
 		for _, t := range old.all {
@@ -121,26 +180,144 @@ func newIndex(specs []Spec, old *index) (x *index, fresh []*tracked, err error) 
 		}
 		names[sp.Name] = true
 		t := was[sp.Name]
-		if t != nil && t.Tenant == sp.Tenant && t.Key == sp.Key && t.Unit == sp.Unit && t.Period == sp.Period && t.Zone.String() == sp.Zone.String() {
-			t.mu.Lock()
-			t.Limit, t.Warn = sp.Limit, sp.Warn
-			// Thresholds moved: each is said again once it is passed.
-			t.warned = t.Warn > 0 && t.spent >= t.Warn
-			t.crossed = t.spent >= t.Limit
-			t.overshoot = max(t.spent-t.Limit, 0)
-			t.mu.Unlock()
+		if t != nil && t.Tenant == sp.Tenant && t.Key == sp.Key && t.Group == sp.Group && t.Unit == sp.Unit && t.Period == sp.Period && t.Zone.String() == sp.Zone.String() {
+			t.limit(sp.Limit, sp.Warn)
+			if t.members != nil { // each member's limit is the group budget's
+				for _, m := range t.members.list() {
+					m.limit(sp.Limit, sp.Warn)
+				}
+			}
 		} else {
 			t = &tracked{Spec: sp}
-			fresh = append(fresh, t)
+			if sp.Group != "" {
+				t.members = &members{m: map[string]*tracked{}}
+			} else {
+				fresh = append(fresh, t)
+			}
 		}
 		x.all = append(x.all, t)
-		if sp.Tenant != "" {
+		switch {
+		case sp.Tenant != "":
 			x.byTenant[sp.Tenant] = append(x.byTenant[sp.Tenant], t)
-		} else {
+		case sp.Key != "":
 			x.byKey[sp.Key] = append(x.byKey[sp.Key], t)
+		default:
+			x.byGroup[sp.Group] = append(x.byGroup[sp.Group], t)
+			x.groups = append(x.groups, t)
 		}
 	}
 	return x, fresh, nil
+}
+
+// limit changes t's limit and soft threshold, its spend kept.
+func (t *tracked) limit(limit, warn float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.Limit, t.Warn = limit, warn
+	// Thresholds moved: each is said again once it is passed.
+	t.warned = t.Warn > 0 && t.spent >= t.Warn
+	t.crossed = t.spent >= t.Limit
+	t.overshoot = max(t.spent-t.Limit, 0)
+}
+
+// member is tenant's own budget of the group budget g, made on its first
+// request from what the books say tenant spent in its period (the one
+// read of the books on the request path, once a member and replica), so
+// that a member's budget holds across a restart and binds across
+// replicas as a tenant's does.
+func (s *Set) member(g *tracked, tenant string) *tracked {
+	if t := g.members.get(tenant); t != nil {
+		return t
+	}
+	// One member made at a time, the read outside the map's lock: the
+	// ledger's count of the members already made never waits for it.
+	g.members.making.Lock()
+	defer g.members.making.Unlock()
+	if t := g.members.get(tenant); t != nil {
+		return t
+	}
+	sp := g.Spec
+	sp.Name, sp.Tenant = memberName(g.Name, tenant), tenant
+	t := &tracked{Spec: sp}
+	t.Limit, t.Warn = g.limits()
+	var b Books
+	if bo := s.books.Load(); bo != nil {
+		b = bo.Books
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.begin(t, b, time.Now()); err != nil {
+			// Counted from now on, and from the other replicas at the
+			// next refresh: a store down must not refuse the member.
+			s.log.Warn("budget: a group member's spend this period could not be read; counted from now", "budget", t.Name, "err", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(MemberReadWait):
+		// A store slow to answer holds this request no longer: the
+		// member is counted from now, and what the books say is added
+		// when they answer.
+		s.log.Warn("budget: a group member's spend this period is slow to read; counted from now, and from the books when they answer", "budget", t.Name)
+	}
+	g.members.mu.Lock()
+	g.members.m[tenant] = t
+	g.members.mu.Unlock()
+	return t
+}
+
+// MemberReadWait is the longest a group member's first request waits for
+// the books to say what the member spent in the period.
+const MemberReadWait = time.Second
+
+// memberName is what tenant's budget of the group budget named name is
+// called: in a refusal, the log, the metrics and the admin API.
+func memberName(name, tenant string) string { return name + "/" + tenant }
+
+// limits is t's limit and soft threshold, which Replace changes.
+func (t *tracked) limits() (limit, warn float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.Limit, t.Warn
+}
+
+// begin starts t's current period with what b says was spent in it (nil
+// b: from nothing); with shared books (Share), the other replicas' part
+// is kept apart as Refresh keeps it.
+func (s *Set) begin(t *tracked, b Books, now time.Time) error {
+	t.mu.Lock()
+	t.roll(now)
+	from := t.start
+	t.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	usd, tokens, err := b.Since(from, t.Tenant, t.Key)
+	if err != nil {
+		return fmt.Errorf("budget %q: load its spend: %w", t.Name, err)
+	}
+	if sh, ok := b.(Shared); ok && s.shared.Load() {
+		ousd, otokens, err := sh.Others(from, t.Tenant, t.Key)
+		if err != nil {
+			return fmt.Errorf("budget %q: load the other replicas' spend: %w", t.Name, err)
+		}
+		t.mu.Lock()
+		t.others = ousd
+		if t.Unit == Tokens {
+			t.others = float64(otokens)
+		}
+		t.mu.Unlock()
+	}
+	s.add(t, spend.Entry{Key: spend.Key{Tenant: t.Tenant, Inbound: t.Key}, USD: usd, Tokens: tokens}, now)
+	return nil
+}
+
+// remember keeps b for the members of group budgets to start from.
+func (s *Set) remember(b Books) {
+	if b != nil {
+		s.books.Store(&booksOf{b})
+	}
 }
 
 // KeyOf is r's key as budgets and the spend ledger name it: the sluice
@@ -164,6 +341,11 @@ func (s *Set) Spent(e spend.Entry) {
 	}
 	for _, t := range x.byKey[e.Inbound] {
 		s.add(t, e, now)
+	}
+	for _, g := range x.groups {
+		if t := g.members.get(e.Tenant); t != nil {
+			s.add(t, e, now)
+		}
 	}
 }
 
@@ -197,7 +379,7 @@ func (s *Set) bump(t *tracked, n float64, now time.Time) {
 	spent, reset, limit, warnAt := t.spent, t.reset, t.Limit, t.Warn
 	t.mu.Unlock()
 	if warn || cross {
-		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Spent: spent, WarnAt: warnAt,
+		e := Event{Type: "budget_warning", Budget: t.Name, Tenant: t.Tenant, Key: t.Key, Group: t.Group, Unit: t.Unit.String(), Spent: spent, WarnAt: warnAt,
 			Limit: limit, ResetAt: reset, At: now}
 		if cross {
 			e.Type = "budget_exceeded"
@@ -227,14 +409,88 @@ func (t *tracked) roll(now time.Time) {
 }
 
 // Refuse is the error for a request of r's tenant or key when one of
-// their budgets is spent: a 402 billing_error that says which budget, what
-// was spent of what limit and when it resets; nil when none is.
+// their budgets is spent, or, for a person signed in through the
+// identity provider, their own budget of one of their groups' budgets: a
+// 402 billing_error that says which budget, what was spent of what limit
+// and when it resets; nil when none is.
 func (s *Set) Refuse(r *request.Descriptor) error {
 	if s == nil || r == nil {
 		return nil
 	}
 	if e := s.Over(r.Tenant, KeyOf(r)); e != nil {
 		return e
+	}
+	if e := s.OverMember(MemberOf(r)); e != nil {
+		return e
+	}
+	return nil
+}
+
+// Member is a person signed in through the identity provider as group
+// budgets see them: their tenant, whose spend their budget of each of
+// their groups' budgets counts, and their groups. The zero Member (a
+// sluice key's request, which has no groups) is bound by no group budget.
+type Member struct {
+	Tenant string
+	Groups []string
+}
+
+// MemberOf is r's caller as group budgets see them.
+func MemberOf(r *request.Descriptor) Member {
+	if r.Inbound == nil || r.Inbound.Groups == nil {
+		return Member{}
+	}
+	return Member{Tenant: r.Tenant, Groups: r.Inbound.Groups}
+}
+
+type memberKey struct{}
+
+// WithMember is ctx carrying m: the bulk endpoint, which has no
+// descriptor, learns its submitter's groups from it.
+func WithMember(ctx context.Context, m Member) context.Context {
+	return context.WithValue(ctx, memberKey{}, m)
+}
+
+// MemberFrom is ctx's Member (WithMember); the zero Member if none.
+func MemberFrom(ctx context.Context) Member {
+	m, _ := ctx.Value(memberKey{}).(Member)
+	return m
+}
+
+// ofMember is m's own budgets of the group budgets of m's groups, each
+// made on its first look.
+func (s *Set) ofMember(x *index, m Member) []*tracked {
+	if m.Tenant == "" || len(x.groups) == 0 {
+		return nil
+	}
+	var out []*tracked
+	for _, g := range m.Groups {
+		for _, gb := range x.byGroup[g] {
+			t := s.member(gb, m.Tenant)
+			if !slices.Contains(out, t) { // a group the token names twice
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// OverMember is Over for m's own budgets of their groups' budgets.
+func (s *Set) OverMember(m Member) *apierror.Error {
+	if s == nil {
+		return nil
+	}
+	x := s.idx.Load()
+	if m.Tenant == "" || len(x.groups) == 0 {
+		return nil
+	}
+	now := time.Now()
+	for _, g := range m.Groups { // not through ofMember: no allocation on the request path
+		for _, gb := range x.byGroup[g] {
+			if e := s.over(s.member(gb, m.Tenant), now); e != nil {
+				return e
+			}
+		}
 	}
 	return nil
 }
@@ -305,14 +561,20 @@ type holding struct {
 // the ledger when they come (Spent), and its holder then calls Release.
 // It refuses, holding nothing, with a 402 billing_error when e does not
 // fit in what one of the budgets has left (its limit less its spend this
-// period and what is held already). With no budget of tenant or key (or
-// a nil Set) it holds nothing and returns nil, nil.
-func (s *Set) Reserve(tenant, key string, e Estimate) (*Reservation, *apierror.Error) {
+// period and what is held already). m's own budgets of their groups'
+// budgets hold it too. With no budget of tenant, key or m (or a nil Set)
+// it holds nothing and returns nil, nil.
+func (s *Set) Reserve(tenant, key string, m Member, e Estimate) (*Reservation, *apierror.Error) {
 	if s == nil {
 		return nil, nil
 	}
 	x := s.idx.Load()
 	ts := append(append([]*tracked(nil), x.byTenant[tenant]...), x.byKey[key]...)
+	for _, t := range s.ofMember(x, m) {
+		if !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
 	if len(ts) == 0 {
 		return nil, nil
 	}
@@ -375,7 +637,12 @@ func (r *Reservation) Release() {
 
 // binds says what the budget binds, for a message.
 func (t *tracked) binds() string {
-	if t.Tenant != "" {
+	switch {
+	case t.Group != "" && t.Tenant != "":
+		return "each member of group " + strconv.Quote(t.Group) + " on their own; this one is " + strconv.Quote(t.Tenant)
+	case t.Group != "":
+		return "each member of group " + strconv.Quote(t.Group) + " on their own"
+	case t.Tenant != "":
 		return "tenant " + strconv.Quote(t.Tenant)
 	}
 	return "key " + t.Key

@@ -226,8 +226,9 @@ func TestSpecCheck(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Limit: 1}, "exactly one of tenant and key"},
-		{Spec{Tenant: "a", Key: "0123456789abcdef", Limit: 1}, "exactly one of tenant and key"},
+		{Spec{Limit: 1}, "exactly one of tenant, key and group"},
+		{Spec{Tenant: "a", Key: "0123456789abcdef", Limit: 1}, "exactly one of tenant, key and group"},
+		{Spec{Tenant: "a", Group: "contractors", Limit: 1}, "exactly one of tenant, key and group"},
 		{Spec{Key: "sk-ant-secret", Limit: 1}, "short hash"},
 		{Spec{Tenant: "a", Limit: -1}, "above 0"},
 		{Spec{Tenant: "a", Limit: 1.5, Unit: Tokens}, "whole number"},
@@ -275,15 +276,15 @@ func TestReserveHoldsUntilReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := mustSet(t, nil, Spec{Tenant: "acme", Limit: 10, Period: Day})
 		spendUSD(s, "acme", 3)
-		first, e := s.Reserve("acme", "", Estimate{USD: 6, Tokens: 600})
+		first, e := s.Reserve("acme", "", Member{}, Estimate{USD: 6, Tokens: 600})
 		if e != nil || first == nil {
 			t.Fatalf("$6 of the $7 left refused: %v", e)
 		}
-		if _, e := s.Reserve("acme", "", Estimate{USD: 2}); e == nil || e.Status != 402 || e.Type != "billing_error" ||
+		if _, e := s.Reserve("acme", "", Member{}, Estimate{USD: 2}); e == nil || e.Status != 402 || e.Type != "billing_error" ||
 			!strings.Contains(e.Message, "estimated cost, $2.00") || !strings.Contains(e.Message, "$1.00 left") || !strings.Contains(e.Message, "$6.00 held") {
 			t.Fatalf("$2 with $1 left: %v", e)
 		}
-		if r, e := s.Reserve("other", "", Estimate{USD: 1e6}); r != nil || e != nil {
+		if r, e := s.Reserve("other", "", Member{}, Estimate{USD: 1e6}); r != nil || e != nil {
 			t.Errorf("a tenant without a budget: %v %v", r, e)
 		}
 		spendUSD(s, "acme", 0.5)
@@ -298,7 +299,7 @@ func TestReserveHoldsUntilReleased(t *testing.T) {
 		if st := s.Statuses()[0]; st.Spent != 0 || st.Held != 6 {
 			t.Errorf("the next day: spent %v, held %v; want 0 and 6", st.Spent, st.Held)
 		}
-		if _, e := s.Reserve("acme", "", Estimate{USD: 5}); e == nil {
+		if _, e := s.Reserve("acme", "", Member{}, Estimate{USD: 5}); e == nil {
 			t.Error("$5 reserved with $6 of $10 held")
 		}
 		first.Release()
@@ -306,7 +307,7 @@ func TestReserveHoldsUntilReleased(t *testing.T) {
 		if st := s.Statuses()[0]; st.Held != 0 {
 			t.Errorf("released: held %v", st.Held)
 		}
-		if r, e := s.Reserve("acme", "", Estimate{USD: 10}); r == nil || e != nil {
+		if r, e := s.Reserve("acme", "", Member{}, Estimate{USD: 10}); r == nil || e != nil {
 			t.Errorf("the whole budget, nothing held or spent: %v", e)
 		}
 	})

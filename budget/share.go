@@ -27,7 +27,7 @@ func (s *Set) Refresh(b Shared) error {
 		return nil
 	}
 	var first error
-	for _, t := range s.idx.Load().all {
+	s.idx.Load().each(func(t *tracked) {
 		now := time.Now()
 		t.mu.Lock()
 		t.roll(now)
@@ -38,7 +38,7 @@ func (s *Set) Refresh(b Shared) error {
 			if first == nil {
 				first = err
 			}
-			continue
+			return
 		}
 		n := usd
 		if t.Unit == Tokens {
@@ -48,12 +48,12 @@ func (s *Set) Refresh(b Shared) error {
 		t.roll(time.Now())
 		if !t.start.Equal(from) { // a new period began meanwhile: read again next time
 			t.mu.Unlock()
-			continue
+			return
 		}
 		d := n - t.others
 		t.others = n
 		s.bump(t, d, now)
-	}
+	})
 	if first == nil {
 		s.stale.Store(false)
 	} else {
@@ -71,6 +71,9 @@ func (s *Set) Share(b Shared) (stop func()) {
 		return func() {}
 	}
 	s.shared.Store(true)
+	if bs, ok := b.(Books); ok { // a group budget's new member starts from them
+		s.remember(bs)
+	}
 	s.Refresh(b) // the store says when it fails
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {

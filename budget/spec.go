@@ -1,5 +1,6 @@
-// Package budget caps what a tenant or an inbound key may spend in a day,
-// a week or a month, in USD or in tokens: a Set hears every answer's
+// Package budget caps what a tenant or an inbound key, or each member of an
+// identity provider's group, may spend in a day, a week or a month, in USD
+// or in tokens: a Set hears every answer's
 // spend from the spend ledger (it is a spend.Sink), and refuses a request
 // of a tenant or key past a hard budget before it waits. A soft threshold
 // only warns. A request in flight is never cut, so a budget can be
@@ -68,12 +69,14 @@ type Spec struct {
 	// Name names the budget in errors, logs, metrics and the admin API;
 	// empty: derived from what it binds (tenant:acme:day).
 	Name string
-	// Tenant or Key: exactly one is set. Key is an inbound key by its
-	// short hash, as the spend metrics' key label names it (the first 16
-	// hex digits of the sluice key's SHA-256; without inbound keys, of
-	// the API key the client sent).
-	Tenant, Key string
-	Unit        Unit
+	// Tenant, Key or Group: exactly one is set. Key is an inbound key by
+	// its short hash, as the spend metrics' key label names it (the first
+	// 16 hex digits of the sluice key's SHA-256; without inbound keys, of
+	// the API key the client sent). Group is an identity provider's group:
+	// the budget binds each member of it on their own, as a budget of
+	// their tenant (a member's tracked budget has Tenant and Group set).
+	Tenant, Key, Group string
+	Unit               Unit
 	// Limit is the hard budget; Warn, when above 0, the soft threshold
 	// that only warns. Both in Unit.
 	Limit, Warn float64
@@ -89,8 +92,8 @@ var shortHash = regexp.MustCompile(`^[0-9a-f]{16}([0-9a-f]{48})?$`)
 func (s *Spec) Check() error {
 	s.Key = strings.ToLower(s.Key) // hex either way; the labels are lower-case
 	switch {
-	case (s.Tenant == "") == (s.Key == ""):
-		return errors.New("give exactly one of tenant and key")
+	case count(s.Tenant != "", s.Key != "", s.Group != "") != 1:
+		return errors.New("give exactly one of tenant, key and group")
 	case s.Key != "" && !shortHash.MatchString(s.Key):
 		// Not echoed: a key given where its hash belongs must not reach a log.
 		return errors.New("key: want the key's short hash, 16 lower-case hex digits as the spend metrics' key label shows (or the 64 of its SHA-256, as the keys file lists it), never the key itself (the value given is not shown)")
@@ -109,12 +112,26 @@ func (s *Spec) Check() error {
 	}
 	if s.Name == "" {
 		who := "tenant:" + s.Tenant
-		if s.Key != "" {
+		switch {
+		case s.Key != "":
 			who = "key:" + s.Key
+		case s.Group != "":
+			who = "group:" + s.Group
 		}
 		s.Name = who + ":" + s.Period.String() + ":" + s.Unit.String()
 	}
 	return nil
+}
+
+// count is how many of bs are true.
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // Start is the start of the period t is in, in the budget's zone.
@@ -159,9 +176,9 @@ type File struct {
 }
 
 // Spec is the budget f describes, named name (empty: derived) and binding
-// tenant or key, checked.
-func (f File) Spec(name, tenant, key string) (Spec, error) {
-	sp := Spec{Name: name, Tenant: tenant, Key: key, Warn: f.WarnAt}
+// tenant, key or each member of group, checked.
+func (f File) Spec(name, tenant, key, group string) (Spec, error) {
+	sp := Spec{Name: name, Tenant: tenant, Key: key, Group: group, Warn: f.WarnAt}
 	switch {
 	case (f.USD == nil) == (f.Tokens == nil):
 		return sp, errors.New("give exactly one of usd and tokens")
@@ -188,6 +205,6 @@ func (f File) Spec(name, tenant, key string) (Spec, error) {
 // Same says s and o are the same budget: its name, what it binds, its
 // unit, amounts, period and zone.
 func (s Spec) Same(o Spec) bool {
-	return s.Name == o.Name && s.Tenant == o.Tenant && s.Key == o.Key && s.Unit == o.Unit && s.Limit == o.Limit && s.Warn == o.Warn &&
+	return s.Name == o.Name && s.Tenant == o.Tenant && s.Key == o.Key && s.Group == o.Group && s.Unit == o.Unit && s.Limit == o.Limit && s.Warn == o.Warn &&
 		s.Period == o.Period && s.Zone.String() == o.Zone.String()
 }

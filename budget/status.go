@@ -1,25 +1,32 @@
 package budget
 
 import (
-	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/spend"
 )
 
 // Status is one budget's state now: the admin API's row.
 type Status struct {
-	Name   string  `json:"name"`
-	Tenant string  `json:"tenant,omitempty"`
-	Key    string  `json:"key,omitempty"`
-	Unit   string  `json:"unit"`
-	Period string  `json:"period"`
-	Zone   string  `json:"time_zone"`
-	Limit  float64 `json:"limit"`
-	Warn   float64 `json:"warn_at,omitempty"`
-	Spent  float64 `json:"spent"`
+	Name   string `json:"name"`
+	Tenant string `json:"tenant,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// Group is a group budget's group: its row says what its members
+	// spent together (each is bound by Limit on their own), and each
+	// member seen so far has a row of their own, named budget/tenant,
+	// with Tenant and Group.
+	Group string `json:"group,omitempty"`
+	// Members is, on a group budget's row, how many members this replica
+	// has seen this run.
+	Members *int    `json:"members,omitempty"`
+	Unit    string  `json:"unit"`
+	Period  string  `json:"period"`
+	Zone    string  `json:"time_zone"`
+	Limit   float64 `json:"limit"`
+	Warn    float64 `json:"warn_at,omitempty"`
+	Spent   float64 `json:"spent"`
 	// Overshoot is what was spent past the limit this period: answers of
 	// requests that were in flight when it was crossed.
 	Overshoot float64 `json:"overshoot"`
@@ -41,14 +48,38 @@ func (s *Set) Statuses() []Status {
 	all := s.idx.Load().all
 	out := make([]Status, 0, len(all))
 	for _, t := range all {
-		t.mu.Lock()
-		t.roll(now)
-		st := Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
-			Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Held: t.held, Exceeded: t.spent+t.held >= t.Limit, Start: t.start, Reset: t.reset}
-		t.mu.Unlock()
-		out = append(out, st)
+		if t.members == nil {
+			out = append(out, t.status(now))
+			continue
+		}
+		// The group budget, then its members by name.
+		ms := t.members.list()
+		slices.SortFunc(ms, func(a, b *tracked) int { return strings.Compare(a.Name, b.Name) })
+		n := len(ms)
+		g := Status{Name: t.Name, Group: t.Group, Members: &n, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String()}
+		g.Limit, g.Warn = t.limits()
+		g.Start = t.Start(now)
+		g.Reset = t.Reset(g.Start)
+		rows := make([]Status, 0, len(ms))
+		for _, m := range ms {
+			st := m.status(now)
+			g.Spent += st.Spent
+			g.Overshoot += st.Overshoot
+			g.Held += st.Held
+			rows = append(rows, st)
+		}
+		out = append(append(out, g), rows...)
 	}
 	return out
+}
+
+// status is t's row. Not for a group budget.
+func (t *tracked) status(now time.Time) Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.roll(now)
+	return Status{Name: t.Name, Tenant: t.Tenant, Key: t.Key, Group: t.Group, Unit: t.Unit.String(), Period: t.Period.String(), Zone: t.Zone.String(),
+		Limit: t.Limit, Warn: t.Warn, Spent: t.spent, Overshoot: t.overshoot, Held: t.held, Exceeded: t.spent+t.held >= t.Limit, Start: t.start, Reset: t.reset}
 }
 
 // Books is what a durable store knows of spend before now: Since sums
@@ -63,20 +94,15 @@ func (s *Set) Load(b Books) error {
 	if s == nil {
 		return nil
 	}
+	s.remember(b)
 	now := time.Now()
-	for _, t := range s.idx.Load().all {
-		t.mu.Lock()
-		t.roll(now)
-		from := t.start
-		t.mu.Unlock()
-		usd, tokens, err := b.Since(from, t.Tenant, t.Key)
-		if err != nil {
-			return fmt.Errorf("budget %q: load its spend: %w", t.Name, err)
+	var first error
+	s.idx.Load().each(func(t *tracked) {
+		if err := s.begin(t, b, now); err != nil && first == nil {
+			first = err
 		}
-		e := spend.Entry{Key: spend.Key{Tenant: t.Tenant, Inbound: t.Key}, USD: usd, Tokens: tokens}
-		s.add(t, e, now)
-	}
-	return nil
+	})
+	return first
 }
 
 // metrics: the counters, and gauges read from the budgets at each scrape.
@@ -101,6 +127,9 @@ func (s *Set) Describe(ch chan<- *prometheus.Desc) {
 
 func (s *Set) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range s.Statuses() {
+		if st.Members != nil { // a group budget: its members' rows are the series
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(spentDesc, prometheus.GaugeValue, st.Spent, st.Name, st.Unit)
 		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, st.Limit, st.Name, st.Unit)
 		ch <- prometheus.MustNewConstMetric(overDesc, prometheus.GaugeValue, st.Overshoot, st.Name, st.Unit)

@@ -16,6 +16,7 @@ type Event struct {
 	Budget  string    `json:"budget"`
 	Tenant  string    `json:"tenant,omitempty"`
 	Key     string    `json:"key,omitempty"`
+	Group   string    `json:"group,omitempty"` // a group budget's: Tenant is the member
 	Unit    string    `json:"unit"`
 	Spent   float64   `json:"spent"`
 	WarnAt  float64   `json:"warn_at,omitempty"`

@@ -3,6 +3,7 @@ package bulk
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,53 @@ func TestBulkSubmissionsHeldAgainstTheBudget(t *testing.T) {
 	t.Logf("after the results: spent $%.6f, held $%.6f", st.Spent, st.Held)
 	if st.Held != 0 || st.Spent <= 0 || st.Spent > limit {
 		t.Errorf("after the results: spent $%v, held $%v; want the results' spend within $%v and nothing held", st.Spent, st.Held, limit)
+	}
+}
+
+// A person signed in through the identity provider (budget.Member in the
+// request's context, as sluice's inbound keys put it there) is held to
+// their own budget of their group's budget on the bulk endpoint: refused
+// once past it, their estimate held against it while it runs; another
+// member, and a sluice key (no member), go on.
+func TestBulkSubmissionsBoundByTheMembersGroupBudget(t *testing.T) {
+	sp := budget.Spec{Name: "contractors-day", Group: "contractors", Unit: budget.USD, Limit: 0.01, Period: budget.Day}
+	if err := sp.Check(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := budget.New([]budget.Spec{sp}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, Config{DataDir: t.TempDir(), Secret: "s", MaxWait: time.Hour, Budgets: set})
+	post := func(m budget.Member) (int, string) {
+		req := httptest.NewRequest("POST", "/v1/bulk/messages", strings.NewReader(msgBody("hello")))
+		req.Header.Set("x-api-key", testKey)
+		rec := httptest.NewRecorder()
+		h.svc.ServeHTTP(rec, req.WithContext(budget.WithMember(req.Context(), m)))
+		return rec.Code, rec.Body.String()
+	}
+	alice := budget.Member{Tenant: "alice@example.com", Groups: []string{"contractors"}}
+	bob := budget.Member{Tenant: "bob@example.com", Groups: []string{"contractors"}}
+	if code, body := post(alice); code != http.StatusAccepted {
+		t.Fatalf("alice's first submission: %d %s", code, body)
+	}
+	set.Spent(spend.Entry{Key: spend.Key{Tenant: alice.Tenant, Model: "m"}, USD: 0.01})
+	if code, body := post(alice); code != http.StatusPaymentRequired || !strings.Contains(body, "contractors-day/alice@example.com") || !strings.Contains(body, "billing_error") {
+		t.Errorf("alice past her budget: %d %s", code, body)
+	}
+	if code, body := post(bob); code != http.StatusAccepted {
+		t.Errorf("bob, of the same group: %d %s", code, body)
+	}
+	if code, body := post(budget.Member{}); code != http.StatusAccepted {
+		t.Errorf("a sluice key: %d %s", code, body)
+	}
+	var bobs budget.Status
+	for _, st := range set.Statuses() {
+		if st.Name == "contractors-day/bob@example.com" {
+			bobs = st
+		}
+	}
+	if bobs.Held <= 0 || bobs.Held >= 0.01 {
+		t.Errorf("bob's budget %+v: want his submission's estimate held", bobs)
 	}
 }

@@ -113,7 +113,11 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 		writeError(w, status, typ, msg)
 	}
 	if s.cfg.Budgets != nil { // before the body is read: a spent budget's answer costs nothing
-		if e := s.cfg.Budgets.Over(SpendTenant, ownerOf(r, cred)[:16]); e != nil {
+		e := s.cfg.Budgets.Over(SpendTenant, ownerOf(r, cred)[:16])
+		if e == nil {
+			e = s.cfg.Budgets.OverMember(budget.MemberFrom(r.Context()))
+		}
+		if e != nil {
 			s.m.submissions.WithLabelValues("refused").Inc()
 			apierror.WriteSluice(w, e)
 			return
@@ -196,7 +200,7 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 	}
 	sum := sha256.Sum256(trimmed)
 	key := ownerOf(r, cred)
-	reserved, aerr := s.reserve(key, trimmed, r.Header)
+	reserved, aerr := s.reserve(key, budget.MemberFrom(r.Context()), trimmed, r.Header)
 	if aerr != nil {
 		s.m.submissions.WithLabelValues("refused").Inc()
 		apierror.WriteSluice(w, aerr)
@@ -260,13 +264,14 @@ func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request, cred cred
 // reserve holds the estimated cost of the bulk request body, owned by
 // key, against the budgets (Config.Budgets): its prompt's estimated
 // tokens and its max_tokens, as the pacing estimates a request, priced
-// at the batch price. It is the 402 to answer with when that does not
+// at the batch price, and against the submitter's own budgets of their
+// groups' budgets (m). It is the 402 to answer with when that does not
 // fit; nil, nil without budgets.
-func (s *Service) reserve(key string, body []byte, h http.Header) (*budget.Reservation, *apierror.Error) {
+func (s *Service) reserve(key string, m budget.Member, body []byte, h http.Header) (*budget.Reservation, *apierror.Error) {
 	if s.cfg.Budgets == nil {
 		return nil, nil
 	}
-	return s.cfg.Budgets.Reserve(SpendTenant, key[:16], estimate(s.prices(), body, h))
+	return s.cfg.Budgets.Reserve(SpendTenant, key[:16], m, estimate(s.prices(), body, h))
 }
 
 // estimate is what the Messages request body is expected to cost at the

@@ -85,7 +85,11 @@ type Config struct {
 	// counts them. A submission is refused when they are spent, or when
 	// its estimated cost does not fit in what they have left; an accepted
 	// one holds its estimate against them until it ends (its result's
-	// spend counted then). Nil: none.
+	// spend counted then). A person signed in through the identity
+	// provider (budget.MemberFrom the request's context) is also held to
+	// their own budget of each of their groups' budgets: refused past it,
+	// their submission's estimate held against it until it ends; its
+	// result is counted under the tenant bulk, not theirs. Nil: none.
 	Budgets Budgets
 }
 
@@ -96,9 +100,12 @@ type Budgets interface {
 	// Over is the error to answer with when tenant's or key's budget is
 	// spent, or nil.
 	Over(tenant, key string) *apierror.Error
-	// Reserve holds e against tenant's and key's budgets, or is the
-	// error to answer with when it does not fit.
-	Reserve(tenant, key string, e budget.Estimate) (*budget.Reservation, *apierror.Error)
+	// OverMember is Over for a member's own budgets of their groups'.
+	OverMember(m budget.Member) *apierror.Error
+	// Reserve holds e against tenant's and key's budgets and m's own
+	// budgets of their groups', or is the error to answer with when it
+	// does not fit.
+	Reserve(tenant, key string, m budget.Member, e budget.Estimate) (*budget.Reservation, *apierror.Error)
 }
 
 // Service is the bulk endpoint: its HTTP handler, its store and the

@@ -14,7 +14,7 @@ import (
 // budgetsKey is the config file's array of budgets, one table each:
 //
 //	[[budgets]]
-//	tenant = "acme"          # or key = "<the key's short hash>"
+//	tenant = "acme"          # or key = "<the key's short hash>", or group = "contractors" (each member on their own)
 //	usd = 50                 # or tokens = 2000000
 //	period = "day"           # day, week or month
 //	time_zone = "Europe/Berlin"  # optional; UTC if not given
@@ -25,13 +25,14 @@ import (
 const budgetsKey = "budgets"
 
 // budgetKeys are the keys one budget's table takes.
-var budgetKeys = []string{"name", "tenant", "key", "usd", "tokens", "period", "time_zone", "warn_at"}
+var budgetKeys = []string{"name", "tenant", "key", "group", "usd", "tokens", "period", "time_zone", "warn_at"}
 
 // fileBudget is one [[budgets]] table as the file gives it.
 type fileBudget struct {
 	Name        string `toml:"name"`
 	Tenant      string `toml:"tenant"`
 	Key         string `toml:"key"`
+	Group       string `toml:"group"` // an identity provider's group: each member bound on their own
 	budget.File        // usd or tokens, period, time_zone, warn_at
 }
 
@@ -45,7 +46,7 @@ func decodeBudgets(name string, data []byte) ([]budget.Spec, error) {
 	}
 	md, err := toml.Decode(string(data), &f)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: [[%s]]: %v; want an array of tables, each with tenant or key, usd or tokens, and period", name, budgetsKey, err)
+		return nil, fmt.Errorf("config file %s: [[%s]]: %v; want an array of tables, each with tenant, key or group, usd or tokens, and period", name, budgetsKey, err)
 	}
 	var bad []string
 	for _, k := range md.Undecoded() {
@@ -68,7 +69,7 @@ func decodeBudgets(name string, data []byte) ([]budget.Spec, error) {
 	return specs, nil
 }
 
-func (b fileBudget) spec() (budget.Spec, error) { return b.File.Spec(b.Name, b.Tenant, b.Key) }
+func (b fileBudget) spec() (budget.Spec, error) { return b.File.Spec(b.Name, b.Tenant, b.Key, b.Group) }
 
 // which names what the budget binds, for an error.
 func (b fileBudget) which() string {
@@ -77,6 +78,8 @@ func (b fileBudget) which() string {
 		return fmt.Sprintf(", named %q", b.Name)
 	case b.Tenant != "":
 		return fmt.Sprintf(", tenant %q", b.Tenant)
+	case b.Group != "":
+		return fmt.Sprintf(", group %q", b.Group)
 	}
 	return ""
 }
@@ -97,4 +100,4 @@ func ordinal(n int) string {
 
 // errBudgetsNotArray is the error for a budgets key that is not an array
 // of tables.
-var errBudgetsNotArray = errors.New(`budgets is an array of tables, one per budget: [[budgets]] with tenant or key, usd or tokens, and period`)
+var errBudgetsNotArray = errors.New(`budgets is an array of tables, one per budget: [[budgets]] with tenant, key or group, usd or tokens, and period`)

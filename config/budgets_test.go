@@ -45,6 +45,48 @@ period = "month"
 	}
 }
 
+// A [[budgets]] table with group is a budget each member of the identity
+// provider's group gets on their own; group is one of tenant, key and
+// group, and named when the table is wrong.
+func TestGroupBudgetsSection(t *testing.T) {
+	c, err := Load(withFile(t, `
+[[budgets]]
+name = "contractors-day"
+group = "contractors"
+usd = 5
+period = "day"
+
+[[budgets]]
+group = "interns"
+tokens = 100000
+period = "week"
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Budgets) != 2 {
+		t.Fatalf("budgets %+v", c.Budgets)
+	}
+	g, i := c.Budgets[0], c.Budgets[1]
+	if g.Name != "contractors-day" || g.Group != "contractors" || g.Tenant != "" || g.Key != "" || g.Unit != budget.USD || g.Limit != 5 || g.Period != budget.Day {
+		t.Errorf("contractors' budget %+v", g)
+	}
+	if i.Name != "group:interns:week:tokens" || i.Group != "interns" || i.Limit != 1e5 {
+		t.Errorf("interns' budget %+v", i)
+	}
+	for name, c := range map[string]struct{ body, want string }{
+		"group and tenant": {"[[budgets]]\ngroup = \"g\"\ntenant = \"a\"\nusd = 5\nperiod = \"day\"\n", `budgets[1] (the 1st one in the file, tenant "a"): give exactly one of tenant, key and group`},
+		"group and key":    {"[[budgets]]\ngroup = \"g\"\nkey = \"0123456789abcdef\"\nusd = 5\nperiod = \"day\"\n", `budgets[1] (the 1st one in the file, group "g"): give exactly one of tenant, key and group`},
+		"no amount":        {"[[budgets]]\ngroup = \"g\"\nperiod = \"day\"\n", `budgets[1] (the 1st one in the file, group "g"): give exactly one of usd and tokens`},
+		"group a list":     {"[[budgets]]\ngroup = [\"g\"]\nusd = 5\nperiod = \"day\"\n", "[[budgets]]"},
+	} {
+		_, err := Load(withFile(t, c.body), env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", name, err, c.want)
+		}
+	}
+}
+
 // [[budgets]] are decoded strictly: an unknown key, a negative amount, an
 // unknown period or time zone, budgets as a single value, is refused at
 // start, naming the budget and what is wrong.
@@ -56,7 +98,7 @@ func TestBudgetsSectionRefused(t *testing.T) {
 		"unknown period": {"[[budgets]]\ntenant = \"a\"\nusd = 5\nperiod = \"fortnight\"\n", `period "fortnight": want day, week or month`},
 		"no period":      {"[[budgets]]\ntenant = \"a\"\nusd = 5\n", "no period"},
 		"unknown zone":   {"[[budgets]]\ntenant = \"a\"\nusd = 5\nperiod = \"day\"\ntime_zone = \"Mars/Olympus\"\n", `time_zone "Mars/Olympus"`},
-		"second":         {"[[budgets]]\ntenant = \"a\"\nusd = 5\nperiod = \"day\"\n[[budgets]]\nname = \"x\"\nusd = 5\nperiod = \"day\"\n", `budgets[2] (the 2nd one in the file, named "x"): give exactly one of tenant and key`},
+		"second":         {"[[budgets]]\ntenant = \"a\"\nusd = 5\nperiod = \"day\"\n[[budgets]]\nname = \"x\"\nusd = 5\nperiod = \"day\"\n", `budgets[2] (the 2nd one in the file, named "x"): give exactly one of tenant, key and group`},
 		"single value":   {"budgets = 3\n", "budgets is an array of tables"},
 		"a key in clear": {"[[budgets]]\nkey = \"sk-ant-api03-secret\"\nusd = 5\nperiod = \"day\"\n", "never the key itself"},
 	} {

@@ -35,18 +35,19 @@ type Key struct {
 }
 
 // Budget is one budget as the store keeps it: its name, what it binds
-// (Scope key, by the sluice key's name or short hash, or tenant) and its
+// (Scope key, by the sluice key's name or short hash, tenant, or group,
+// an identity provider's group whose members it binds each on their own) and its
 // amount and period as a config file spells them.
 type Budget struct {
 	Name    string      `json:"name"`
-	Scope   string      `json:"scope"` // key or tenant
+	Scope   string      `json:"scope"` // key, tenant or group
 	Target  string      `json:"target"`
 	Amount  budget.File `json:"amount"`
 	Updated time.Time   `json:"updated_at"`
 }
 
 // Scopes are what a Budget may bind.
-var Scopes = []string{"key", "tenant"}
+var Scopes = []string{"key", "tenant", "group"}
 
 // Change is one line of the audit: who changed what, when.
 type Change struct {

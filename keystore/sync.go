@@ -122,10 +122,12 @@ func (y *Sync) Now(ctx context.Context) error {
 // Spec is b as a budget.Spec, checked, with a key named by its sluice key's
 // name (among keys) turned into the key's short hash.
 func (b Budget) Spec(keys []Key) (budget.Spec, error) {
-	var tenant, key string
+	var tenant, key, group string
 	switch b.Scope {
 	case "tenant":
 		tenant = b.Target
+	case "group":
+		group = b.Target
 	case "key":
 		key = b.Target
 		for _, k := range keys {
@@ -134,7 +136,7 @@ func (b Budget) Spec(keys []Key) (budget.Spec, error) {
 			}
 		}
 	default:
-		return budget.Spec{}, fmt.Errorf("scope %q: want %s", b.Scope, strings.Join(Scopes, " or "))
+		return budget.Spec{}, fmt.Errorf("scope %q: want %s or %s", b.Scope, strings.Join(Scopes[:len(Scopes)-1], ", "), Scopes[len(Scopes)-1])
 	}
-	return b.Amount.Spec(b.Name, tenant, key)
+	return b.Amount.Spec(b.Name, tenant, key, group)
 }

@@ -70,3 +70,19 @@ func TestSyncAppliesChanges(t *testing.T) {
 		t.Errorf("after a change: applied %d, keys %v, budgets %+v", applied, lastKeys, last)
 	}
 }
+
+// A budget of scope group binds each member of the identity provider's
+// group: its target is the group, kept as the store has it.
+func TestBudgetScopeGroup(t *testing.T) {
+	usd := 5.0
+	sp, err := keystore.Budget{Name: "contractors-day", Scope: "group", Target: "contractors", Amount: budget.File{USD: &usd, Period: "day"}}.Spec(nil)
+	if err != nil || sp.Group != "contractors" || sp.Tenant != "" || sp.Key != "" || sp.Name != "contractors-day" || sp.Limit != 5 {
+		t.Errorf("scope group: %+v, %v", sp, err)
+	}
+	if _, err := (keystore.Budget{Name: "b", Scope: "group", Amount: budget.File{USD: &usd, Period: "day"}}).Spec(nil); err == nil {
+		t.Error("scope group without a target: no error")
+	}
+	if _, err := (keystore.Budget{Name: "b", Scope: "team", Target: "x", Amount: budget.File{USD: &usd, Period: "day"}}).Spec(nil); err == nil || err.Error() != `scope "team": want key, tenant or group` {
+		t.Errorf("an unknown scope: %v", err)
+	}
+}

@@ -209,10 +209,14 @@ func (p *Proxy) adminStore() adminStore {
 func (p *Proxy) adminBudgets(w http.ResponseWriter, r *http.Request) {
 	st := p.budgets.Statuses()
 	if r.URL.Query().Get("format") == "csv" {
-		writeCSV(w, "budgets.csv", []string{"name", "tenant", "key", "unit", "period", "time_zone", "limit", "warn_at", "spent", "overshoot", "exceeded", "period_start", "resets_at"}, len(st), func(i int) []string {
+		writeCSV(w, "budgets.csv", []string{"name", "tenant", "key", "unit", "period", "time_zone", "limit", "warn_at", "spent", "overshoot", "exceeded", "period_start", "resets_at", "group", "members"}, len(st), func(i int) []string {
 			s := st[i]
+			members := "" // a group budget's: how many members it has seen
+			if s.Members != nil {
+				members = strconv.Itoa(*s.Members)
+			}
 			return []string{s.Name, s.Tenant, s.Key, s.Unit, s.Period, s.Zone, money(s.Limit), money(s.Warn), money(s.Spent), money(s.Overshoot),
-				strconv.FormatBool(s.Exceeded), s.Start.Format(time.RFC3339), s.Reset.Format(time.RFC3339)}
+				strconv.FormatBool(s.Exceeded), s.Start.Format(time.RFC3339), s.Reset.Format(time.RFC3339), s.Group, members}
 		})
 		return
 	}

@@ -100,6 +100,8 @@ func TestAdminKeys(t *testing.T) {
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"tenant","target":"t","usd":1,"tokens":5,"period":"day"}`, 400, "invalid_request_error"},
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"tenant","target":"t","usd":1,"period":"fortnight"}`, 400, "invalid_request_error"},
 		{"PUT", "/admin/budgets/from-file", testAdminKey, `{"scope":"tenant","target":"t","usd":1,"period":"day"}`, 409, "invalid_request_error"},
+		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"group","usd":1,"period":"day"}`, 400, "invalid_request_error"},
+		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"group","target":"contractors","group":"x","usd":1,"period":"day"}`, 400, "invalid_request_error"},
 		{"GET", "/admin/audit?limit=0", testAdminKey, ``, 400, "invalid_request_error"},
 	} {
 		code, body := adminDo(t, c.method, admin+c.path, c.key, c.body)
@@ -140,8 +142,12 @@ func TestAdminKeys(t *testing.T) {
 	if code, body := adminDo(t, "PUT", admin+"/admin/budgets/dev-day", testAdminKey, `{"scope":"key","target":"dev","tokens":1000,"period":"day"}`); code != 201 {
 		t.Errorf("budget put: %d %s", code, body)
 	}
-	if !strings.Contains(func() string { _, b := adminDo(t, "GET", admin+"/admin/budgets", testAdminKey, ""); return b }(), `"dev-day"`) {
-		t.Error("GET /admin/budgets lacks the budget put")
+	if code, body := adminDo(t, "PUT", admin+"/admin/budgets/contractors-day", testAdminKey, `{"scope":"group","target":"contractors","usd":5,"period":"day"}`); code != 201 {
+		t.Errorf("a group's budget put: %d %s", code, body)
+	}
+	if _, b := adminDo(t, "GET", admin+"/admin/budgets", testAdminKey, ""); !strings.Contains(b, `"dev-day"`) ||
+		!strings.Contains(b, `"name":"contractors-day","group":"contractors","members":0`) {
+		t.Errorf("GET /admin/budgets lacks a budget put: %s", b)
 	}
 	if code, _ := adminDo(t, "DELETE", admin+"/admin/keys/dev", testAdminKey, ""); code != 200 {
 		t.Errorf("revoke: %d", code)
@@ -155,7 +161,7 @@ func TestAdminKeys(t *testing.T) {
 	_, body = adminDo(t, "GET", admin+"/admin/audit", testAdminKey, "")
 	var audit struct{ Data []keystore.Numbered }
 	json.Unmarshal([]byte(body), &audit)
-	if len(audit.Data) != 4 || audit.Data[0].Action != "key.revoke" || !strings.HasPrefix(audit.Data[0].Who, "tester from 127.0.0.1") {
+	if len(audit.Data) != 5 || audit.Data[0].Action != "key.revoke" || !strings.HasPrefix(audit.Data[0].Who, "tester from 127.0.0.1") {
 		t.Errorf("audit: %s", body)
 	}
 	_, list := adminDo(t, "GET", admin+"/admin/keys", testAdminKey, "")

@@ -35,8 +35,12 @@ type batchHold struct {
 
 type batchGroup struct {
 	tenant, key string
-	est         budget.Estimate
-	res         *budget.Reservation
+	// member is who sent the batch as group budgets see them: its
+	// results are counted under tenant, so their own budgets of their
+	// groups' budgets hold it too.
+	member budget.Member
+	est    budget.Estimate
+	res    *budget.Reservation
 }
 
 func (h *batchHold) release() {
@@ -141,7 +145,7 @@ func (p *Proxy) holdBatch(r *http.Request, body []byte) (*batchHold, *apierror.E
 		if !ok {
 			g = len(h.groups)
 			index[k] = g
-			h.groups = append(h.groups, batchGroup{tenant: k[0], key: k[1]})
+			h.groups = append(h.groups, batchGroup{tenant: k[0], key: k[1], member: budget.MemberOf(&d)})
 		}
 		ids[i] = g
 		input, output := int64(d.Cost.InputTokens), int64(d.Cost.MaxTokens)
@@ -151,7 +155,7 @@ func (p *Proxy) holdBatch(r *http.Request, body []byte) (*batchHold, *apierror.E
 	held := false
 	for i := range h.groups {
 		g := &h.groups[i]
-		res, aerr := p.budgets.Reserve(g.tenant, g.key, g.est)
+		res, aerr := p.budgets.Reserve(g.tenant, g.key, g.member, g.est)
 		if aerr != nil {
 			h.release()
 			return nil, aerr

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/apierror"
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -36,6 +37,13 @@ func (p *Proxy) bulkBody(h http.Handler) http.Handler {
 				k.Authorize(r.Header)
 				recordOf(r).backend = k.Name
 			}
+		}
+		if in := inboundOf(r); in != nil && in.Groups != nil {
+			// A person signed in through the identity provider: their
+			// groups' budgets bind what they submit (the bulk endpoint
+			// has no descriptor to carry them). Their tenant is the
+			// one the token names, as the Messages path's.
+			r = r.WithContext(budget.WithMember(r.Context(), budget.Member{Tenant: in.Tenant, Groups: in.Groups}))
 		}
 		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 			h.ServeHTTP(w, r)

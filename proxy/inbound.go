@@ -201,7 +201,7 @@ func (in *Inbound) loadKeys(up string) (*keySet, error) {
 		}
 		if err == nil && e.Budget != nil {
 			var sp budget.Spec
-			if sp, err = e.Budget.Spec("", "", k.rec.Hash); err == nil {
+			if sp, err = e.Budget.Spec("", "", k.rec.Hash, ""); err == nil {
 				sp.Name = "key:" + e.Name + ":" + sp.Period.String() + ":" + sp.Unit.String()
 				set.budgets = append(set.budgets, sp)
 			} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/assemble"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/oidctest"
 	"github.com/sluicehq/sluice/oidcauth"
 	recording "github.com/sluicehq/sluice/record"
@@ -38,10 +40,19 @@ func startTokens(t *testing.T, entries ...string) (*inboundFixture, *oidctest.Pr
 // startTokensWith is startTokens with opt's recorder.
 func startTokensWith(t *testing.T, opt Options, entries ...string) (*inboundFixture, *oidctest.Provider) {
 	t.Helper()
+	return startTokensFor(t, tokenGroups, testConfig(t, "", true), opt, entries...)
+}
+
+// startTokensFor is startTokensWith with the [[oidc_groups]] groups and
+// the settings of cfg (its upstream made the simulator). With budgets in
+// cfg the windowed path's admission chain is sluice's own, and f.descs
+// sees nothing.
+func startTokensFor(t *testing.T, groups []oidcauth.Group, cfg config.Config, opt Options, entries ...string) (*inboundFixture, *oidctest.Provider) {
+	t.Helper()
 	idp := oidctest.Start(t)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	v, err := oidcauth.New(oidcauth.Options{Issuer: idp.Issuer(), Audience: oidctest.ClientID, Groups: tokenGroups,
+	v, err := oidcauth.New(oidcauth.Options{Issuer: idp.Issuer(), Audience: oidctest.ClientID, Groups: groups,
 		Client: &http.Client{Transport: tr, Timeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +66,16 @@ func startTokensWith(t *testing.T, opt Options, entries ...string) (*inboundFixt
 		t.Fatal(err)
 	}
 	var srv *testServer
-	f.p, srv = startProxyWith(t, testConfig(t, simURL(f.sim), true), Options{Inbound: f.in, Parts: assemble.Parts{Admission: f.descs}, Recorder: opt.Recorder,
+	up, err := url.Parse(simURL(f.sim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.UpstreamURL = up
+	parts := assemble.Parts{Admission: f.descs}
+	if cfg.Budgets != nil { // the real admission chain, whose first check is the budgets'
+		parts = assemble.Parts{}
+	}
+	f.p, srv = startProxyWith(t, cfg, Options{Inbound: f.in, Parts: parts, Recorder: opt.Recorder,
 		Logger: slog.New(slog.NewJSONHandler(lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	f.url = srv.URL
 	return f, idp

@@ -30,7 +30,7 @@ const adminUsage = `Usage:
   sluice keys list
   sluice keys update NAME [the create flags to change]
   sluice keys revoke NAME
-  sluice budgets set NAME (--key KEY | --tenant T) (--usd N | --tokens N)
+  sluice budgets set NAME (--key KEY | --tenant T | --group G) (--usd N | --tokens N)
                           --period day|week|month [--time-zone Z] [--warn-at N]
   sluice budgets list
   sluice budgets delete NAME
@@ -72,6 +72,7 @@ func adminVerb(group string, args []string, out io.Writer) error {
 	models := fs.String("models", "", "")
 	backends := fs.String("backends", "", "")
 	key := fs.String("key", "", "")
+	idpGroup := fs.String("group", "", "") // each member of the identity provider's group on their own
 	usd := fs.Float64("usd", 0, "")
 	tokens := fs.Int64("tokens", 0, "")
 	period := fs.String("period", "", "")
@@ -153,10 +154,12 @@ func adminVerb(group string, args []string, out io.Writer) error {
 		}
 		b := map[string]any{"period": *period}
 		switch {
-		case set["key"] == set["tenant"]:
-			return errors.New("budgets set: give one of --key (a sluice key's name or short hash) and --tenant")
+		case countSet(set, "key", "tenant", "group") != 1:
+			return errors.New("budgets set: give one of --key (a sluice key's name or short hash), --tenant and --group (an identity provider's group: each member bound on their own)")
 		case set["key"]:
 			b["scope"], b["target"] = "key", *key
+		case set["group"]:
+			b["scope"], b["target"] = "group", *idpGroup
 		default:
 			b["scope"], b["target"] = "tenant", *tenant
 		}
@@ -192,6 +195,17 @@ func adminVerb(group string, args []string, out io.Writer) error {
 	}
 	fmt.Fprint(os.Stderr, adminUsage)
 	return fmt.Errorf("%s: unknown verb %q (usage above)", group, verb)
+}
+
+// countSet is how many of names were given.
+func countSet(set map[string]bool, names ...string) int {
+	n := 0
+	for _, f := range names {
+		if set[f] {
+			n++
+		}
+	}
+	return n
 }
 
 func newAdminClient(base, keyFile, as string) (*adminClient, error) {

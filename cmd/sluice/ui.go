@@ -146,11 +146,21 @@ func warnClientNamedTenants(log *slog.Logger, cfg config.Config, inbound bool) {
 	if !named {
 		return
 	}
-	var tenants []string
+	var tenants, groups []string
 	for _, b := range cfg.Budgets {
 		if b.Tenant != "" {
 			tenants = append(tenants, b.Tenant)
 		}
+		if b.Group != "" {
+			groups = append(groups, b.Group)
+		}
+	}
+	if len(groups) > 0 {
+		// A group budget binds each member by their tenant: one the
+		// client names is one more member budget for each name it tries.
+		log.Warn("budgets on identity-provider groups bind each member by their tenant: with TENANT_FROM="+cfg.TenantFrom.String()+
+			" a signed-in client names its own tenant, and a request naming another starts a budget of its own; keep TENANT_FROM=key (each token's email) for group budgets (docs/spend.md)",
+			"tenant_from", cfg.TenantFrom.String(), "budgeted_groups", strings.Join(groups, ","))
 	}
 	if len(tenants) == 0 {
 		return
