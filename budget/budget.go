@@ -1,12 +1,10 @@
 package budget
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,33 +57,6 @@ type index struct {
 	// them: the ledger's spend is counted against their members.
 	byGroup map[string][]*tracked
 	groups  []*tracked
-}
-
-// members are a group budget's members seen so far, each a budget of
-// their own tenant, made on their first request (member).
-type members struct {
-	mu sync.RWMutex
-	m  map[string]*tracked // by tenant
-	// making orders the making of members (member), which reads the
-	// books without holding mu.
-	making sync.Mutex
-}
-
-func (ms *members) get(tenant string) *tracked {
-	ms.mu.RLock()
-	defer ms.mu.RUnlock()
-	return ms.m[tenant]
-}
-
-// list is the members, for a look at each outside the lock.
-func (ms *members) list() []*tracked {
-	ms.mu.RLock()
-	defer ms.mu.RUnlock()
-	out := make([]*tracked, 0, len(ms.m))
-	for _, t := range ms.m {
-		out = append(out, t)
-	}
-	return out
 }
 
 // each calls f with every budget that counts spend: the tenants' and
@@ -219,61 +190,6 @@ func (t *tracked) limit(limit, warn float64) {
 	t.crossed = t.spent >= t.Limit
 	t.overshoot = max(t.spent-t.Limit, 0)
 }
-
-// member is tenant's own budget of the group budget g, made on its first
-// request from what the books say tenant spent in its period (the one
-// read of the books on the request path, once a member and replica), so
-// that a member's budget holds across a restart and binds across
-// replicas as a tenant's does.
-func (s *Set) member(g *tracked, tenant string) *tracked {
-	if t := g.members.get(tenant); t != nil {
-		return t
-	}
-	// One member made at a time, the read outside the map's lock: the
-	// ledger's count of the members already made never waits for it.
-	g.members.making.Lock()
-	defer g.members.making.Unlock()
-	if t := g.members.get(tenant); t != nil {
-		return t
-	}
-	sp := g.Spec
-	sp.Name, sp.Tenant = memberName(g.Name, tenant), tenant
-	t := &tracked{Spec: sp}
-	t.Limit, t.Warn = g.limits()
-	var b Books
-	if bo := s.books.Load(); bo != nil {
-		b = bo.Books
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := s.begin(t, b, time.Now()); err != nil {
-			// Counted from now on, and from the other replicas at the
-			// next refresh: a store down must not refuse the member.
-			s.log.Warn("budget: a group member's spend this period could not be read; counted from now", "budget", t.Name, "err", err)
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(MemberReadWait):
-		// A store slow to answer holds this request no longer: the
-		// member is counted from now, and what the books say is added
-		// when they answer.
-		s.log.Warn("budget: a group member's spend this period is slow to read; counted from now, and from the books when they answer", "budget", t.Name)
-	}
-	g.members.mu.Lock()
-	g.members.m[tenant] = t
-	g.members.mu.Unlock()
-	return t
-}
-
-// MemberReadWait is the longest a group member's first request waits for
-// the books to say what the member spent in the period.
-const MemberReadWait = time.Second
-
-// memberName is what tenant's budget of the group budget named name is
-// called: in a refusal, the log, the metrics and the admin API.
-func memberName(name, tenant string) string { return name + "/" + tenant }
 
 // limits is t's limit and soft threshold, which Replace changes.
 func (t *tracked) limits() (limit, warn float64) {
@@ -426,75 +342,6 @@ func (s *Set) Refuse(r *request.Descriptor) error {
 	return nil
 }
 
-// Member is a person signed in through the identity provider as group
-// budgets see them: their tenant, whose spend their budget of each of
-// their groups' budgets counts, and their groups. The zero Member (a
-// sluice key's request, which has no groups) is bound by no group budget.
-type Member struct {
-	Tenant string
-	Groups []string
-}
-
-// MemberOf is r's caller as group budgets see them.
-func MemberOf(r *request.Descriptor) Member {
-	if r.Inbound == nil || r.Inbound.Groups == nil {
-		return Member{}
-	}
-	return Member{Tenant: r.Tenant, Groups: r.Inbound.Groups}
-}
-
-type memberKey struct{}
-
-// WithMember is ctx carrying m: the bulk endpoint, which has no
-// descriptor, learns its submitter's groups from it.
-func WithMember(ctx context.Context, m Member) context.Context {
-	return context.WithValue(ctx, memberKey{}, m)
-}
-
-// MemberFrom is ctx's Member (WithMember); the zero Member if none.
-func MemberFrom(ctx context.Context) Member {
-	m, _ := ctx.Value(memberKey{}).(Member)
-	return m
-}
-
-// ofMember is m's own budgets of the group budgets of m's groups, each
-// made on its first look.
-func (s *Set) ofMember(x *index, m Member) []*tracked {
-	if m.Tenant == "" || len(x.groups) == 0 {
-		return nil
-	}
-	var out []*tracked
-	for _, g := range m.Groups {
-		for _, gb := range x.byGroup[g] {
-			t := s.member(gb, m.Tenant)
-			if !slices.Contains(out, t) { // a group the token names twice
-				out = append(out, t)
-			}
-		}
-	}
-	return out
-}
-
-// OverMember is Over for m's own budgets of their groups' budgets.
-func (s *Set) OverMember(m Member) *apierror.Error {
-	if s == nil {
-		return nil
-	}
-	x := s.idx.Load()
-	if m.Tenant == "" || len(x.groups) == 0 {
-		return nil
-	}
-	now := time.Now()
-	for _, g := range m.Groups { // not through ofMember: no allocation on the request path
-		for _, gb := range x.byGroup[g] {
-			if e := s.over(s.member(gb, m.Tenant), now); e != nil {
-				return e
-			}
-		}
-	}
-	return nil
-}
-
 // Over is Refuse for a tenant and a key by name: the bulk endpoint's
 // check, which has no descriptor.
 func (s *Set) Over(tenant, key string) *apierror.Error {
@@ -532,107 +379,6 @@ func (s *Set) over(t *tracked, now time.Time) *apierror.Error {
 	return &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
 		Message: fmt.Sprintf("sluice budget %q (%s) is spent: %s of its %s limit this %s%s; it resets at %s (in %s). Retrying before then is refused the same way; ask sluice's operator to raise the budget",
 			t.Name, t.binds(), t.amount(spent), t.amount(limit), t.Period, heldNote, reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
-}
-
-// Estimate is what accepted work is expected to spend, in both of a
-// budget's units: for a request, its prompt's estimated tokens and its
-// max_tokens, and their price (request.Descriptor.Cost, as the pacing
-// estimates it).
-type Estimate struct {
-	USD    float64
-	Tokens float64
-}
-
-// Reservation is an Estimate held against the budgets of one tenant and
-// key until its answers are counted: Release gives it back.
-type Reservation struct {
-	parts []holding
-	once  sync.Once
-}
-
-type holding struct {
-	t *tracked
-	n float64
-}
-
-// Reserve holds e against every budget of tenant and of key, so that work
-// accepted now and answered later (a bulk request, a Message Batch) is
-// counted against them from its acceptance: its answers are counted by
-// the ledger when they come (Spent), and its holder then calls Release.
-// It refuses, holding nothing, with a 402 billing_error when e does not
-// fit in what one of the budgets has left (its limit less its spend this
-// period and what is held already). m's own budgets of their groups'
-// budgets hold it too. With no budget of tenant, key or m (or a nil Set)
-// it holds nothing and returns nil, nil.
-func (s *Set) Reserve(tenant, key string, m Member, e Estimate) (*Reservation, *apierror.Error) {
-	if s == nil {
-		return nil, nil
-	}
-	x := s.idx.Load()
-	ts := append(append([]*tracked(nil), x.byTenant[tenant]...), x.byKey[key]...)
-	for _, t := range s.ofMember(x, m) {
-		if !slices.Contains(ts, t) {
-			ts = append(ts, t)
-		}
-	}
-	if len(ts) == 0 {
-		return nil, nil
-	}
-	s.reserving.Lock()
-	defer s.reserving.Unlock()
-	now := time.Now()
-	for _, t := range ts {
-		n := e.of(t.Unit)
-		t.mu.Lock()
-		t.roll(now)
-		spent, held, reset, limit := t.spent, t.held, t.reset, t.Limit
-		t.mu.Unlock()
-		if spent+held+n <= limit {
-			continue
-		}
-		s.refused.WithLabelValues(t.Name).Inc()
-		left := max(limit-spent-held, 0)
-		return nil, &apierror.Error{Status: http.StatusPaymentRequired, Type: "billing_error", NoRetry: true,
-			Message: fmt.Sprintf("sluice budget %q (%s) cannot take this: its estimated cost, %s (every request's prompt and max_tokens, at the batch price), is more than the %s left of its %s limit this %s (%s spent, %s held for bulk requests and batches in progress); nothing was submitted. Send fewer requests or a lower max_tokens, wait for the work in progress to end, or for the reset at %s (in %s); or ask sluice's operator to raise the budget",
-				t.Name, t.binds(), t.amount(n), t.amount(left), t.amount(limit), t.Period, t.amount(spent), t.amount(held), reset.Format(time.RFC3339), reset.Sub(now).Round(time.Second))}
-	}
-	r := &Reservation{parts: make([]holding, 0, len(ts))}
-	for _, t := range ts {
-		n := e.of(t.Unit)
-		t.mu.Lock()
-		t.held += n
-		t.holds++
-		t.mu.Unlock()
-		r.parts = append(r.parts, holding{t, n})
-	}
-	return r, nil
-}
-
-// of is e in unit u.
-func (e Estimate) of(u Unit) float64 {
-	if u == Tokens {
-		return e.Tokens
-	}
-	return e.USD
-}
-
-// Release gives r's hold back, once: its answers have been counted, or
-// will never come. A nil Reservation holds nothing.
-func (r *Reservation) Release() {
-	if r == nil {
-		return
-	}
-	r.once.Do(func() {
-		for _, h := range r.parts {
-			h.t.mu.Lock()
-			if h.t.holds--; h.t.holds <= 0 {
-				h.t.held, h.t.holds = 0, 0
-			} else {
-				h.t.held = max(h.t.held-h.n, 0)
-			}
-			h.t.mu.Unlock()
-		}
-	})
 }
 
 // binds says what the budget binds, for a message.
