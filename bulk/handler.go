@@ -311,14 +311,14 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	apierror.WriteSluice(w, apierror.New(status, typ, msg))
 }
 
-// byteBudget bounds the submission bodies held in memory at once.
-type byteBudget struct {
+// byteQuota bounds the submission bodies held in memory at once.
+type byteQuota struct {
 	mu    sync.Mutex
 	held  int64
 	limit int64
 }
 
-func (b *byteBudget) take(n int64) bool {
+func (b *byteQuota) take(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.held+n > b.limit {
@@ -328,7 +328,7 @@ func (b *byteBudget) take(n int64) bool {
 	return true
 }
 
-func (b *byteBudget) give(n int64) {
+func (b *byteQuota) give(n int64) {
 	b.mu.Lock()
 	b.held -= n
 	b.mu.Unlock()

@@ -121,7 +121,7 @@ type Service struct {
 	m      *Metrics
 	owner  string // this replica, in batches' leases
 	lease  time.Duration
-	budget *byteBudget
+	budget *byteQuota
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, store: store, seal: seal, log: cfg.Logger, hooks: cfg.WebhookClient,
 		api:   &batchesAPI{base: strings.TrimSuffix(cfg.Upstream.String(), "/"), client: cfg.Client},
 		owner: randomHex(8), lease: min(max(3*cfg.PollInterval, time.Second), 5*time.Minute),
-		budget: &byteBudget{limit: 256 << 20}, writes: make(chan *write, 4096),
+		budget: &byteQuota{limit: 256 << 20}, writes: make(chan *write, 4096),
 		windows: map[string]*window.Window[string]{}, inWindow: map[string]bool{}, creating: map[string]bool{},
 		waits: map[string]*waitFor{}, holds: map[string]*budget.Reservation{}, sizes: map[string]int64{}, kick: make(chan struct{}, 1), first: true,
 		pending: map[string]struct{}{}}

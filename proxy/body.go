@@ -20,19 +20,20 @@ const (
 	batchBodyReadTimeout = 5 * time.Minute
 )
 
-// byteBudget bounds the bytes of one kind that sluice holds at once: the
+// byteQuota bounds the bytes of one kind that sluice holds at once (a
+// quota, so that "budget" in sluice means only what may be spent): the
 // bodies of Messages requests (BODY_BUDGET_MB: a waiting request keeps its
 // body, which its retries resend, so without a bound the memory for bodies
 // is BATCH_MAX_QUEUE times the 32 MB body limit), and the stream events
-// held for slow readers (streamBufferBudget).
-type byteBudget struct {
+// held for slow readers (streamBufferQuota).
+type byteQuota struct {
 	limit int64
 	held  atomic.Int64
 	drain func() time.Duration // when the bodies held now will have gone: a refusal's retry-after; nil: none known
 }
 
-// reserve takes n bytes of the budget, or reports false and takes nothing.
-func (b *byteBudget) reserve(n int64) bool {
+// reserve takes n bytes of the quota, or reports false and takes nothing.
+func (b *byteQuota) reserve(n int64) bool {
 	if n <= 0 {
 		return true
 	}
@@ -48,18 +49,18 @@ func (b *byteBudget) reserve(n int64) bool {
 }
 
 // release gives n bytes back.
-func (b *byteBudget) release(n int64) {
+func (b *byteQuota) release(n int64) {
 	if n > 0 {
 		b.held.Add(-n)
 	}
 }
 
 // Held reports the bytes of request bodies held now.
-func (b *byteBudget) Held() int64 { return b.held.Load() }
+func (b *byteQuota) Held() int64 { return b.held.Load() }
 
-// errBudget answers a request whose body would not fit in BODY_BUDGET_MB:
+// errBodyQuota answers a request whose body would not fit in BODY_BUDGET_MB:
 // back-pressure, retried once the bodies waiting now have gone upstream.
-func errBudget(b *byteBudget) *apierror.Error {
+func errBodyQuota(b *byteQuota) *apierror.Error {
 	var wait time.Duration
 	if b.drain != nil {
 		wait = b.drain()
@@ -70,7 +71,7 @@ func errBudget(b *byteBudget) *apierror.Error {
 // errClientGone marks a client that left while its body was being read.
 var errClientGone = &apierror.Error{Status: 499, Type: "client_closed", Message: "client closed the request"}
 
-// heldBody is a request body in memory and its share of the budget.
+// heldBody is a request body in memory and its share of the quota.
 type heldBody struct {
 	data     []byte
 	reserved int64
@@ -82,34 +83,34 @@ type heldBody struct {
 const bodyChunk = 64 << 10
 
 // readBody reads r's whole body, up to limit bytes, within timeout, into a
-// buffer of exactly its size, holding its size in budget (the caller gives
+// buffer of exactly its size, holding its size in quota (the caller gives
 // it back when it is done with the body). Every way the read can fail gets
-// an answer: 413 past limit, 429 past the budget, 408 when the body does
+// an answer: 413 past limit, 429 past the quota (BODY_BUDGET_MB), 408 when the body does
 // not arrive in time, 400 when it cannot be read; after any of them the
 // connection is closed, since what is left of the body on it cannot be
 // told from a next request. errClientGone means nobody is left to answer.
 //
-// A declared length that does not fit in what is left of the budget is
-// refused before anything is read. But the budget is taken only as bytes
+// A declared length that does not fit in what is left of the quota is
+// refused before anything is read. But the quota is taken only as bytes
 // arrive, never for what a header promises: otherwise eight clients that
-// declare 32 MB and send one byte would hold the whole budget for the
+// declare 32 MB and send one byte would hold the whole quota for the
 // body timeout, and refuse everyone else.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, budget *byteBudget) (heldBody, *apierror.Error) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, quota *byteQuota) (heldBody, *apierror.Error) {
 	if r.ContentLength > limit {
 		return heldBody{}, closing(w, errTooLarge(limit))
 	}
-	if r.ContentLength > budget.limit-budget.Held() {
-		return heldBody{}, closing(w, errBudget(budget))
+	if r.ContentLength > quota.limit-quota.Held() {
+		return heldBody{}, closing(w, errBodyQuota(quota))
 	}
 	var hb heldBody
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	data, err := readAllOf(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, budget, &hb.reserved)
+	data, err := readAllOf(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, quota, &hb.reserved)
 	if err != nil {
-		budget.release(hb.reserved)
+		quota.release(hb.reserved)
 		// The read deadline stays in force: Go's server discards an unread
 		// remainder after the handler, and must not wait for it forever.
-		return heldBody{}, closing(w, bodyReadError(r, err, limit, timeout, budget))
+		return heldBody{}, closing(w, bodyReadError(r, err, limit, timeout, quota))
 	}
 	// The deadline is lifted only after a whole body, so that the server's
 	// watch for a departing client is not cut short during a long stream.
@@ -125,18 +126,18 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 // tests of letGoOfBody watch its bytes being collected.
 var bodyReadHook func(data []byte)
 
-// errBudgetSpent is readAllOf's failure when a body of unknown length
-// outgrows the budget.
-var errBudgetSpent = errors.New("body budget spent")
+// errQuotaSpent is readAllOf's failure when a body of unknown length
+// outgrows the quota.
+var errQuotaSpent = errors.New("bodies' quota (BODY_BUDGET_MB) spent")
 
 // bodyReadError maps a failed body read to its answer.
-func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, budget *byteBudget) *apierror.Error {
+func bodyReadError(r *http.Request, err error, limit int64, timeout time.Duration, quota *byteQuota) *apierror.Error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return errTooLarge(limit)
-	case errors.Is(err, errBudgetSpent):
-		return errBudget(budget)
+	case errors.Is(err, errQuotaSpent):
+		return errBodyQuota(quota)
 	// Before the context: the server cancels the request's context when
 	// its read hits the deadline, which is not the client leaving.
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -162,14 +163,14 @@ func closing(w http.ResponseWriter, e *apierror.Error) *apierror.Error {
 }
 
 // readAllOf reads rd to the end into a buffer of exactly the body's size,
-// taking each chunk of the budget before it reads into it (reserved counts
+// taking each chunk of the quota before it reads into it (reserved counts
 // what it took). A body of declared length is read into a buffer grown as
 // bytes arrive up to exactly that length; a body of unknown length is read
 // in chunks and copied once into its exact buffer at the end.
-func readAllOf(rd io.Reader, declared int64, budget *byteBudget, reserved *int64) ([]byte, error) {
+func readAllOf(rd io.Reader, declared int64, quota *byteQuota, reserved *int64) ([]byte, error) {
 	grow := func(n int64) error {
-		if !budget.reserve(n) {
-			return errBudgetSpent
+		if !quota.reserve(n) {
+			return errQuotaSpent
 		}
 		*reserved += n
 		return nil
@@ -225,7 +226,7 @@ func readAllOf(rd io.Reader, declared int64, budget *byteBudget, reserved *int64
 	for _, c := range chunks {
 		body = append(body, c...)
 	}
-	budget.release(*reserved - int64(total))
+	quota.release(*reserved - int64(total))
 	*reserved = int64(total)
 	return body, nil
 }
@@ -252,7 +253,7 @@ func (c *pendingCount) give() { c.n.Add(-1) }
 
 // takeBody reads r's body as a Messages body is read, whatever endpoint it
 // is for: counted against MAX_PENDING_CONNS while it arrives, within the
-// body timeout, under the body budget as bytes come. When the body cannot
+// body timeout, under the bodies' quota as bytes come. When the body cannot
 // be had it answers the client itself (429, 408, 413, ...; nothing to a
 // client that is gone) and reports false; otherwise the caller releases
 // the body's reservation from p.bodies.

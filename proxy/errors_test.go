@@ -198,7 +198,7 @@ func TestPanicAfterStreamBeganIsLogged(t *testing.T) {
 	})
 }
 
-// A panic in settle (here in what a whole answer's usage feeds, after the
+// A panic in conclude (here in what a whole answer's usage feeds, after the
 // answer was written) is recovered on both ways in, as letGo recovers a
 // parked request's: the client keeps the answer it was given, the panic
 // is in sluice's log and the request has its one access line. Waiting in

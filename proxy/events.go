@@ -25,12 +25,12 @@ import (
 // long before STREAM_IDLE_TIMEOUT_S.
 const streamBufferSize = 1 << 20
 
-// streamBufferBudget bounds the events held for all streams together,
+// streamBufferQuota bounds the events held for all streams together,
 // beyond one event each: a stream whose upstream has finished keeps its
 // events until its client takes them, and no slot or queue bounds how
 // many such clients there are. Past it a stream's upstream waits for its
 // client, as when its own buffer is full.
-const streamBufferBudget = 64 << 20
+const streamBufferQuota = 64 << 20
 
 // relayEvents relays an SSE response event by event. It runs while the
 // request holds its slot and returns as soon as the upstream's stream has

@@ -16,5 +16,5 @@ const memoryHeadroom = 32 << 20
 // RSS stays near it as long as what is live fits (past it the collector
 // works harder, but memory is not refused).
 func SoftMemoryLimit(bodyBudget int64) int64 {
-	return bodyBudget + streamBufferBudget + memoryHeadroom
+	return bodyBudget + streamBufferQuota + memoryHeadroom
 }

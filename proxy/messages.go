@@ -37,7 +37,7 @@ import (
 //  6. answer    the reply, a stream's last events, or the failure's
 //               Anthropic-shaped error (answers.go); an answer's usage
 //               goes back to the policies that spent on it (usage.go)
-//  7. settle    how it ended counted; what it held given back; a parked
+//  7. conclude  how it ended counted; what it held given back; a parked
 //               connection let go
 //
 // With BATCH_ENABLED=0 (the plain path) stages 3 and 4 are skipped: the
@@ -61,7 +61,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		ctx := p.begin(ex.r.Context(), &ex.serving)
 		defer p.end(&ex.serving)
 		defer ex.plain.end(p)
-		p.settle(ctx, ex, ex.forwardPlain(ctx))
+		p.conclude(ctx, ex, ex.forwardPlain(ctx))
 		return
 	}
 	p.budget.Request()
@@ -69,13 +69,13 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	// which it points into, for as long as r is kept.
 	r.Body = http.NoBody
 	if p.waitParked(ex) || p.takeOver(ex) {
-		return // settled when the scheduler calls back, or the connection was lost
+		return // concluded when the scheduler calls back, or the connection was lost
 	}
 	ctx := p.begin(ex.r.Context(), &ex.serving)
 	defer p.end(&ex.serving)
 	// Admitted, it waits here; forward runs on this goroutine once it
 	// holds its slot.
-	p.settle(ctx, ex, p.sched.Do(ctx, p.admitted(ex), ex.forwardMember))
+	p.conclude(ctx, ex, p.sched.Do(ctx, p.admitted(ex), ex.forwardMember))
 }
 
 // read is stage 1: it checks the method, sheds the request before
@@ -133,7 +133,7 @@ func (p *Proxy) describe(w http.ResponseWriter, r *http.Request, body heldBody) 
 
 // forwardPlain is stage 5 on the plain path: forward, its panic contained
 // as the scheduler contains a windowed request's (a *dispatch.PanicError,
-// answered 500 and logged by settle), so that a bug there costs the
+// answered 500 and logged by conclude), so that a bug there costs the
 // client an error answer, not a closed connection.
 func (ex *exchange) forwardPlain(ctx context.Context) (err error) {
 	defer func() {
@@ -156,7 +156,7 @@ func (p *Proxy) admitted(ex *exchange) *request.Descriptor {
 
 // waitParked is stage 4 for a request with many ahead of it: it will wait
 // long for its turn, so it waits parked, without net/http's connection
-// goroutine and buffers (see package park), and the scheduler calls settle
+// goroutine and buffers (see package park), and the scheduler calls conclude
 // back when its passage is over. It reports false when the request should
 // wait in place instead: its turn is near (not worth the takeover), or its
 // connection cannot be parked (HTTP/2, say).
@@ -173,7 +173,7 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 	ctx := p.begin(rw.Context(), &ex.serving)
 	over := func(err error) {
 		defer p.end(&ex.serving)
-		p.settle(ctx, ex, err)
+		p.conclude(ctx, ex, err)
 	}
 	if err := p.sched.Start(ctx, p.admitted(ex), ex.forwardMember, over); err != nil {
 		over(err) // not admitted: answered at once
@@ -181,13 +181,13 @@ func (p *Proxy) waitParked(ex *exchange) bool {
 	return true
 }
 
-// settle is stages 6 and 7, the end of every Messages request, whichever
+// conclude is stages 6 and 7, the end of every Messages request, whichever
 // way it came: its passage ended with err (nil: forward left an answer in
 // ex); ctx ends when its client leaves. It counts how a windowed request
 // ended, answers, and gives back what the request held; a parked request's
 // connection is then let go. A panic here is recovered either way (see
 // letGo, contain).
-func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
+func (p *Proxy) conclude(ctx context.Context, ex *exchange, err error) {
 	defer ex.releaseBody()
 	if ex.parked != nil {
 		defer p.letGo(ctx, ex)
@@ -203,7 +203,7 @@ func (p *Proxy) settle(ctx context.Context, ex *exchange, err error) {
 
 // letGo ends a parked request: its access line and metrics, its last
 // buffered bytes, and its connection handed back to net/http. It is
-// deferred by settle, and recovers a panic there: outside the scheduler's
+// deferred by conclude, and recovers a panic there: outside the scheduler's
 // containment of fn, nobody else would catch it.
 func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	rw := ex.parked
@@ -220,7 +220,7 @@ func (p *Proxy) letGo(ctx context.Context, ex *exchange) {
 	}
 }
 
-// contain recovers a panic in settle for a request waiting in place (or
+// contain recovers a panic in conclude for a request waiting in place (or
 // on the plain path), as letGo does for a parked one: net/http's own
 // recovery would close the connection with the answer still in its
 // buffer, and log it nowhere the operator reads. The handler then returns
@@ -235,7 +235,7 @@ func (p *Proxy) contain(ctx context.Context, ex *exchange) {
 	}
 }
 
-// panicked logs the panic v of a request's settle, and answers it with
+// panicked logs the panic v of a request's conclude, and answers it with
 // errInternal unless its answer had begun (status, 0 if not) or its
 // client left.
 func (p *Proxy) panicked(ctx context.Context, w http.ResponseWriter, status int, v any) {
@@ -246,7 +246,7 @@ func (p *Proxy) panicked(ctx context.Context, w http.ResponseWriter, status int,
 }
 
 // countFailure counts how a windowed request that failed with err ended.
-// Apart from settle: errors.As's targets escape, and declared in settle
+// Apart from conclude: errors.As's targets escape, and declared in conclude
 // they cost two allocations on every request, answered or not.
 func (p *Proxy) countFailure(ctx context.Context, err error) {
 	var tooLong *dispatch.WaitTooLongError
@@ -303,7 +303,7 @@ var errHeldKeyRefused = &apierror.Error{Status: http.StatusBadGateway, Type: "ap
 	Message: "the upstream refused the API key sluice holds and sends for you (401): this is sluice's configuration, not your key; retry later, and tell whoever runs this sluice (the request id is in its log)"}
 
 // releaseBody gives the body's share of the budget back, once: at the
-// latest when the request is settled, and when its stream begins (see
+// latest when the request is concluded, and when its stream begins (see
 // letGoOfBody). Both run on the goroutine that runs the request.
 func (ex *exchange) releaseBody() {
 	ex.p.bodies.release(ex.body.reserved)

@@ -122,8 +122,8 @@ type Proxy struct {
 	lastRateLimited atomic.Int64
 	rand            func() float64 // backoff jitter; tests fix it
 
-	bodies      *byteBudget // BODY_BUDGET_MB, over the bodies of Messages requests
-	streamBytes *byteBudget // streamBufferBudget, over the events held for slow stream readers
+	bodies      *byteQuota // BODY_BUDGET_MB, over the bodies of Messages requests
+	streamBytes *byteQuota // streamBufferQuota, over the events held for slow stream readers
 	// bodyTimeout and batchBodyTimeout bound how long a request body may
 	// take to arrive.
 	bodyTimeout, batchBodyTimeout time.Duration
@@ -271,8 +271,8 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 	if opt.TracerProvider != nil {
 		p.tracer = opt.TracerProvider.Tracer(instrumentationName)
 	}
-	p.bodies = &byteBudget{limit: cfg.BodyBudget, drain: p.drainWait}
-	p.streamBytes = &byteBudget{limit: streamBufferBudget}
+	p.bodies = &byteQuota{limit: cfg.BodyBudget, drain: p.drainWait}
+	p.streamBytes = &byteQuota{limit: streamBufferQuota}
 	p.pendingConns = &pendingCount{}
 	p.bodyTimeout, p.batchBodyTimeout = bodyReadTimeout, batchBodyReadTimeout
 	if opt.BodyReadTimeout > 0 {

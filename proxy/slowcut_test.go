@@ -166,7 +166,7 @@ func TestWriteDeadlineFollowsTheClientsProgress(t *testing.T) {
 		const idle = 8 * time.Second
 		var acked atomic.Uint64
 		w := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
-		sp := newStreamPipe(1<<20, &byteBudget{limit: 1 << 20})
+		sp := newStreamPipe(1<<20, &byteQuota{limit: 1 << 20})
 		sp.idle, sp.rc, sp.progress = idle, http.NewResponseController(w), func() uint64 { return acked.Load() }
 		stop, bound := sp.keepRenewing()
 		if bound != idle+idle/4 {

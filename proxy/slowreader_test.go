@@ -113,7 +113,7 @@ func TestSteadySlowReaderGetsTheWholeAnswer(t *testing.T) {
 // back to the budget once written.
 func TestStreamBuffersShareOneBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &byteBudget{limit: 100}
+		shared := &byteQuota{limit: 100}
 		sp := newStreamPipe(1000, shared)
 		ev := bytes.Repeat([]byte("e"), 60)
 		if err := sp.put(context.Background(), ev, false); err != nil {

@@ -41,7 +41,7 @@ var errClientIdle = fmt.Errorf("%w: the client took no bytes for STREAM_IDLE_TIM
 // from put (docs/streams.md).
 type streamPipe struct {
 	max    int
-	shared *byteBudget   // the budget of all streams' events (streamBufferBudget)
+	shared *byteQuota    // the quota of all streams' events (streamBufferQuota)
 	wake   chan struct{} // a lingering writer has something new to do; capacity 1
 	room   chan struct{} // the writer took bytes, or failed; capacity 1
 	done   chan struct{} // closed when the writer has finished
@@ -90,7 +90,7 @@ type streamPipe struct {
 	isCut     bool
 }
 
-func newStreamPipe(max int, shared *byteBudget) *streamPipe {
+func newStreamPipe(max int, shared *byteQuota) *streamPipe {
 	return &streamPipe{max: max, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}),
 		tookAt: time.Now()}
 }
@@ -141,7 +141,7 @@ func (sp *streamPipe) kick() {
 }
 
 // put adds one whole event, waiting while the pipe is full or the shared
-// budget spent. An event always fits in an empty pipe, so every stream
+// quota spent. An event always fits in an empty pipe, so every stream
 // makes progress. It fails once the writer has failed, or when ctx ends
 // while it waits. more says another event follows at once: the writer is
 // started only by the last of them, so that the events of one read from
@@ -225,7 +225,7 @@ func (sp *streamPipe) writeDirect() bool {
 		return false
 	}
 	// What the socket did not take is still in memory (the Response's):
-	// it stays counted in the streams' budget until the writer sends it.
+	// it stays counted in the streams' quota until the writer sends it.
 	held := min(int64(owed), int64(len(take)))
 	sp.shared.release(int64(len(take)) - held)
 	putEventBuf(take)

@@ -23,7 +23,7 @@ func writerRuns(sp *streamPipe) bool {
 // when closed while no writer runs.
 func TestStreamPipeWriterRunsOnlyWhileTheStreamIsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &byteBudget{limit: 1 << 20}
+		shared := &byteQuota{limit: 1 << 20}
 		sp := newStreamPipe(1000, shared)
 		rec := httptest.NewRecorder()
 		sp.start(rec, 200, time.Second)
@@ -65,7 +65,7 @@ func TestStreamPipeWriterRunsOnlyWhileTheStreamIsBusy(t *testing.T) {
 // A pipe cut while no writer runs still ends, and refuses what comes after.
 func TestStreamPipeFailedWhileSilentEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sp := newStreamPipe(1000, &byteBudget{limit: 1 << 20})
+		sp := newStreamPipe(1000, &byteQuota{limit: 1 << 20})
 		sp.start(httptest.NewRecorder(), 200, time.Second)
 		time.Sleep(10 * time.Second) // silent: the writer has ended
 		synctest.Wait()
@@ -93,7 +93,7 @@ func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
 // one flush, once the last of them is put; none waits for a later read.
 func TestStreamPipeWritesEventsThatCameTogetherAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sp := newStreamPipe(1000, &byteBudget{limit: 1 << 20})
+		sp := newStreamPipe(1000, &byteQuota{limit: 1 << 20})
 		w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
 		sp.start(w, 200, time.Second)
 		synctest.Wait()
@@ -146,7 +146,7 @@ func (o *owingRecorder) Flush() {
 // budget is all given back once the stream ends.
 func TestStreamPipeCountsOwedBytesUntilSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &byteBudget{limit: 1 << 20}
+		shared := &byteQuota{limit: 1 << 20}
 		sp := newStreamPipe(1000, shared)
 		o := &owingRecorder{ResponseRecorder: httptest.NewRecorder(), owe: 6, sent: make(chan struct{})}
 		sp.start(o, 200, time.Second)
