@@ -102,6 +102,10 @@ type tracked struct {
 	// each member of its group is bound by a budget of their own, made
 	// from its Spec.
 	members *members
+	// read is closed once a group member's books have been read (or
+	// failed); made is when the member was made. Both unset otherwise.
+	read chan struct{}
+	made time.Time
 }
 
 // New is the set of specs (each already Checked); log hears the warnings

@@ -18,9 +18,6 @@ import (
 type members struct {
 	mu sync.RWMutex
 	m  map[string]*tracked // by tenant
-	// making orders the making of members (member), which reads the
-	// books without holding mu.
-	making sync.Mutex
 }
 
 func (ms *members) get(tenant string) *tracked {
@@ -45,45 +42,64 @@ func (ms *members) list() []*tracked {
 // read of the books on the request path, once a member and replica), so
 // that a member's budget holds across a restart and binds across
 // replicas as a tenant's does.
+//
+// A member is in the map from its first request, its books read in the
+// background: each new member's first requests wait for their own read
+// (at most MemberReadWait from when it began), never for another
+// member's, so a slow store costs each newcomer a second, not a second
+// for every newcomer ahead of them.
 func (s *Set) member(g *tracked, tenant string) *tracked {
-	if t := g.members.get(tenant); t != nil {
-		return t
+	t := g.members.get(tenant)
+	if t == nil {
+		t = s.makeMember(g, tenant)
 	}
-	// One member made at a time, the read outside the map's lock: the
-	// ledger's count of the members already made never waits for it.
-	g.members.making.Lock()
-	defer g.members.making.Unlock()
-	if t := g.members.get(tenant); t != nil {
+	select {
+	case <-t.read:
+		return t
+	default:
+	}
+	wait := time.NewTimer(time.Until(t.made.Add(MemberReadWait)))
+	defer wait.Stop()
+	select {
+	case <-t.read:
+	case <-wait.C:
+	}
+	return t
+}
+
+// makeMember puts tenant's budget of g in g's members, unless another
+// request just did, and starts reading its books.
+func (s *Set) makeMember(g *tracked, tenant string) *tracked {
+	g.members.mu.Lock()
+	if t := g.members.m[tenant]; t != nil {
+		g.members.mu.Unlock()
 		return t
 	}
 	sp := g.Spec
 	sp.Name, sp.Tenant = memberName(g.Name, tenant), tenant
-	t := &tracked{Spec: sp}
+	t := &tracked{Spec: sp, read: make(chan struct{}), made: time.Now()}
 	t.Limit, t.Warn = g.limits()
+	g.members.m[tenant] = t
+	g.members.mu.Unlock()
 	var b Books
 	if bo := s.books.Load(); bo != nil {
 		b = bo.Books
 	}
-	done := make(chan struct{})
+	// A store slow to answer holds the member's requests no longer than
+	// MemberReadWait: counted from now, and what the books say is added
+	// when they answer.
+	slow := time.AfterFunc(MemberReadWait, func() {
+		s.log.Warn("budget: a group member's spend this period is slow to read; counted from now, and from the books when they answer", "budget", t.Name)
+	})
 	go func() {
-		defer close(done)
-		if err := s.begin(t, b, time.Now()); err != nil {
+		defer close(t.read)
+		defer slow.Stop()
+		if err := s.begin(t, b, t.made); err != nil {
 			// Counted from now on, and from the other replicas at the
 			// next refresh: a store down must not refuse the member.
 			s.log.Warn("budget: a group member's spend this period could not be read; counted from now", "budget", t.Name, "err", err)
 		}
 	}()
-	select {
-	case <-done:
-	case <-time.After(MemberReadWait):
-		// A store slow to answer holds this request no longer: the
-		// member is counted from now, and what the books say is added
-		// when they answer.
-		s.log.Warn("budget: a group member's spend this period is slow to read; counted from now, and from the books when they answer", "budget", t.Name)
-	}
-	g.members.mu.Lock()
-	g.members.m[tenant] = t
-	g.members.mu.Unlock()
 	return t
 }
 

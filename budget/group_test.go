@@ -1,7 +1,9 @@
 package budget
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -251,6 +253,45 @@ func TestGroupMemberReadBoundedWait(t *testing.T) {
 		if e := refusal(t, s, memberReq("alice@example.com", "contractors")); e == nil || !strings.Contains(e.Message, "$6.00 of its $5.00") {
 			t.Errorf("once the books answered $6: %v", e)
 		}
+	})
+}
+
+// New members whose books are slow to read each wait MemberReadWait at
+// most, not one after another: ten members' first requests at once all
+// go on after MemberReadWait (they waited 1 s, 2 s, … 10 s in a line).
+// A second request of a member still being read waits for the same read.
+func TestGroupMembersReadTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := NewLive(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := Spec{Name: "contractors-day", Group: "contractors", Limit: 5, Period: Day}
+		if err := sp.Check(); err != nil {
+			t.Fatal(err)
+		}
+		b := slowBooks{release: make(chan struct{}), usd: 6}
+		if err := s.Replace([]Spec{sp}, b); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		waited := make([]time.Duration, 11)
+		for i := range waited {
+			who := fmt.Sprintf("m%d@example.com", min(i, 9)) // the last is m9's second request
+			wg.Go(func() {
+				refusal(t, s, memberReq(who, "contractors"))
+				waited[i] = time.Since(start)
+			})
+		}
+		wg.Wait()
+		for i, w := range waited {
+			if w > MemberReadWait {
+				t.Errorf("request %d waited %v for the books; want at most MemberReadWait, %v", i, w, MemberReadWait)
+			}
+		}
+		close(b.release)
+		synctest.Wait()
 	})
 }
 
