@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
@@ -40,7 +41,7 @@ type Parts = parts.Parts
 type Shared interface {
 	Gate(order config.GateOrder, capacity int) (gate.Gate, error)
 	Buckets() dispatch.BucketStore
-	CacheGroups() dispatch.CacheShare
+	CacheGroups() cacheaware.CacheShare
 	// Lane is the shared lane of the backend key named key (route.Key's
 	// Name), capped at capacity; Routes carries the routing pool's news.
 	Lane(key string, capacity int) (gate.Gate, error)
@@ -157,11 +158,12 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	// arrival order.
 	var release dispatch.Releasers
 	if cfg.CacheAware {
-		ps.Cache = &dispatch.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
+		ps.Cache = &cacheaware.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
 		if env.Shared != nil {
 			ps.Cache.Share = env.Shared.CacheGroups()
 		}
 		release = append(release, ps.Cache)
+		ps.Learners = append(ps.Learners, ps.Cache)
 	}
 	if cfg.ReleaseShortestFirst {
 		release = append(release, dispatch.ShortestFirst{})
@@ -292,8 +294,8 @@ func gateLimit(cfg config.Config, m *metrics.Metrics) (gate.Limit, error) {
 
 // cacheDoubted logs and counts CACHE_AWARE's change of mind about a
 // prefix. The key is a hash of the prompt, not the prompt.
-func cacheDoubted(log *slog.Logger, m *metrics.Metrics) func(dispatch.Doubt) {
-	return func(d dispatch.Doubt) {
+func cacheDoubted(log *slog.Logger, m *metrics.Metrics) func(cacheaware.Doubt) {
+	return func(d cacheaware.Doubt) {
 		key := strconv.FormatUint(d.Key, 16)
 		if d.Trusted {
 			m.CacheDistrusted.WithLabelValues("trusted").Inc()

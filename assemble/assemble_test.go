@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/route"
@@ -187,7 +188,7 @@ func (f *fakeShared) Buckets() dispatch.BucketStore {
 	return f.buckets
 }
 
-func (f *fakeShared) CacheGroups() dispatch.CacheShare {
+func (f *fakeShared) CacheGroups() cacheaware.CacheShare {
 	f.asked = append(f.asked, "cache")
 	return nil
 }

@@ -55,19 +55,12 @@ func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 }
 
 // cachedTokens is how much of m's prompt is expected to be read from the
-// cache: the prefix a follower followed, or the one found warm. Not its
-// longest prefix: a request that reads a warm prefix and marks a longer
-// one (a conversation's next turn) writes the rest, which the input limit
-// counts.
-func cachedTokens(m *Member) int {
-	if m.keyCold {
-		return 0 // routed to a key whose cache holds none of it
-	}
-	if st := m.CacheStanding(); st.Role != CacheWarm && (st.Role != CacheFollower || st.Released != ReleasedBegun) {
-		return 0
-	}
-	return placeOf(m).reads
-}
+// cache, as its releaser said (Member.ExpectRead: the prefix a follower
+// followed, or the one found warm; not its longest prefix, since a
+// request that reads a warm prefix and marks a longer one writes the
+// rest, which the input limit counts); none on a key that holds none of
+// it.
+func cachedTokens(m *Member) int { return m.ExpectedRead() }
 
 // Pace debits m and joins it now if its key's line is empty and its cost
 // fits, and otherwise holds it at the back of its tenant's queue in its

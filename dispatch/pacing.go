@@ -22,7 +22,8 @@ type Pacing interface {
 	Pace(m *Member, join func(*Member), live func() bool)
 	// Settle learns from an upstream answer to m: its status and headers.
 	Settle(m *Member, status int, h http.Header)
-	// Used corrects m's estimate with the usage its answer reported.
+	// Used corrects m's estimate with the usage its answer reported (a
+	// pacing is the first Learner the scheduler tells).
 	Used(m *Member, u Usage)
 	// End is m's passage ending: a debit no answer settled is given back.
 	End(m *Member)
@@ -40,13 +41,6 @@ type BucketStore interface {
 	Correct(d pace.Debit, spent pace.Cost, now time.Time)
 	Observe(key string, d pace.Debit, status int, h http.Header, now time.Time)
 	Levels(now time.Time) []pace.Level
-}
-
-// Usage is what an answer says it spent of the limits.
-type Usage struct {
-	Input      int // uncached input tokens
-	CacheWrite int // tokens written to the cache: they count as input
-	Output     int
 }
 
 // spend is a member's debit of its key's buckets.
@@ -67,12 +61,3 @@ func (m *Member) BucketWait() time.Duration {
 
 // spendNote is KeyBuckets' record of each member it paced.
 var spendNote = NewNote[spend]()
-
-// Used reports the usage of the member's answer, to correct its debit of
-// its key's rate limits; the proxy calls it once it has read the usage,
-// which for a whole JSON answer may be after the member has ended.
-func (m *Member) Used(u Usage) {
-	if m.s.pacing != nil {
-		m.s.pacing.Used(m, u)
-	}
-}

@@ -54,6 +54,8 @@ type Config struct {
 	// (see Routing), before its pacing. If nil, each request spends the
 	// key it came with.
 	Routing Routing
+	// Learners hear each answer's usage (Member.Used), after the pacing.
+	Learners []Learner
 }
 
 // ErrClosed is returned after Close.
@@ -85,6 +87,7 @@ type Scheduler struct {
 	idleRelease bool
 	tenants     Tenants // nil: none counted
 	routing     Routing // nil: no routing
+	learners    []Learner
 	service     serviceTime
 }
 
@@ -96,7 +99,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants, routing: cfg.Routing}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants, routing: cfg.Routing, learners: cfg.Learners}
 	if s.admission == nil {
 		s.admission = Open{}
 	}

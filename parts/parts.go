@@ -9,6 +9,7 @@ package parts
 import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
@@ -52,7 +53,11 @@ type Parts struct {
 	Buckets *dispatch.KeyBuckets
 	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
 	// nil otherwise.
-	Cache *dispatch.CacheAware
+	Cache *cacheaware.CacheAware
+	// Learners hear each windowed answer's usage after the pacing
+	// (dispatch.Config.Learners): Cache, when set, to check what it
+	// believes the API caches.
+	Learners []dispatch.Learner
 
 	// Routes are the config file's [[backends]] and their keys, and
 	// Router the ROUTE_POLICY that picks among them, on both paths; nil

@@ -156,7 +156,7 @@ type keyPacing interface {
 }
 
 // cacheCounts is what the metrics read of the cache-aware release
-// (dispatch.CacheAware).
+// (cacheaware.CacheAware).
 type cacheCounts interface {
 	Held() int
 	Distrusted() int
@@ -339,7 +339,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			routing = &route.Scheduling{Pool: p.routes, Router: p.router}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants, Routing: routing}, parts.Gate, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants, Routing: routing, Learners: parts.Learners}, parts.Gate, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/cloud"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/gate/redisgate"
 	"github.com/sluicehq/sluice/redisconn"
@@ -94,7 +95,7 @@ func (s *sharedRedis) Buckets() dispatch.BucketStore {
 	return redisshare.NewBuckets(s.c, sharedBucketsName)
 }
 
-func (s *sharedRedis) CacheGroups() dispatch.CacheShare {
+func (s *sharedRedis) CacheGroups() cacheaware.CacheShare {
 	return redisshare.NewCacheGroups(s.c, sharedCacheName)
 }
 
