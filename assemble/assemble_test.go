@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/buckets"
 	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/pace"
@@ -183,7 +184,7 @@ func (f *fakeShared) Gate(order config.GateOrder, capacity int) (gate.Gate, erro
 	return gate.New(gate.Fixed(capacity), nil)
 }
 
-func (f *fakeShared) Buckets() dispatch.BucketStore {
+func (f *fakeShared) Buckets() buckets.BucketStore {
 	f.asked = append(f.asked, "buckets")
 	return f.buckets
 }
@@ -273,7 +274,7 @@ func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
 	}
 	f := &fakeShared{buckets: &pace.Buckets{}}
 	ps := build(t, load(t, env), Env{Shared: f})
-	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != dispatch.BucketStore(f.buckets) {
+	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != buckets.BucketStore(f.buckets) {
 		t.Errorf("asked the shared store for %v (order %v); want the fair gate, the buckets and the cache groups", f.asked, f.order)
 	}
 	env["RATE_LIMIT_PACING"], env["CACHE_AWARE"], env["GATE_ORDER"] = "reset", "0", "fifo"

@@ -2,9 +2,7 @@ package dispatch
 
 import (
 	"net/http"
-	"time"
 
-	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -14,8 +12,9 @@ import (
 // Pacing holds members back, outside the gate, until what they will spend
 // of their upstream key's rate limits is there, and learns from each
 // answer what was spent. A member it holds takes no slot, so one key's
-// spent limit never holds another key's requests. Config.Pacing sets it;
-// its methods are called on the request path and must not block.
+// spent limit never holds another key's requests. Config.Pacing sets it
+// (today's is package buckets' KeyBuckets); its methods are called on the
+// request path and must not block.
 type Pacing interface {
 	// Pace calls join(m) once m may go, now or later, unless live reports
 	// that m no longer waits by then.
@@ -30,34 +29,3 @@ type Pacing interface {
 	// Holds reports whether a request like r would be held now.
 	Holds(r *request.Descriptor) bool
 }
-
-// BucketStore keeps the model of each upstream key's rate-limit buckets
-// that KeyBuckets paces by: a *pace.Buckets in this process, or one that
-// every replica shares (redisshare.Buckets). Its methods are pace.Buckets'.
-type BucketStore interface {
-	Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool, time.Time)
-	FitsAt(key string, c pace.Cost, now time.Time) time.Time
-	Refund(d pace.Debit, now time.Time)
-	Correct(d pace.Debit, spent pace.Cost, now time.Time)
-	Observe(key string, d pace.Debit, status int, h http.Header, now time.Time)
-	Levels(now time.Time) []pace.Level
-}
-
-// spend is a member's debit of its key's buckets.
-type spend struct {
-	debit   pace.Debit
-	settled bool          // an answer came: End gives nothing back
-	held    time.Duration // how long Pace held it, in all
-}
-
-// BucketWait is how long the member was held for its key's rate limits.
-// Read it from the member's function.
-func (m *Member) BucketWait() time.Duration {
-	if sp := spendNote.Peek(m); sp != nil {
-		return sp.held
-	}
-	return 0
-}
-
-// spendNote is KeyBuckets' record of each member it paced.
-var spendNote = NewNote[spend]()

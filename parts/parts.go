@@ -9,6 +9,7 @@ package parts
 import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/buckets"
 	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
@@ -50,7 +51,7 @@ type Parts struct {
 	Releaser dispatch.Releaser
 	// Buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
-	Buckets *dispatch.KeyBuckets
+	Buckets *buckets.KeyBuckets
 	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
 	// nil otherwise.
 	Cache *cacheaware.CacheAware

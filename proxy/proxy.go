@@ -145,11 +145,13 @@ type Proxy struct {
 }
 
 // keyPacing is what the request path asks of the pacing by upstream key
-// (dispatch.KeyBuckets): to pace, and, for a request whose wait ran out,
-// whether its key's line held it and until when (see rateLimited); and
-// the buckets' levels for the metrics.
+// (buckets.KeyBuckets): to pace; how long it held a member, for the
+// access line; for a request whose wait ran out, whether its key's line
+// held it and until when (see rateLimited); and the buckets' levels for
+// the metrics.
 type keyPacing interface {
 	dispatch.Pacing
+	Waited(m *dispatch.Member) time.Duration
 	Holds(r *request.Descriptor) bool
 	HeldUntil(r *request.Descriptor) time.Time
 	Levels(now time.Time) []pace.Level

@@ -63,7 +63,9 @@ func (t memberTurn) open(ctx context.Context, ex *exchange) {
 	m := t.Member
 	ex.tenant = m.Tenant()
 	ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
-	ex.rec.bucketWait = m.BucketWait()
+	if ex.p.buckets != nil {
+		ex.rec.bucketWait = ex.p.buckets.Waited(m)
+	}
 	ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 	ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
 	st := cacheaware.StandingOf(m)
