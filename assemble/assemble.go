@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/dispatch/buckets"
 	"github.com/sluicehq/sluice/dispatch/cacheaware"
+	"github.com/sluicehq/sluice/dispatch/tenants"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
@@ -99,7 +100,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	if ps.Budgets, err = newBudgets(cfg.Budgets, env.Log); err != nil {
 		return nil, err
 	}
-	ps.Tenants = dispatch.NewTenantTable(dispatch.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+	ps.Tenants = tenants.NewTenantTable(tenants.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
 	var store buckets.BucketStore // the keys' buckets under RATE_LIMIT_PACING=buckets
 	if cfg.Enabled && cfg.RateLimitPacing == config.PacingBuckets {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/dispatch/buckets"
 	"github.com/sluicehq/sluice/dispatch/cacheaware"
+	"github.com/sluicehq/sluice/dispatch/tenants"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/route"
@@ -296,7 +297,7 @@ func TestTenantsBySetting(t *testing.T) {
 	if !strings.Contains(logs.String(), "TENANT_FROM=header with inbound keys") {
 		t.Errorf("no start-up line about inbound keys' limits; the log: %s", logs.String())
 	}
-	if _, ok := ps.Tenants.(*dispatch.TenantTable); !ok {
+	if _, ok := ps.Tenants.(*tenants.TenantTable); !ok {
 		t.Errorf("tenants %T; want today's TenantTable", ps.Tenants)
 	}
 	// Under TENANT_FROM=gateway, anyone who reaches sluice can name a

@@ -41,14 +41,14 @@ type Config struct {
 	// idle.go). Off, every window waits out MaxWait or fills.
 	IdleRelease bool
 	// Pacing, if set, holds released members outside the gate until their
-	// upstream key's rate limits can take them (buckets.KeyBuckets), and learns
-	// from each answer.
+	// upstream key's rate limits can take them (buckets.KeyBuckets), and
+	// learns from each answer.
 	Pacing Pacing
 	// Tenants, if set, names each member's tenant in the gate's line
 	// (bounded in number), counts what each tenant has waiting and in
-	// flight, and sheds a tenant's request past its limit (see
-	// tenants.go). If nil, a ticket's key is the request's tenant as it
-	// came, and no tenant is shed.
+	// flight, and sheds a tenant's request past its limit (see package
+	// tenants). If nil, a ticket's key is the request's tenant as it came,
+	// and no tenant is shed.
 	Tenants Tenants
 	// Routing, if set, chooses the upstream key each member goes with
 	// (see Routing), before its pacing. If nil, each request spends the

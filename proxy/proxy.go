@@ -77,7 +77,7 @@ type Proxy struct {
 	batchHolds batchHolds
 
 	// tenants names each Messages request's tenant and class, and on the
-	// windowed path counts and limits them (see dispatch/tenants.go).
+	// windowed path counts and limits them (see package dispatch/tenants).
 	tenants dispatch.Tenants
 
 	budget  *retry.Budget // shared by all windowed requests
