@@ -7,9 +7,11 @@
 // released member outside the gate until its upstream key's rate limits
 // can take it (RATE_LIMIT_PACING=buckets, the default); Tenants name and
 // limit each member's tenant. Each policy keeps its per-request state in a
-// Note of its own. It knows nothing of HTTP beyond the status and headers
-// an answer reports; the proxy hands it one function per request, run once
-// the member holds its slot.
+// Note of its own. The policies are packages of their own (cacheaware,
+// buckets, tenants) that use only what this package exports: the seams
+// above, and what a Member tells of itself. It knows nothing of HTTP
+// beyond the status and headers an answer reports; the proxy hands it one
+// function per request, run once the member holds its slot.
 package dispatch
 
 import (
