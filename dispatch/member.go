@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -40,18 +41,20 @@ type Member struct {
 
 	sig signals
 	// notes are the policies' own records of the member (see Note); more
-	// holds those past the inline ones, under sig.mu.
+	// holds those past the inline ones, under sig.mu. (A pointer, and
+	// expectRead an int32 beside the bools: the member stays within the
+	// 512-byte size class it had with four fixed slots.)
 	notes  [inlineNotes]any
-	more   []any
+	more   *[]any
 	tenant Tenant // its tenant, as Config.Tenants counts it; nil without
 	// keyCold says its routed key holds none of its prefixes (Routed.Cold).
 	keyCold bool
-	// expectRead is how many of its prompt's tokens a releaser expects it
-	// to read from the cache (ExpectRead).
-	expectRead int
 	// refused says an admission refused it at its release (Recheck): its
 	// slot's use says nothing of the upstream. fn's goroutine only.
 	refused bool
+	// expectRead is how many of its prompt's tokens a releaser expects it
+	// to read from the cache (ExpectRead).
+	expectRead int32
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap
@@ -116,7 +119,7 @@ func (m *Member) KeyCold() bool { return m.keyCold }
 // be read from the prompt cache: a releaser that knows (the cache-aware
 // release, as it puts the member in line) says so, for the pacing to
 // count them out of its input estimate. Call it before the member joins.
-func (m *Member) ExpectRead(tokens int) { m.expectRead = tokens }
+func (m *Member) ExpectRead(tokens int) { m.expectRead = int32(min(tokens, math.MaxInt32)) }
 
 // ExpectedRead is how many of the member's prompt tokens are expected to
 // be read from the prompt cache: what a releaser said (ExpectRead), or 0
@@ -125,7 +128,7 @@ func (m *Member) ExpectedRead() int {
 	if m.keyCold {
 		return 0
 	}
-	return m.expectRead
+	return int(m.expectRead)
 }
 
 // QueueWait is how long the member waited, in its window and for a slot.

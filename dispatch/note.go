@@ -45,18 +45,22 @@ func (n Note[T]) Make(m *Member) *T {
 	}
 	m.sig.mu.Lock()
 	defer m.sig.mu.Unlock()
+	if m.more == nil {
+		m.more = new([]any)
+	}
+	more := m.more
 	i := n.slot - inlineNotes
-	if i >= len(m.more) {
+	if i >= len(*more) {
 		// A note declared after m was made (not in a package variable):
 		// grown here, under the lock every access past the inline ones
 		// takes.
-		m.more = append(m.more, make([]any, i+1-len(m.more))...)
+		*more = append(*more, make([]any, i+1-len(*more))...)
 	}
-	if r, ok := m.more[i].(*T); ok {
+	if r, ok := (*more)[i].(*T); ok {
 		return r
 	}
 	r := new(T)
-	m.more[i] = r
+	(*more)[i] = r
 	return r
 }
 
@@ -68,18 +72,19 @@ func (n Note[T]) Peek(m *Member) *T {
 	}
 	m.sig.mu.Lock()
 	defer m.sig.mu.Unlock()
-	if i := n.slot - inlineNotes; i < len(m.more) {
-		r, _ := m.more[i].(*T)
+	if i := n.slot - inlineNotes; m.more != nil && i < len(*m.more) {
+		r, _ := (*m.more)[i].(*T)
 		return r
 	}
 	return nil
 }
 
-// moreNotes is the room m needs for the notes declared past the inline
-// ones; nil while there are none.
-func moreNotes() []any {
+// moreNotes is the room a member needs for the notes declared past the
+// inline ones; nil while there are none.
+func moreNotes() *[]any {
 	if n := int(notesDeclared.Load()) - inlineNotes; n > 0 {
-		return make([]any, n)
+		more := make([]any, n)
+		return &more
 	}
 	return nil
 }
