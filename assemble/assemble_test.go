@@ -103,15 +103,19 @@ func TestAdmissionAndPacingByTheSettings(t *testing.T) {
 	}
 }
 
-// CACHE_AWARE makes the cache-aware releaser the releaser; off, the
-// waves go at once in arrival order.
+// CACHE_AWARE makes the cache-aware releaser the releaser, and a learner
+// of each answer's usage; off, the waves go at once in arrival order.
 func TestCacheAwareIsTheReleaser(t *testing.T) {
 	ps := build(t, load(t, map[string]string{}), Env{})
 	if ps.Cache == nil || ps.Releaser != dispatch.Releaser(ps.Cache) || ps.Cache.LeaderWait != load(t, nil).CacheLeaderWait {
 		t.Errorf("CACHE_AWARE=1: cache %v, releaser %v; want the cache-aware releaser", ps.Cache, ps.Releaser)
 	}
-	if ps := build(t, load(t, map[string]string{"CACHE_AWARE": "0"}), Env{}); ps.Cache != nil || ps.Releaser != nil {
-		t.Errorf("CACHE_AWARE=0: cache %v, releaser %v; want none", ps.Cache, ps.Releaser)
+	// It hears each answer's usage, or its doubts never learn a read.
+	if len(ps.Learners) != 1 || ps.Learners[0] != dispatch.Learner(ps.Cache) {
+		t.Errorf("CACHE_AWARE=1: learners %v; want the cache-aware releaser", ps.Learners)
+	}
+	if ps := build(t, load(t, map[string]string{"CACHE_AWARE": "0"}), Env{}); ps.Cache != nil || ps.Releaser != nil || ps.Learners != nil {
+		t.Errorf("CACHE_AWARE=0: cache %v, releaser %v, learners %v; want none", ps.Cache, ps.Releaser, ps.Learners)
 	}
 }
 

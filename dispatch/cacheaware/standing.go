@@ -68,10 +68,10 @@ type cachePlace struct {
 	heldFrom time.Time              // when its hold began
 	until    time.Time              // when its hold ends at the latest
 	join     func(*dispatch.Member) // its scheduler's join
-	c        *CacheAware            // for CacheRead
+	c        *CacheAware            // the release that placed it: only it learns from the reads (Used)
 	// group is the group of a follower its leader's beginning freed;
 	// floor the tokens of its next shorter cacheable prefix, which a read
-	// must pass to be of the prefix it followed (see CacheRead).
+	// must pass to be of the prefix it followed (see Used).
 	group *cacheGroup
 	floor int
 	// reads is the tokens of the prefix it found warm or followed: what
