@@ -12,6 +12,9 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/buckets"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
+	"github.com/sluicehq/sluice/dispatch/tenants"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/route"
@@ -100,15 +103,19 @@ func TestAdmissionAndPacingByTheSettings(t *testing.T) {
 	}
 }
 
-// CACHE_AWARE makes the cache-aware releaser the releaser; off, the
-// waves go at once in arrival order.
+// CACHE_AWARE makes the cache-aware releaser the releaser, and a learner
+// of each answer's usage; off, the waves go at once in arrival order.
 func TestCacheAwareIsTheReleaser(t *testing.T) {
 	ps := build(t, load(t, map[string]string{}), Env{})
 	if ps.Cache == nil || ps.Releaser != dispatch.Releaser(ps.Cache) || ps.Cache.LeaderWait != load(t, nil).CacheLeaderWait {
 		t.Errorf("CACHE_AWARE=1: cache %v, releaser %v; want the cache-aware releaser", ps.Cache, ps.Releaser)
 	}
-	if ps := build(t, load(t, map[string]string{"CACHE_AWARE": "0"}), Env{}); ps.Cache != nil || ps.Releaser != nil {
-		t.Errorf("CACHE_AWARE=0: cache %v, releaser %v; want none", ps.Cache, ps.Releaser)
+	// It hears each answer's usage, or its doubts never learn a read.
+	if len(ps.Learners) != 1 || ps.Learners[0] != dispatch.Learner(ps.Cache) {
+		t.Errorf("CACHE_AWARE=1: learners %v; want the cache-aware releaser", ps.Learners)
+	}
+	if ps := build(t, load(t, map[string]string{"CACHE_AWARE": "0"}), Env{}); ps.Cache != nil || ps.Releaser != nil || ps.Learners != nil {
+		t.Errorf("CACHE_AWARE=0: cache %v, releaser %v, learners %v; want none", ps.Cache, ps.Releaser, ps.Learners)
 	}
 }
 
@@ -182,12 +189,12 @@ func (f *fakeShared) Gate(order config.GateOrder, capacity int) (gate.Gate, erro
 	return gate.New(gate.Fixed(capacity), nil)
 }
 
-func (f *fakeShared) Buckets() dispatch.BucketStore {
+func (f *fakeShared) Buckets() buckets.BucketStore {
 	f.asked = append(f.asked, "buckets")
 	return f.buckets
 }
 
-func (f *fakeShared) CacheGroups() dispatch.CacheShare {
+func (f *fakeShared) CacheGroups() cacheaware.CacheShare {
 	f.asked = append(f.asked, "cache")
 	return nil
 }
@@ -272,7 +279,7 @@ func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
 	}
 	f := &fakeShared{buckets: &pace.Buckets{}}
 	ps := build(t, load(t, env), Env{Shared: f})
-	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != dispatch.BucketStore(f.buckets) {
+	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != buckets.BucketStore(f.buckets) {
 		t.Errorf("asked the shared store for %v (order %v); want the fair gate, the buckets and the cache groups", f.asked, f.order)
 	}
 	env["RATE_LIMIT_PACING"], env["CACHE_AWARE"], env["GATE_ORDER"] = "reset", "0", "fifo"
@@ -294,7 +301,7 @@ func TestTenantsBySetting(t *testing.T) {
 	if !strings.Contains(logs.String(), "TENANT_FROM=header with inbound keys") {
 		t.Errorf("no start-up line about inbound keys' limits; the log: %s", logs.String())
 	}
-	if _, ok := ps.Tenants.(*dispatch.TenantTable); !ok {
+	if _, ok := ps.Tenants.(*tenants.TenantTable); !ok {
 		t.Errorf("tenants %T; want today's TenantTable", ps.Tenants)
 	}
 	// Under TENANT_FROM=gateway, anyone who reaches sluice can name a

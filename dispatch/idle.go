@@ -16,9 +16,10 @@ import (
 // A burst larger than the free slots still forms windows as before, since
 // the first member that finds too few free slots leaves its window open.
 //
-// Cache-aware grouping does not need the window to stay open: CacheAware
-// keeps its groups in a registry, not in a wave, so a leader released alone
-// is registered, and a later request on its prefix, in whatever wave, is
+// Cache-aware grouping does not need the window to stay open: the
+// cache-aware release (package cacheaware) keeps its groups in a
+// registry, not in a wave, so a leader released alone is registered, and
+// a later request on its prefix, in whatever wave, is
 // held as its follower until its response begins. Held followers count as
 // queued, so while one is held later requests see a busier scheduler and
 // wait out their window, as without idle release.

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -39,14 +40,21 @@ type Member struct {
 	cancel context.CancelCauseFunc // cancels fn's ctx; set before the member is calling
 
 	sig signals
-	// notes are the policies' own records of the member (see Note).
-	notes  [maxNotes]any
+	// notes are the policies' own records of the member (see Note); more
+	// holds those past the inline ones, under sig.mu. (A pointer, and
+	// expectRead an int32 beside the bools: the member stays within the
+	// 512-byte size class it had with four fixed slots.)
+	notes  [inlineNotes]any
+	more   *[]any
 	tenant Tenant // its tenant, as Config.Tenants counts it; nil without
 	// keyCold says its routed key holds none of its prefixes (Routed.Cold).
 	keyCold bool
 	// refused says an admission refused it at its release (Recheck): its
 	// slot's use says nothing of the upstream. fn's goroutine only.
 	refused bool
+	// expectRead is how many of its prompt's tokens a releaser expects it
+	// to read from the cache (ExpectRead).
+	expectRead int32
 }
 
 // stage is where a member is in its life. Each move is one compare-and-swap
@@ -80,7 +88,7 @@ type signals struct {
 	answered  bool          // the response began, and with a success (see MarkBegun)
 	ended     bool
 	stopWatch func() bool           // unregisters the departure watch
-	after     []func(answered bool) // called once begun (afterBegun)
+	after     []func(answered bool) // called once begun (AfterBegun)
 }
 
 // WaveID is the id of the member's wave.
@@ -91,6 +99,37 @@ func (m *Member) FlushReason() window.Reason { return m.wave.Reason }
 
 // Request is what is known of the member's request; its policies read it.
 func (m *Member) Request() *request.Descriptor { return m.req }
+
+// Arrived is when the member was admitted, into its window: its client's
+// patience (request.Descriptor.Patience) is counted from then.
+func (m *Member) Arrived() time.Time { return m.joined }
+
+// Unjoined reports whether the member's wave has closed and it is not in
+// the gate's line yet, nor has it left: a releaser or a pacing that holds
+// it may still let it go. One that left (its client gone, its deadline
+// passed) reports false from then on, and is dropped by whoever held it.
+func (m *Member) Unjoined() bool { return m.at(flushed) }
+
+// KeyCold reports whether the upstream key the member was last routed to
+// holds none of its prompt's prefixes (Routed.Cold): whatever a releaser
+// expected, it reads nothing from that key's cache.
+func (m *Member) KeyCold() bool { return m.keyCold }
+
+// ExpectRead says how many of the member's prompt tokens are expected to
+// be read from the prompt cache: a releaser that knows (the cache-aware
+// release, as it puts the member in line) says so, for the pacing to
+// count them out of its input estimate. Call it before the member joins.
+func (m *Member) ExpectRead(tokens int) { m.expectRead = int32(min(tokens, math.MaxInt32)) }
+
+// ExpectedRead is how many of the member's prompt tokens are expected to
+// be read from the prompt cache: what a releaser said (ExpectRead), or 0
+// if none did or its routed key is cold (KeyCold).
+func (m *Member) ExpectedRead() int {
+	if m.keyCold {
+		return 0
+	}
+	return int(m.expectRead)
+}
 
 // QueueWait is how long the member waited, in its window and for a slot.
 func (m *Member) QueueWait() time.Duration { return m.granted.Sub(m.joined) }
@@ -158,11 +197,12 @@ func (m *Member) MarkBegun() {
 	}
 }
 
-// afterBegun calls f once m's Begun has closed, with whether its response
+// AfterBegun calls f once m's Begun has closed, with whether its response
 // began with a success: at once if it has closed already, else on the
-// goroutine that closes it. It holds no goroutine while it waits, so that
-// a releaser can wait on many members for nothing but a record each.
-func (m *Member) afterBegun(f func(answered bool)) {
+// goroutine that closes it (which may hold no lock of the caller's). It
+// holds no goroutine while it waits, so that a releaser can wait on many
+// members for nothing but a record each.
+func (m *Member) AfterBegun(f func(answered bool)) {
 	m.sig.mu.Lock()
 	if !m.sig.hasBegun {
 		m.sig.after = append(m.sig.after, f)

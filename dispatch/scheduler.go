@@ -7,9 +7,11 @@
 // released member outside the gate until its upstream key's rate limits
 // can take it (RATE_LIMIT_PACING=buckets, the default); Tenants name and
 // limit each member's tenant. Each policy keeps its per-request state in a
-// Note of its own. It knows nothing of HTTP beyond the status and headers
-// an answer reports; the proxy hands it one function per request, run once
-// the member holds its slot.
+// Note of its own. The policies are packages of their own (cacheaware,
+// buckets, tenants) that use only what this package exports: the seams
+// above, and what a Member tells of itself. It knows nothing of HTTP
+// beyond the status and headers an answer reports; the proxy hands it one
+// function per request, run once the member holds its slot.
 package dispatch
 
 import (
@@ -41,19 +43,21 @@ type Config struct {
 	// idle.go). Off, every window waits out MaxWait or fills.
 	IdleRelease bool
 	// Pacing, if set, holds released members outside the gate until their
-	// upstream key's rate limits can take them (KeyBuckets), and learns
-	// from each answer.
+	// upstream key's rate limits can take them (buckets.KeyBuckets), and
+	// learns from each answer.
 	Pacing Pacing
 	// Tenants, if set, names each member's tenant in the gate's line
 	// (bounded in number), counts what each tenant has waiting and in
-	// flight, and sheds a tenant's request past its limit (see
-	// tenants.go). If nil, a ticket's key is the request's tenant as it
-	// came, and no tenant is shed.
+	// flight, and sheds a tenant's request past its limit (see package
+	// tenants). If nil, a ticket's key is the request's tenant as it came,
+	// and no tenant is shed.
 	Tenants Tenants
 	// Routing, if set, chooses the upstream key each member goes with
 	// (see Routing), before its pacing. If nil, each request spends the
 	// key it came with.
 	Routing Routing
+	// Learners hear each answer's usage (Member.Used), after the pacing.
+	Learners []Learner
 }
 
 // ErrClosed is returned after Close.
@@ -85,6 +89,7 @@ type Scheduler struct {
 	idleRelease bool
 	tenants     Tenants // nil: none counted
 	routing     Routing // nil: no routing
+	learners    []Learner
 	service     serviceTime
 }
 
@@ -96,7 +101,7 @@ func New(cfg Config, g gate.Gate, hooks Hooks) (*Scheduler, error) {
 	if g == nil {
 		return nil, errors.New("dispatch: gate is nil")
 	}
-	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants, routing: cfg.Routing}
+	s := &Scheduler{gate: g, timeout: cfg.Timeout, admission: cfg.Admission, releaser: cfg.Releaser, pacing: cfg.Pacing, hooks: hooks, idleRelease: cfg.IdleRelease, tenants: cfg.Tenants, routing: cfg.Routing, learners: cfg.Learners}
 	if s.admission == nil {
 		s.admission = Open{}
 	}

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/sluicehq/sluice/gate"
@@ -13,8 +14,10 @@ import (
 // gate ticket the fair order reads. The scheduler calls Enter for each
 // member it admits, then exactly one of Left (it leaves without a slot)
 // or Granted and, once its slot is given back for good, Done. Today's
-// policy is TenantTable (TENANT_FROM, TENANT_MAX, TENANT_WEIGHTS,
-// TENANT_MAX_CONCURRENT, TENANT_MAX_WAITING).
+// policy is package tenants' TenantTable (TENANT_FROM, TENANT_MAX,
+// TENANT_WEIGHTS, TENANT_MAX_CONCURRENT, TENANT_MAX_WAITING). The error
+// it refuses with and the counts it reports are here, in the seam, so
+// that the proxy reads them without knowing the policy.
 type Tenants interface {
 	// Identify names the tenant and class of the request d describes,
 	// from h (the request's headers), d's inbound key and the policy's
@@ -46,4 +49,34 @@ type Tenant interface {
 	Name() string
 }
 
-var _ Tenants = (*TenantTable)(nil)
+// TenantFullError is a request refused because its tenant already has
+// Max requests waiting; other tenants are not refused.
+type TenantFullError struct {
+	Tenant string
+	Max    int
+}
+
+func (e *TenantFullError) Error() string {
+	return fmt.Sprintf("dispatch: tenant %s has %d requests waiting", e.Tenant, e.Max)
+}
+
+// TenantStats is one tracked tenant's counts: requests waiting and in
+// flight now, and, since it was first tracked, requests shed and served
+// and tokens of usage.
+type TenantStats struct {
+	Tenant   string `json:"tenant"`
+	Waiting  int    `json:"waiting"`
+	InFlight int    `json:"in_flight"`
+	Shed     int64  `json:"shed"`
+	Served   int64  `json:"served"`
+	Tokens   int64  `json:"tokens"`
+}
+
+// Tenant is the tenant a member is counted under: its request's tenant, or
+// the policy's shared one (tenants.OtherTenant).
+func (m *Member) Tenant() string {
+	if m.tenant == nil {
+		return m.req.Tenant
+	}
+	return m.tenant.Name()
+}

@@ -75,7 +75,7 @@ func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ct
 		s.queued.Add(-1)
 		return nil, err
 	}
-	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller}
+	m := &Member{s: s, req: r, joined: time.Now(), ctx: ctx, fn: fn, done: done, caller: caller, more: moreNotes()}
 	if s.tenants != nil {
 		t, err := s.tenants.Enter(r)
 		if err != nil {

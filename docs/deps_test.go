@@ -27,6 +27,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		{"window", mod, "window imports nothing of the project"},
 		{"gate", mod, "gate imports nothing of the project"},
 		{"request", mod + "gate", "request owns its Class"},
+		{"dispatch", mod + "dispatch/", "dispatch knows its policies only by their seams; they import it"},
 		{"proxy", mod + "assemble", "proxy takes parts.Parts, not the package that builds them"},
 		{"cmd/sluice", "gonum.org/", "the serving binary links no plotting library (bench/plots is cmd/sluice-bench's)"},
 		{"cmd/sluice", mod + "bench/plots", "the charts are cmd/sluice-bench's"},

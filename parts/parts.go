@@ -9,6 +9,8 @@ package parts
 import (
 	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/buckets"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/pace"
@@ -49,10 +51,14 @@ type Parts struct {
 	Releaser dispatch.Releaser
 	// Buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
-	Buckets *dispatch.KeyBuckets
+	Buckets *buckets.KeyBuckets
 	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
 	// nil otherwise.
-	Cache *dispatch.CacheAware
+	Cache *cacheaware.CacheAware
+	// Learners hear each windowed answer's usage after the pacing
+	// (dispatch.Config.Learners): Cache, when set, to check what it
+	// believes the API caches.
+	Learners []dispatch.Learner
 
 	// Routes are the config file's [[backends]] and their keys, and
 	// Router the ROUTE_POLICY that picks among them, on both paths; nil

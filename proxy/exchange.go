@@ -38,7 +38,7 @@ type exchange struct {
 	// plain is the turn of a request on the plain path.
 	plain plainTurn
 	// tenant is the tenant the scheduler counts the request under (the
-	// request's, or dispatch.OtherTenant); "" on the plain path.
+	// request's, or tenants.OtherTenant); "" on the plain path.
 	tenant string
 	// streamed is the body sent upstream instead of body's when a
 	// non-streaming request leads a cold prefix (see reassemble.go).

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/sse"
@@ -85,8 +86,8 @@ func (ex *exchange) forward(ctx context.Context, t turn) error {
 
 // observeCache notes what CACHE_AWARE made of the request, for its access
 // line and the metrics.
-func (ex *exchange) observeCache(st dispatch.CacheStanding) {
-	if st.Role == dispatch.CacheNone {
+func (ex *exchange) observeCache(st cacheaware.CacheStanding) {
+	if st.Role == cacheaware.CacheNone {
 		return
 	}
 	ex.rec.cache = st

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/tenants"
 )
 
 // Under TENANT_FROM=gateway the developer Anthropic's gateway names is
@@ -20,9 +20,9 @@ import (
 // to Anthropic itself).
 func TestGatewayIdentityNamesTenantAndStopsHere(t *testing.T) {
 	identity := map[string]string{
-		dispatch.GatewayUserEmailHeader: "ana%C3%AF@example.com", // the gateway's encoding of anaï@example.com
-		dispatch.GatewayUserIDHeader:    "sub-ana",
-		dispatch.LiteLLMEndUserHeader:   "ana%C3%AF@example.com",
+		tenants.GatewayUserEmailHeader: "ana%C3%AF@example.com", // the gateway's encoding of anaï@example.com
+		tenants.GatewayUserIDHeader:    "sub-ana",
+		tenants.LiteLLMEndUserHeader:   "ana%C3%AF@example.com",
 	}
 	for _, from := range []config.TenantFrom{config.TenantFromGateway, config.TenantFromKey} {
 		t.Run(from.String(), func(t *testing.T) {

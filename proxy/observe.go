@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -46,7 +47,7 @@ type Exchange struct {
 	Status int
 	// Cache is what CACHE_AWARE made of it: its role (none, leader,
 	// follower, warm), and how long a follower was held for its leader.
-	Cache dispatch.CacheStanding
+	Cache cacheaware.CacheStanding
 	// Tenant is the request's tenant (see TENANT_FROM).
 	Tenant string
 }

@@ -77,7 +77,7 @@ type Proxy struct {
 	batchHolds batchHolds
 
 	// tenants names each Messages request's tenant and class, and on the
-	// windowed path counts and limits them (see dispatch/tenants.go).
+	// windowed path counts and limits them (see package dispatch/tenants).
 	tenants dispatch.Tenants
 
 	budget  *retry.Budget // shared by all windowed requests
@@ -145,18 +145,20 @@ type Proxy struct {
 }
 
 // keyPacing is what the request path asks of the pacing by upstream key
-// (dispatch.KeyBuckets): to pace, and, for a request whose wait ran out,
-// whether its key's line held it and until when (see rateLimited); and
-// the buckets' levels for the metrics.
+// (buckets.KeyBuckets): to pace; how long it held a member, for the
+// access line; for a request whose wait ran out, whether its key's line
+// held it and until when (see rateLimited); and the buckets' levels for
+// the metrics.
 type keyPacing interface {
 	dispatch.Pacing
+	Waited(m *dispatch.Member) time.Duration
 	Holds(r *request.Descriptor) bool
 	HeldUntil(r *request.Descriptor) time.Time
 	Levels(now time.Time) []pace.Level
 }
 
 // cacheCounts is what the metrics read of the cache-aware release
-// (dispatch.CacheAware).
+// (cacheaware.CacheAware).
 type cacheCounts interface {
 	Held() int
 	Distrusted() int
@@ -339,7 +341,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			routing = &route.Scheduling{Pool: p.routes, Router: p.router}
 		}
 		s, err := dispatch.New(dispatch.Config{MaxSize: cfg.MaxSize, MaxWait: cfg.MaxWait, Timeout: cfg.Timeout,
-			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants, Routing: routing}, parts.Gate, p.dispatchHooks(p.obs))
+			IdleRelease: cfg.IdleRelease, Admission: parts.Admission, Releaser: parts.Releaser, Pacing: pacing, Tenants: p.tenants, Routing: routing, Learners: parts.Learners}, parts.Gate, p.dispatchHooks(p.obs))
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/apierror"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/tenants"
 	"github.com/sluicehq/sluice/metrics"
 )
 
@@ -21,7 +22,7 @@ func (p *Proxy) tenantCounts() []metrics.TenantCounts {
 	return out
 }
 
-// Tenants reports each tracked tenant's counts (dispatch.OtherTenant
+// Tenants reports each tracked tenant's counts (tenants.OtherTenant
 // first); nil when windowing is off.
 func (p *Proxy) Tenants() []dispatch.TenantStats {
 	if p.sched == nil {
@@ -42,7 +43,7 @@ func (p *Proxy) tenantFull(e *dispatch.TenantFullError) *apierror.Error {
 // TENANT_FROM=gateway), and the gateway refuses to send them to Anthropic
 // itself, so that developers' emails never reach it.
 func dropGatewayIdentity(h http.Header) {
-	for _, name := range dispatch.GatewayIdentityHeaders {
+	for _, name := range tenants.GatewayIdentityHeaders {
 		delete(h, name)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/retry"
 )
 
@@ -61,7 +62,7 @@ func endServerSpan(rec *record, status int, mode string, end time.Time) {
 		span.SetAttributes(attribute.Int64("sluice.wave_id", int64(rec.wave)), attribute.Int("sluice.retries", rec.retries),
 			attribute.Float64("sluice.queue_wait_ms", millis(rec.queueWait)))
 	}
-	if rec.cache.Role != dispatch.CacheNone {
+	if rec.cache.Role != cacheaware.CacheNone {
 		span.SetAttributes(attribute.String("sluice.cache", rec.cache.Role.String()))
 	}
 	if rec.upstreamID != "" {

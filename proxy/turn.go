@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/retry"
 	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/sse"
@@ -62,14 +63,17 @@ func (t memberTurn) open(ctx context.Context, ex *exchange) {
 	m := t.Member
 	ex.tenant = m.Tenant()
 	ex.rec.wave, ex.rec.queueWait = m.WaveID(), m.QueueWait()
-	ex.rec.bucketWait = m.BucketWait()
+	if ex.p.buckets != nil {
+		ex.rec.bucketWait = ex.p.buckets.Waited(m)
+	}
 	ex.p.metrics.SlotWait.Observe(m.SlotWait().Seconds())
 	ex.p.metrics.QueueWait.Observe(m.QueueWait().Seconds())
-	ex.observeCache(m.CacheStanding())
+	st := cacheaware.StandingOf(m)
+	ex.observeCache(st)
 	if ex.p.tracer != nil {
 		ex.p.traceWaits(ctx, ex.rec, m)
 	}
-	if m.CacheStanding().Role == dispatch.CacheLeader && !ex.desc.Stream {
+	if st.Role == cacheaware.CacheLeader && !ex.desc.Stream {
 		// Its followers wait for its first token, not its whole answer.
 		if b, err := sse.StreamingBody(ex.body.data); err == nil {
 			ex.streamed = b
@@ -97,12 +101,11 @@ func (t memberTurn) requeue(ctx context.Context, ex *exchange, cause retry.Cause
 	return err
 }
 
-// used corrects the member's key's rate-limit debit to its answer's usage
-// (RATE_LIMIT_PACING=buckets), and tells the cache-aware release whether
-// its prefix was read.
+// used tells the scheduler's policies the answer's usage: the pacing
+// corrects its key's rate-limit debit (RATE_LIMIT_PACING=buckets), the
+// cache-aware release learns whether its prefix was read.
 func (t memberTurn) used(u usage) {
-	t.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output)})
-	t.CacheRead(int(u.CacheRead))
+	t.Used(dispatch.Usage{Input: int(u.Input), CacheWrite: int(u.CacheWrite), Output: int(u.Output), CacheRead: int(u.CacheRead)})
 }
 
 // plainTurn is a plain-path request's turn: no wave, no slot, no

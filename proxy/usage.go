@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/price"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sse"
@@ -122,7 +122,7 @@ func (ex *exchange) used(model string, u usage) {
 	if ex.key != nil {
 		ex.p.routes.CacheRead(ex.key, u.CacheRead)
 	}
-	if ex.rec.cache.Role != dispatch.CacheFollower || u.CacheRead <= 0 {
+	if ex.rec.cache.Role != cacheaware.CacheFollower || u.CacheRead <= 0 {
 		return
 	}
 	e, _ := ex.p.spend.Prices().Lookup(model)

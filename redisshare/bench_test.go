@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/redisconn"
@@ -72,8 +72,8 @@ func BenchmarkSharedCacheGroup(b *testing.B) {
 	c := benchClient(b)
 	g := NewCacheGroups(c, "bench")
 	benchLoop(b, c, func(i int) {
-		p := []dispatch.SharedPrefix{{Key: uint64(i + 1000), TTL: 5 * time.Minute}}
-		if cl := g.Claim(p, 5*time.Second); cl[0] != dispatch.ClaimLead {
+		p := []cacheaware.SharedPrefix{{Key: uint64(i + 1000), TTL: 5 * time.Minute}}
+		if cl := g.Claim(p, 5*time.Second); cl[0] != cacheaware.ClaimLead {
 			b.Fatal("a cold prefix was not claimed")
 		}
 		g.Begun(p, nil)

@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/redisconn"
 )
 
-// CacheGroups shares CACHE_AWARE's prefix registry (dispatch.CacheAware)
+// CacheGroups shares CACHE_AWARE's prefix registry (cacheaware.CacheAware)
 // with every replica on one Redis: one key per prefix names its leader's
 // replica while the leader is in flight (SET NX with a lease of the
 // leader wait, so a crashed leader's claim lapses by itself) and says
 // "warm" for the prefix's TTL once its response has begun. Followers on
-// the other replicas are held by their own CacheAware, a record each and
+// the other replicas are held by their own cache-aware release, a record each and
 // a timer per prefix, and freed by the message the leader's replica
 // publishes on one channel when its response begins: no goroutine and no
 // polling per follower.
@@ -34,7 +34,7 @@ type CacheGroups struct {
 	listen func(key uint64, ttl time.Duration, begun bool)
 }
 
-var _ dispatch.CacheShare = (*CacheGroups)(nil)
+var _ cacheaware.CacheShare = (*CacheGroups)(nil)
 
 // NewCacheGroups returns the shared cache groups called name on c.
 func NewCacheGroups(c *redisconn.Client, name string) *CacheGroups {
@@ -92,8 +92,8 @@ return {}
 func (g *CacheGroups) key(k uint64) string { return g.prefix + strconv.FormatUint(k, 16) }
 
 // Claim claims the cold prefixes of ps for this replica, for lease.
-func (g *CacheGroups) Claim(ps []dispatch.SharedPrefix, lease time.Duration) []dispatch.CacheClaim {
-	out := make([]dispatch.CacheClaim, len(ps)) // ClaimLead each: alone, on an outage
+func (g *CacheGroups) Claim(ps []cacheaware.SharedPrefix, lease time.Duration) []cacheaware.CacheClaim {
+	out := make([]cacheaware.CacheClaim, len(ps)) // ClaimLead each: alone, on an outage
 	if !g.out.Up() {
 		return out
 	}
@@ -112,9 +112,9 @@ func (g *CacheGroups) Claim(ps []dispatch.SharedPrefix, lease time.Duration) []d
 	for i := range min(len(v), len(out)) {
 		switch v[i] {
 		case "w":
-			out[i] = dispatch.ClaimWarm
+			out[i] = cacheaware.ClaimWarm
 		case "l":
-			out[i] = dispatch.ClaimElsewhere
+			out[i] = cacheaware.ClaimElsewhere
 		}
 	}
 	return out
@@ -122,7 +122,7 @@ func (g *CacheGroups) Claim(ps []dispatch.SharedPrefix, lease time.Duration) []d
 
 // Begun marks begun warm fleet-wide and gives up ended, telling the
 // other replicas' followers.
-func (g *CacheGroups) Begun(begun, ended []dispatch.SharedPrefix) {
+func (g *CacheGroups) Begun(begun, ended []cacheaware.SharedPrefix) {
 	if !g.out.Up() {
 		return
 	}

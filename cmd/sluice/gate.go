@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/assemble"
 	"github.com/sluicehq/sluice/cloud"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/dispatch"
+	"github.com/sluicehq/sluice/dispatch/buckets"
+	"github.com/sluicehq/sluice/dispatch/cacheaware"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/gate/redisgate"
 	"github.com/sluicehq/sluice/redisconn"
@@ -90,11 +91,11 @@ func (s *sharedRedis) Gate(order config.GateOrder, capacity int) (gate.Gate, err
 	return g, nil
 }
 
-func (s *sharedRedis) Buckets() dispatch.BucketStore {
+func (s *sharedRedis) Buckets() buckets.BucketStore {
 	return redisshare.NewBuckets(s.c, sharedBucketsName)
 }
 
-func (s *sharedRedis) CacheGroups() dispatch.CacheShare {
+func (s *sharedRedis) CacheGroups() cacheaware.CacheShare {
 	return redisshare.NewCacheGroups(s.c, sharedCacheName)
 }
 

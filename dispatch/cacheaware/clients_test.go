@@ -1,4 +1,4 @@
-package dispatch
+package cacheaware
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -15,7 +16,7 @@ import (
 // -run Capture).
 func claudeCode(t *testing.T, name string) *request.Descriptor {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "clients", name+".body"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "clients", name+".body"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func claudeCode(t *testing.T, name string) *request.Descriptor {
 // follower on the shared tools-and-identity prefix.
 func TestCacheClaudeCodeTasksGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 2, MaxWait: time.Hour, Timeout: time.Minute}, 2, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 2, MaxWait: time.Hour, Timeout: time.Minute}, 2, &CacheAware{})
 		a, b := claudeCode(t, "claude-code-first"), claudeCode(t, "claude-code-first-other-task")
 		outs := []<-chan outcome{
 			r.send(t.Context(), "leader", a, beginAfter(time.Second)),

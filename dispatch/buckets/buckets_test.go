@@ -1,4 +1,4 @@
-package dispatch
+package buckets
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
 )
@@ -34,7 +35,7 @@ type bucketStart struct {
 func newBucketRig(t *testing.T, capacity int) *bucketRig {
 	t.Helper()
 	k := &KeyBuckets{Buckets: &pace.Buckets{}}
-	return &bucketRig{rig: newRig(t, Config{MaxSize: 16, MaxWait: 10 * time.Millisecond, Timeout: time.Minute, Pacing: k}, capacity), k: k}
+	return &bucketRig{rig: newRig(t, dispatch.Config{MaxSize: 16, MaxWait: 10 * time.Millisecond, Timeout: time.Minute, Pacing: k}, capacity), k: k}
 }
 
 // limitHeaders are the headers of an input-token limit of limit a minute
@@ -61,7 +62,7 @@ func (r *bucketRig) send(ctx context.Context, name, key string, input int, d tim
 func (r *bucketRig) sendDesc(ctx context.Context, name string, desc *request.Descriptor, input int, d time.Duration, h http.Header) <-chan outcome {
 	out := make(chan outcome, 1)
 	go func() {
-		err := r.s.Do(ctx, desc, func(ctx context.Context, m *Member) error {
+		err := r.s.Do(ctx, desc, func(ctx context.Context, m *dispatch.Member) error {
 			r.mu.Lock()
 			r.starts = append(r.starts, bucketStart{name, r.since()})
 			r.mu.Unlock()
@@ -69,7 +70,7 @@ func (r *bucketRig) sendDesc(ctx context.Context, name string, desc *request.Des
 			if h != nil {
 				m.Settle(200, h)
 			}
-			m.Used(Usage{Input: input, Output: 10})
+			m.Used(dispatch.Usage{Input: input, Output: 10})
 			return nil
 		})
 		out <- outcome{err, r.since()}
@@ -112,7 +113,7 @@ func TestBucketsHoldASpentKeyAloneAndInOrder(t *testing.T) {
 		b1 := r.send(ctx, "b1", "b", 50000, time.Millisecond, nil)
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if st := r.s.gate.Stats(); st.InFlight != 0 || st.Waiting != 0 {
+		if st := r.gate.Stats(); st.InFlight != 0 || st.Waiting != 0 {
 			t.Errorf("gate while a's members are held: %+v; want them outside it", st)
 		}
 		for _, o := range []<-chan outcome{a1, a2, a3, b1} {
@@ -147,7 +148,7 @@ func TestA429HoldsOnlyItsKey(t *testing.T) {
 		got := make(chan struct{})
 		go func() {
 			defer close(got)
-			r.s.Do(ctx, &request.Descriptor{Key: "a"}, func(ctx context.Context, m *Member) error {
+			r.s.Do(ctx, &request.Descriptor{Key: "a"}, func(ctx context.Context, m *dispatch.Member) error {
 				m.Settle(http.StatusTooManyRequests, h)
 				return nil
 			})
@@ -212,17 +213,17 @@ func TestBucketHeldMembersHoldNoGoroutineAndMayLeave(t *testing.T) {
 	})
 }
 
-// A member whose deadline passes while held leaves with ErrDeadline, and
+// A member whose deadline passes while held leaves with dispatch.ErrDeadline, and
 // its debit, never taken, holds nobody behind it.
 func TestABucketHeldMemberHonoursItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := &KeyBuckets{Buckets: &pace.Buckets{}}
-		r := &bucketRig{rig: newRig(t, Config{MaxSize: 1, Timeout: time.Second, Pacing: k}, 8), k: k}
+		r := &bucketRig{rig: newRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Second, Pacing: k}, 8), k: k}
 		ctx := context.Background()
 		<-r.send(ctx, "first", "a", 1, 0, limitHeaders(600, 1)) // 10 a second, 1 left (exact: not a round thousand)
 		big := r.send(ctx, "big", "a", 500, 0, nil)             // 50 s of refill: past its 1 s deadline
-		if o := <-big; o.err != ErrDeadline {
-			t.Errorf("held past its deadline: %v; want ErrDeadline", o.err)
+		if o := <-big; o.err != dispatch.ErrDeadline {
+			t.Errorf("held past its deadline: %v; want dispatch.ErrDeadline", o.err)
 		}
 		small := r.send(ctx, "small", "a", 1, 0, nil)
 		if o := <-small; o.err != nil {

@@ -1,7 +1,9 @@
-package dispatch
+package buckets
 
 import (
 	"time"
+
+	"github.com/sluicehq/sluice/dispatch"
 )
 
 // A key's line under RATE_LIMIT_PACING=buckets: its members held for its
@@ -51,7 +53,7 @@ func (l *keyLine) held() bool { return len(l.ring) > 0 }
 
 // push puts p at the back of its tenant's queue. k.mu is held.
 func (l *keyLine) push(p pacedMember) {
-	t := p.m.req.Tenant
+	t := p.m.Request().Tenant
 	for _, q := range l.ring {
 		if q.tenant == t {
 			q.waiting = append(q.waiting, p)
@@ -88,8 +90,8 @@ func (l *keyLine) remove(i int) {
 }
 
 type pacedMember struct {
-	m     *Member
-	join  func(*Member)
+	m     *dispatch.Member
+	join  func(*dispatch.Member)
 	live  func() bool
 	since time.Time
 	// failed is when this member first failed to fit at the head of its
@@ -148,7 +150,7 @@ func (l *keyLine) fitsAt(k *KeyBuckets, now time.Time) time.Time {
 	var at time.Time
 	for _, q := range l.ring {
 		p := q.waiting[0]
-		if t := k.Buckets.FitsAt(l.key, k.cost(p.m.req, cachedTokens(p.m)), now); at.IsZero() || t.Before(at) {
+		if t := k.Buckets.FitsAt(l.key, k.cost(p.m.Request(), cachedTokens(p.m)), now); at.IsZero() || t.Before(at) {
 			at = t
 		}
 	}

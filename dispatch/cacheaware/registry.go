@@ -1,7 +1,8 @@
-package dispatch
+package cacheaware
 
 import (
 	"container/list"
+	"github.com/sluicehq/sluice/dispatch"
 	"time"
 
 	"github.com/sluicehq/sluice/request"
@@ -17,11 +18,11 @@ type prefixEntry struct {
 	key         uint64
 	ttl         time.Duration
 	tokens      int
-	leader      *Member
+	leader      *dispatch.Member
 	remote      bool
 	remoteUntil time.Time
 	warmUntil   time.Time
-	held        []*Member // followers, in arrival order
+	held        []*dispatch.Member // followers, in arrival order
 	timer       *time.Timer
 	due         time.Time // when timer fires; zero when not armed
 	elem        *list.Element
@@ -55,7 +56,7 @@ func (c *CacheAware) expire(e *prefixEntry) {
 	lapsed := e.remote && !e.remoteUntil.After(r.now) // the remote leader's lease ran out
 	for _, f := range e.held {
 		switch {
-		case !f.at(flushed): // it left: nothing to do
+		case !f.Unjoined(): // it left: nothing to do
 		case lapsed || !placeOf(f).until.After(r.now):
 			c.free(f, ReleasedBound, &r)
 		default:
@@ -98,14 +99,14 @@ func (c *CacheAware) find(key uint64, now time.Time) *prefixEntry {
 
 // add registers p as cold, led by m, making room if the registry is full.
 // c.mu is held.
-func (c *CacheAware) add(p request.Prefix, m *Member, r *release) *prefixEntry {
+func (c *CacheAware) add(p request.Prefix, m *dispatch.Member, r *release) *prefixEntry {
 	if c.entries == nil {
 		c.entries = map[uint64]*list.Element{}
 	}
 	for c.lru.Len() >= c.maxPrefixes() {
 		old := c.lru.Back().Value.(*prefixEntry)
 		for _, f := range old.held {
-			if f.at(flushed) {
+			if f.Unjoined() {
 				pl := placeOf(f)
 				pl.Held, pl.Released = r.now.Sub(pl.heldFrom), ReleasedEvicted
 				r.out = append(r.out, f) // uncached; and it leads nothing, to keep the registry's size
@@ -202,7 +203,7 @@ func (c *CacheAware) Held() int {
 	n := 0
 	for el := c.lru.Front(); el != nil; el = el.Next() {
 		for _, f := range el.Value.(*prefixEntry).held {
-			if f.at(flushed) { // one that left is dropped on the next pass
+			if f.Unjoined() { // one that left is dropped on the next pass
 				n++
 			}
 		}

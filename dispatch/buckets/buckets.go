@@ -1,10 +1,18 @@
-package dispatch
+// Package buckets is the pacing by token buckets per upstream key
+// (RATE_LIMIT_PACING=buckets, the default): a dispatch.Pacing that debits
+// each member's estimated cost from its key's buckets (package pace) as it
+// goes to the gate, and holds it outside the gate, in its key's line, when
+// the cost does not fit. It keeps its debit of each member in a
+// dispatch.Note, and uses only dispatch's exported seams (Member.Request,
+// ExpectedRead; the live and join functions Pace is given).
+package buckets
 
 import (
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
 )
@@ -44,7 +52,7 @@ type KeyBuckets struct {
 	lines map[string]*keyLine
 }
 
-var _ Pacing = (*KeyBuckets)(nil)
+var _ dispatch.Pacing = (*KeyBuckets)(nil)
 
 // cost is what m is estimated to spend.
 func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
@@ -55,27 +63,20 @@ func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
 }
 
 // cachedTokens is how much of m's prompt is expected to be read from the
-// cache: the prefix a follower followed, or the one found warm. Not its
-// longest prefix: a request that reads a warm prefix and marks a longer
-// one (a conversation's next turn) writes the rest, which the input limit
-// counts.
-func cachedTokens(m *Member) int {
-	if m.keyCold {
-		return 0 // routed to a key whose cache holds none of it
-	}
-	if st := m.CacheStanding(); st.Role != CacheWarm && (st.Role != CacheFollower || st.Released != ReleasedBegun) {
-		return 0
-	}
-	return placeOf(m).reads
-}
+// cache, as its releaser said (Member.ExpectRead: the prefix a follower
+// followed, or the one found warm; not its longest prefix, since a
+// request that reads a warm prefix and marks a longer one writes the
+// rest, which the input limit counts); none on a key that holds none of
+// it.
+func cachedTokens(m *dispatch.Member) int { return m.ExpectedRead() }
 
 // Pace debits m and joins it now if its key's line is empty and its cost
 // fits, and otherwise holds it at the back of its tenant's queue in its
 // key's line.
-func (k *KeyBuckets) Pace(m *Member, join func(*Member), live func() bool) {
+func (k *KeyBuckets) Pace(m *dispatch.Member, join func(*dispatch.Member), live func() bool) {
 	now := time.Now()
-	key := m.req.PaceKey()
-	c := k.cost(m.req, cachedTokens(m))
+	key := m.Request().PaceKey()
+	c := k.cost(m.Request(), cachedTokens(m))
 	k.mu.Lock()
 	l := k.lines[key]
 	if l != nil {
@@ -176,7 +177,7 @@ func (k *KeyBuckets) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time
 		if p.failed.IsZero() || now.Before(p.reserve) {
 			continue
 		}
-		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.req, cachedTokens(p.m)), now)
+		d, ok, at := k.Buckets.Take(l.key, k.cost(p.m.Request(), cachedTokens(p.m)), now)
 		if ok {
 			return i, d, now
 		}
@@ -191,7 +192,7 @@ func (k *KeyBuckets) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time
 	for j := range n {
 		i := (l.turn + j) % n
 		p := &l.ring[i].waiting[0]
-		c := k.cost(p.m.req, cachedTokens(p.m))
+		c := k.cost(p.m.Request(), cachedTokens(p.m))
 		at := k.Buckets.FitsAt(l.key, c, now)
 		if !at.After(now) {
 			d, ok, when := k.Buckets.Take(l.key, c, now)
@@ -226,10 +227,10 @@ func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
 // gives the member's tokens back, and a 429 its request too, since the
 // upstream counted neither; a 429's retry-after holds the key (its line's
 // timer finds the hold when it next fires).
-func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
+func (k *KeyBuckets) Settle(m *dispatch.Member, status int, h http.Header) {
 	now := time.Now()
 	sp := spendNote.Make(m) // made in Pace, before the member could call
-	k.Buckets.Observe(m.req.PaceKey(), sp.debit, status, h, now)
+	k.Buckets.Observe(m.Request().PaceKey(), sp.debit, status, h, now)
 	if !sp.settled {
 		sp.settled = true
 		switch {
@@ -239,11 +240,11 @@ func (k *KeyBuckets) Settle(m *Member, status int, h http.Header) {
 			k.Buckets.Correct(sp.debit, pace.Cost{}, now)
 		}
 	}
-	k.recheck(m.req.PaceKey(), now)
+	k.recheck(m.Request().PaceKey(), now)
 }
 
 // Used corrects m's debit to its answer's usage.
-func (k *KeyBuckets) Used(m *Member, u Usage) {
+func (k *KeyBuckets) Used(m *dispatch.Member, u dispatch.Usage) {
 	sp := spendNote.Peek(m)
 	if sp == nil {
 		return // never paced: nothing was debited
@@ -253,12 +254,12 @@ func (k *KeyBuckets) Used(m *Member, u Usage) {
 	k.mu.Unlock()
 	now := time.Now()
 	k.Buckets.Correct(sp.debit, pace.Cost{Input: float64(u.Input + u.CacheWrite), Output: float64(u.Output)}, now)
-	k.recheck(m.req.PaceKey(), now)
+	k.recheck(m.Request().PaceKey(), now)
 }
 
 // End gives back a debit that no answer settled: the call never reached
 // the upstream, or got no answer.
-func (k *KeyBuckets) End(m *Member) {
+func (k *KeyBuckets) End(m *dispatch.Member) {
 	// Under k.mu: a requeued member that left while its key's line let it
 	// go (Member.Requeue) may have been debited by wake just now.
 	k.mu.Lock()
@@ -272,7 +273,7 @@ func (k *KeyBuckets) End(m *Member) {
 	if refund {
 		now := time.Now()
 		k.Buckets.Refund(debit, now)
-		k.recheck(m.req.PaceKey(), now)
+		k.recheck(m.Request().PaceKey(), now)
 	}
 }
 
@@ -312,3 +313,34 @@ func (k *KeyBuckets) Levels(now time.Time) []pace.Level { return k.Buckets.Level
 func (k *KeyBuckets) HeldUntil(r *request.Descriptor) time.Time {
 	return k.Buckets.FitsAt(r.PaceKey(), k.cost(r, 0), time.Now())
 }
+
+// BucketStore keeps the model of each upstream key's rate-limit buckets
+// that KeyBuckets paces by: a *pace.Buckets in this process, or one that
+// every replica shares (redisshare.Buckets). Its methods are pace.Buckets'.
+type BucketStore interface {
+	Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool, time.Time)
+	FitsAt(key string, c pace.Cost, now time.Time) time.Time
+	Refund(d pace.Debit, now time.Time)
+	Correct(d pace.Debit, spent pace.Cost, now time.Time)
+	Observe(key string, d pace.Debit, status int, h http.Header, now time.Time)
+	Levels(now time.Time) []pace.Level
+}
+
+// spend is a member's debit of its key's buckets.
+type spend struct {
+	debit   pace.Debit
+	settled bool          // an answer came: End gives nothing back
+	held    time.Duration // how long Pace held it, in all
+}
+
+// Waited is how long m was held for its key's rate limits. Read it from
+// the member's function.
+func (k *KeyBuckets) Waited(m *dispatch.Member) time.Duration {
+	if sp := spendNote.Peek(m); sp != nil {
+		return sp.held
+	}
+	return 0
+}
+
+// spendNote is KeyBuckets' record of each member it paced.
+var spendNote = dispatch.NewNote[spend]()

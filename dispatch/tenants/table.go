@@ -1,14 +1,22 @@
-package dispatch
+// Package tenants is the tenant policy (TENANT_FROM, TENANT_MAX,
+// TENANT_WEIGHTS, TENANT_MAX_CONCURRENT, TENANT_MAX_WAITING): a
+// dispatch.Tenants that names each request's tenant and class, tracks a
+// bounded number of tenants and counts what each has waiting and in
+// flight, sheds a tenant past its limit with a dispatch.TenantFullError,
+// and fills the gate ticket the fair order reads. Under
+// TENANT_FROM=gateway the tenant is the developer Anthropic's gateway
+// names (gatewayuser.go).
+package tenants
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 )
@@ -62,10 +70,10 @@ type TenantConfig struct {
 	MaxWaiting int
 }
 
-// TenantTable is today's tenant policy (Tenants) and its accounting: it
+// TenantTable is today's tenant policy (dispatch.Tenants) and its accounting: it
 // names each request's tenant and class (Identify), keeps per tenant how
 // many requests wait and how many hold a slot, sheds a tenant's request
-// past its MaxWaiting with a *TenantFullError, and fills each gate
+// past its MaxWaiting with a *dispatch.TenantFullError, and fills each gate
 // ticket's key, cost, class, weight and limit. At most Max tenants are
 // tracked at once, so that memory and the metrics' labels stay bounded
 // whoever the clients say they are.
@@ -84,6 +92,8 @@ type TenantTable struct {
 	idleHead, idleTail *tenant
 }
 
+var _ dispatch.Tenants = (*TenantTable)(nil)
+
 // tenant is one tracked tenant's counts, and the Tenant its requests
 // are entered as. Guarded by TenantTable.mu.
 type tenant struct {
@@ -93,17 +103,6 @@ type tenant struct {
 	tokens            int64
 	idle              bool
 	prev, next        *tenant // in the idle list
-}
-
-// TenantFullError is a request refused because its tenant already has
-// Max requests waiting; other tenants are not refused.
-type TenantFullError struct {
-	Tenant string
-	Max    int
-}
-
-func (e *TenantFullError) Error() string {
-	return fmt.Sprintf("dispatch: tenant %s has %d requests waiting", e.Tenant, e.Max)
 }
 
 // DefaultMaxTenants is TENANT_MAX's default, and a TenantConfig's when
@@ -217,8 +216,8 @@ func (ts *TenantTable) bindsKey(r *request.Descriptor) bool {
 func keyGateKey(in *request.Inbound) string { return "\x00inbound key " + in.Name }
 
 // Enter counts r in as waiting for its tenant (and its inbound key) and
-// returns the tenant, or refuses it with a *TenantFullError.
-func (ts *TenantTable) Enter(r *request.Descriptor) (Tenant, error) {
+// returns the tenant, or refuses it with a *dispatch.TenantFullError.
+func (ts *TenantTable) Enter(r *request.Descriptor) (dispatch.Tenant, error) {
 	limit, keyLimit := ts.cfg.MaxWaiting, 0
 	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
 		if ts.bindsKey(r) {
@@ -232,11 +231,11 @@ func (ts *TenantTable) Enter(r *request.Descriptor) (Tenant, error) {
 	t := ts.find(r.Tenant)
 	if limit > 0 && t.waiting >= limit {
 		t.shed++
-		return nil, &TenantFullError{Tenant: t.name, Max: limit}
+		return nil, &dispatch.TenantFullError{Tenant: t.name, Max: limit}
 	}
 	if keyLimit > 0 && ts.keyWaiting[r.Inbound.Name] >= keyLimit {
 		t.shed++
-		return nil, &TenantFullError{Tenant: t.name, Max: keyLimit}
+		return nil, &dispatch.TenantFullError{Tenant: t.name, Max: keyLimit}
 	}
 	if ts.bindsKey(r) {
 		ts.keyWaiting[r.Inbound.Name]++
@@ -317,7 +316,7 @@ func (ts *TenantTable) settle(t *tenant) {
 }
 
 // Left is one of t's waiting requests, r, leaving without a slot.
-func (ts *TenantTable) Left(tn Tenant, r *request.Descriptor) {
+func (ts *TenantTable) Left(tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
@@ -327,7 +326,7 @@ func (ts *TenantTable) Left(tn Tenant, r *request.Descriptor) {
 }
 
 // Granted is one of t's waiting requests, r, taking a slot.
-func (ts *TenantTable) Granted(tn Tenant, r *request.Descriptor) {
+func (ts *TenantTable) Granted(tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
@@ -337,7 +336,7 @@ func (ts *TenantTable) Granted(tn Tenant, r *request.Descriptor) {
 }
 
 // Done is one of t's requests giving its slot back for good.
-func (ts *TenantTable) Done(tn Tenant) {
+func (ts *TenantTable) Done(tn dispatch.Tenant) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	t.inFlight--
@@ -347,7 +346,7 @@ func (ts *TenantTable) Done(tn Tenant) {
 }
 
 // Ticket fills tk for a member of tenant t with request r.
-func (ts *TenantTable) Ticket(tk *gate.Ticket, tn Tenant, r *request.Descriptor) {
+func (ts *TenantTable) Ticket(tk *gate.Ticket, tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
@@ -381,41 +380,20 @@ func (ts *TenantTable) AddTokens(name string, n int64) {
 	t.tokens += n
 }
 
-// TenantStats is one tracked tenant's counts: requests waiting and in
-// flight now, and, since it was first tracked, requests shed and served
-// and tokens of usage.
-type TenantStats struct {
-	Tenant   string `json:"tenant"`
-	Waiting  int    `json:"waiting"`
-	InFlight int    `json:"in_flight"`
-	Shed     int64  `json:"shed"`
-	Served   int64  `json:"served"`
-	Tokens   int64  `json:"tokens"`
-}
-
 // Stats reports every tracked tenant (OtherTenant first), at most Max+1.
 // A tenant that gives its place to another loses its counts.
-func (ts *TenantTable) Stats() []TenantStats {
+func (ts *TenantTable) Stats() []dispatch.TenantStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	out := make([]TenantStats, 0, len(ts.known)+1)
+	out := make([]dispatch.TenantStats, 0, len(ts.known)+1)
 	add := func(t *tenant) {
-		out = append(out, TenantStats{Tenant: t.name, Waiting: t.waiting, InFlight: t.inFlight, Shed: t.shed, Served: t.served, Tokens: t.tokens})
+		out = append(out, dispatch.TenantStats{Tenant: t.name, Waiting: t.waiting, InFlight: t.inFlight, Shed: t.shed, Served: t.served, Tokens: t.tokens})
 	}
 	add(ts.other)
 	for _, name := range slices.Sorted(maps.Keys(ts.known)) {
 		add(ts.known[name])
 	}
 	return out
-}
-
-// Tenant is the tenant a member is counted under: its request's tenant, or
-// OtherTenant.
-func (m *Member) Tenant() string {
-	if m.tenant == nil {
-		return m.req.Tenant
-	}
-	return m.tenant.Name()
 }
 
 // Name is the tenant's name.

@@ -1,6 +1,10 @@
-package dispatch
+package cacheaware
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/dispatch"
+)
 
 // Defaults of CacheAware's check on its own belief.
 const (
@@ -41,21 +45,21 @@ type cacheGroup struct {
 	counted bool
 }
 
-// CacheRead reports the cache_read_input_tokens of the member's answer.
-// Under CacheAware it checks the releaser's belief: a follower freed by
-// its leader's beginning should have read its prefix, and if the
-// followers of DoubtGroups groups in a row read none of it, CacheAware
-// stops holding on it (see CacheAware.DoubtGroups). A read counts as of
-// the prefix when it passes the request's next shorter cacheable prefix
-// (estimated tokens): a read of that one alone says nothing of this one.
-// Call it from any goroutine, once the usage is known.
-func (m *Member) CacheRead(tokens int) {
-	if pl := placeNote.Peek(m); pl != nil && pl.c != nil {
-		pl.c.read(pl, tokens)
+// Used hears the usage of m's answer, its cache_read_input_tokens, to
+// check the release's belief: a follower freed by its leader's beginning
+// should have read its prefix, and if the followers of DoubtGroups groups
+// in a row read none of it, the release stops holding on it (see
+// CacheAware.DoubtGroups). A read counts as of the prefix when it passes
+// the request's next shorter cacheable prefix (estimated tokens): a read
+// of that one alone says nothing of this one. It is a dispatch.Learner,
+// called from any goroutine once the usage is known.
+func (c *CacheAware) Used(m *dispatch.Member, u dispatch.Usage) {
+	if pl := placeNote.Peek(m); pl != nil && pl.c == c {
+		c.read(pl, u.CacheRead)
 	}
 }
 
-// read is CacheRead.
+// read is Used, for a member c placed.
 func (c *CacheAware) read(pl *cachePlace, tokens int) {
 	var news []Doubt
 	now := time.Now()

@@ -1,4 +1,4 @@
-package dispatch
+package cacheaware
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -31,9 +32,10 @@ type cacheStart struct {
 	st   CacheStanding
 }
 
-func newCacheRig(t *testing.T, cfg Config, capacity int, c *CacheAware) *cacheRig {
+func newCacheRig(t *testing.T, cfg dispatch.Config, capacity int, c *CacheAware) *cacheRig {
 	t.Helper()
 	cfg.Releaser = c
+	cfg.Learners = append(cfg.Learners, c) // it learns from the followers' reads (Used)
 	return &cacheRig{rig: newRig(t, cfg, capacity), c: c}
 }
 
@@ -42,9 +44,9 @@ func newCacheRig(t *testing.T, cfg Config, capacity int, c *CacheAware) *cacheRi
 func (r *cacheRig) send(ctx context.Context, name string, d *request.Descriptor, fn memberFunc) <-chan outcome {
 	out := make(chan outcome, 1)
 	go func() {
-		err := r.s.Do(ctx, d, func(ctx context.Context, m *Member) error {
+		err := r.s.Do(ctx, d, func(ctx context.Context, m *dispatch.Member) error {
 			r.mu.Lock()
-			r.starts = append(r.starts, cacheStart{name, r.since(), m.CacheStanding()})
+			r.starts = append(r.starts, cacheStart{name, r.since(), StandingOf(m)})
 			r.mu.Unlock()
 			return fn(ctx, m)
 		})
@@ -95,7 +97,7 @@ func shared(keys ...uint64) *request.Descriptor {
 // beginAfter is a leader's function: its response begins after d and
 // ends after d more.
 func beginAfter(d time.Duration) memberFunc {
-	return func(ctx context.Context, m *Member) error {
+	return func(ctx context.Context, m *dispatch.Member) error {
 		time.Sleep(d)
 		m.MarkBegun()
 		time.Sleep(d)
@@ -119,7 +121,7 @@ var (
 // once its TTL has passed unrefreshed, the next request leads again.
 func TestCacheFollowersWaitForLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 4, MaxWait: time.Hour, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 4, MaxWait: time.Hour, Timeout: time.Minute}, 4, &CacheAware{})
 		var outs []<-chan outcome
 		for _, name := range []string{"leader", "f1", "f2", "f3"} {
 			fn := sleepFor(2 * time.Second)
@@ -164,7 +166,7 @@ func TestCacheFollowersWaitForLeader(t *testing.T) {
 // refreshes the prefix's TTL.
 func TestCacheLaterWavesFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		time.Sleep(300 * time.Millisecond)
 		r.send(t.Context(), "later", shared(1), sleepFor(time.Second))
@@ -188,10 +190,10 @@ func TestCacheLeaderEndPromotesNext(t *testing.T) {
 	for _, how := range []string{"fails", "departs"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+				r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
 				ctx, leave := context.WithCancel(t.Context())
 				errUpstream := errors.New("upstream failed")
-				leader := r.send(ctx, "leader", shared(1), func(ctx context.Context, m *Member) error {
+				leader := r.send(ctx, "leader", shared(1), func(ctx context.Context, m *dispatch.Member) error {
 					select {
 					case <-time.After(time.Second):
 						return errUpstream
@@ -231,7 +233,7 @@ func TestCacheLeaderEndPromotesNext(t *testing.T) {
 func TestCacheHoldBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const wait = 2 * time.Second
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: 10 * time.Second}, 8, &CacheAware{LeaderWait: wait})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 10 * time.Second}, 8, &CacheAware{LeaderWait: wait})
 		r.send(t.Context(), "slow leader", shared(1), beginAfter(9*time.Second))
 		r.send(t.Context(), "bound", shared(1), sleepFor(time.Second))
 		impatient := shared(1)
@@ -251,7 +253,7 @@ func TestCacheHoldBounds(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		// A short wave deadline: held until the wait is left of it.
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: 3 * time.Second}, 8, &CacheAware{LeaderWait: 2 * time.Second})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 3 * time.Second}, 8, &CacheAware{LeaderWait: 2 * time.Second})
 		r.send(t.Context(), "slow leader", shared(1), beginAfter(2*time.Second))
 		r.send(t.Context(), "short deadline", shared(1), sleepFor(time.Second))
 		time.Sleep(5 * time.Second)
@@ -267,7 +269,7 @@ func TestCacheHoldBounds(t *testing.T) {
 // flight.
 func TestCacheBelowMinimumUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		short := shared(1)
 		short.Prefixes[0].Tokens = 1000 // claude-sonnet-4-5 caches from 1024
@@ -297,7 +299,7 @@ func TestCacheBelowMinimumUntouched(t *testing.T) {
 // repeating it follows.
 func TestCacheFollowsLongestKnownPrefix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
 		const system = 100
 		r.send(t.Context(), "session A", shared(system, 1), beginAfter(time.Second))
 		r.send(t.Context(), "session B", shared(system, 2), beginAfter(time.Second))
@@ -316,7 +318,7 @@ func TestCacheFollowsLongestKnownPrefix(t *testing.T) {
 // and its held followers go with it, at once.
 func TestCacheRegistryBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{MaxPrefixes: 2})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{MaxPrefixes: 2})
 		r.send(t.Context(), "leader 1", shared(1), beginAfter(time.Second))
 		r.send(t.Context(), "follower 1", shared(1), sleepFor(time.Second))
 		r.send(t.Context(), "leader 2", shared(2), beginAfter(time.Second))
@@ -341,7 +343,7 @@ func TestCacheRegistryBounded(t *testing.T) {
 func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var groups int
-		r := newCacheRig(t, Config{MaxSize: 100, MaxWait: time.Millisecond, Timeout: time.Minute}, 1,
+		r := newCacheRig(t, dispatch.Config{MaxSize: 100, MaxWait: time.Millisecond, Timeout: time.Minute}, 1,
 			&CacheAware{Grouped: func() { groups++ }})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		time.Sleep(10 * time.Millisecond)
@@ -352,7 +354,7 @@ func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
-			err := r.s.Start(t.Context(), shared(1), func(ctx context.Context, m *Member) error {
+			err := r.s.Start(t.Context(), shared(1), func(ctx context.Context, m *dispatch.Member) error {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
@@ -390,12 +392,12 @@ func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 // and which the input limit counts).
 func TestCachedTokensAreTheWarmPrefixOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
 		<-r.send(t.Context(), "leader of one", shared(7), beginAfter(time.Second))
 		<-r.send(t.Context(), "leader of both", shared(5, 6), beginAfter(time.Second))
 		var got []int
-		record := func(_ context.Context, m *Member) error {
-			got = append(got, cachedTokens(m))
+		record := func(_ context.Context, m *dispatch.Member) error {
+			got = append(got, m.ExpectedRead())
 			return nil
 		}
 		<-r.send(t.Context(), "warm, then a new turn", shared(7, 8), record)
@@ -410,8 +412,10 @@ func TestCachedTokensAreTheWarmPrefixOnly(t *testing.T) {
 // there.
 type coldRouting struct{ cold bool }
 
-func (c coldRouting) Route(*Member) Routed { return Routed{Key: "k", Cold: c.cold} }
-func (coldRouting) End(*Member)            {}
+func (c coldRouting) Route(*dispatch.Member) dispatch.Routed {
+	return dispatch.Routed{Key: "k", Cold: c.cold}
+}
+func (coldRouting) End(*dispatch.Member) {}
 
 // A request whose routing says its key holds none of its prefixes is
 // counted as reading nothing from the cache, though the cache-aware
@@ -419,11 +423,11 @@ func (coldRouting) End(*Member)            {}
 func TestColdKeyCountsNothingCached(t *testing.T) {
 	for _, cold := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
-			r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute, Routing: coldRouting{cold}}, 4, &CacheAware{})
+			r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute, Routing: coldRouting{cold}}, 4, &CacheAware{})
 			<-r.send(t.Context(), "leader", shared(7), beginAfter(time.Second))
 			var got int
-			<-r.send(t.Context(), "warm", shared(7), func(_ context.Context, m *Member) error {
-				got = cachedTokens(m)
+			<-r.send(t.Context(), "warm", shared(7), func(_ context.Context, m *dispatch.Member) error {
+				got = m.ExpectedRead()
 				return nil
 			})
 			if want := map[bool]int{false: 2000, true: 0}[cold]; got != want {
@@ -465,7 +469,7 @@ func turnBody(t *testing.T, messages ...string) *request.Descriptor {
 // leads its own prefix. Before the lookback each was a leader.
 func TestCacheNextTurnFindsLastTurnByLookback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
 		far := []string{"Read the README."}
 		for i := range 20 {
 			far = append(far, "step "+strings.Repeat("x", i))

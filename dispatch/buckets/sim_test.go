@@ -1,4 +1,4 @@
-package dispatch
+package buckets
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/sim"
@@ -53,7 +54,7 @@ func newSimRig(t *testing.T, cfg sim.Config, capacity int) *simRig {
 	up := sim.New(cfg)
 	t.Cleanup(up.Close)
 	k := &KeyBuckets{Buckets: &pace.Buckets{}}
-	r := newRig(t, Config{MaxSize: 16, MaxWait: 20 * time.Millisecond, Timeout: 5 * time.Minute, Pacing: k}, capacity)
+	r := newRig(t, dispatch.Config{MaxSize: 16, MaxWait: 20 * time.Millisecond, Timeout: 5 * time.Minute, Pacing: k}, capacity)
 	return &simRig{rig: r, k: k, up: up, otp: float64(cfg.OutputTokensPerMinute)}
 }
 
@@ -71,7 +72,7 @@ func (r *simRig) sendOutput(ctx context.Context, name, tenant string, maxTokens,
 	body := fmt.Sprintf(`{"model":"claude-haiku-4-5","max_tokens":%d,"messages":[{"role":"user","content":"say something short"}]}`, maxTokens)
 	desc := &request.Descriptor{Tenant: tenant, Key: "k", Cost: request.Cost{InputTokens: 10, MaxTokens: maxTokens}}
 	go func() {
-		err := r.s.Do(ctx, desc, func(ctx context.Context, m *Member) error {
+		err := r.s.Do(ctx, desc, func(ctx context.Context, m *dispatch.Member) error {
 			c := simCall{name: name, tenant: tenant, arrived: arrived, start: r.since(), maxTokens: maxTokens}
 			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/messages", strings.NewReader(body))
 			req.Header.Set("x-api-key", "sk-test")
@@ -95,7 +96,7 @@ func (r *simRig) sendOutput(ctx context.Context, name, tenant string, maxTokens,
 					return err
 				}
 				c.output, c.debitOutput = msg.Usage.OutputTokens, true
-				m.Used(Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens})
+				m.Used(dispatch.Usage{Input: msg.Usage.InputTokens, Output: msg.Usage.OutputTokens})
 			}
 			r.mu.Lock()
 			r.calls = append(r.calls, c)

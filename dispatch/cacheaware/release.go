@@ -1,8 +1,18 @@
-package dispatch
+// Package cacheaware is the cache-aware release (CACHE_AWARE): a
+// dispatch.Releaser that sends the first request on a cold prompt prefix
+// and holds the others on it, outside the gate, until its response has
+// begun, so that they read the cache entry it wrote rather than each write
+// their own. It keeps its registry of prefixes, its record of each member
+// (a dispatch.Note) and its doubts about what the API caches; it learns
+// from each answer's cache reads as a dispatch.Learner; CacheShare shares
+// its registry across replicas. It uses only dispatch's exported seams:
+// Member.AfterBegun, Unjoined, Arrived, Deadline, ExpectRead.
+package cacheaware
 
 import (
 	"cmp"
 	"container/list"
+	"github.com/sluicehq/sluice/dispatch"
 	"slices"
 	"sync"
 	"time"
@@ -95,12 +105,15 @@ type CacheAware struct {
 	doubts  map[uint64]*doubt // see cachedoubt.go; at most MaxPrefixes
 }
 
-var _ Releaser = (*CacheAware)(nil)
+var (
+	_ dispatch.Releaser = (*CacheAware)(nil)
+	_ dispatch.Learner  = (*CacheAware)(nil)
+)
 
 // lead is a member put in line as the leader of some prefixes: once its
 // response begins they turn warm, or are handed to a follower.
 type lead struct {
-	m   *Member
+	m   *dispatch.Member
 	led []*prefixEntry
 }
 
@@ -108,12 +121,12 @@ type lead struct {
 // lock is let go: the gate's Join and a member's Begun may call back.
 type release struct {
 	now time.Time
-	out []*Member // to join, in this order
+	out []*dispatch.Member // to join, in this order
 	// join is the scheduler's join of the wave being released; nil in a
 	// pass a timer or a leader's answer began. A member the pass places
 	// keeps its wave's join in its record, for its hold's end.
-	join   func(*Member)
-	freed  []*Member // followers whose hold ended, to be sent in arrival order
+	join   func(*dispatch.Member)
+	freed  []*dispatch.Member // followers whose hold ended, to be sent in arrival order
 	leads  []lead
 	groups int
 	// claims is what Share said of the prefixes this replica did not
@@ -124,7 +137,7 @@ type release struct {
 }
 
 // Release puts each member of w in line or holds it, by its prefixes.
-func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
+func (c *CacheAware) Release(w *window.Wave[*dispatch.Member], join func(*dispatch.Member)) {
 	r := release{now: time.Now(), join: join}
 	if c.Share != nil {
 		c.claim(w.Items, &r)
@@ -139,13 +152,13 @@ func (c *CacheAware) Release(w *window.Wave[*Member], join func(*Member)) {
 
 // claim asks Share about the prefixes of ms that the registry does not
 // know, in one call, before the pass.
-func (c *CacheAware) claim(ms []*Member, r *release) {
+func (c *CacheAware) claim(ms []*dispatch.Member, r *release) {
 	c.listen.Do(func() { c.Share.Listen(c.remote) })
 	var ask []SharedPrefix
 	seen := map[uint64]bool{}
 	c.mu.Lock()
 	for _, m := range ms {
-		for _, p := range cacheable(m.req) {
+		for _, p := range cacheable(m.Request()) {
 			if !seen[p.Key] && c.find(p.Key, r.now) == nil && !c.distrusted(p.Key, r.now) {
 				seen[p.Key] = true
 				ask = append(ask, SharedPrefix{p.Key, p.TTL})
@@ -171,12 +184,12 @@ func (c *CacheAware) claim(ms []*Member, r *release) {
 // so a turn whose breakpoint rolled past the last turn's reads the entry
 // that turn wrote. A boundary that is no breakpoint of this request is
 // only read: it is neither led nor doubted here.
-func (c *CacheAware) place(m *Member, r *release) {
-	if len(cacheable(m.req)) == 0 {
+func (c *CacheAware) place(m *dispatch.Member, r *release) {
+	if len(cacheable(m.Request())) == 0 {
 		r.out = append(r.out, m)
 		return
 	}
-	ps := readable(m.req)
+	ps := readable(m.Request())
 	c.seq++
 	pl := placeNote.Make(m)
 	pl.seq, pl.c, pl.join = c.seq, c, r.join
@@ -232,8 +245,8 @@ func (c *CacheAware) place(m *Member, r *release) {
 
 // send puts m in line, as the leader of led and of each of its prefixes
 // the registry does not know. c.mu is held.
-func (c *CacheAware) send(m *Member, led []*prefixEntry, r *release) {
-	for _, p := range cacheable(m.req) {
+func (c *CacheAware) send(m *dispatch.Member, led []*prefixEntry, r *release) {
+	for _, p := range cacheable(m.Request()) {
 		if c.find(p.Key, r.now) == nil && !c.distrusted(p.Key, r.now) {
 			led = append(led, c.add(p, m, r))
 		}
@@ -245,15 +258,15 @@ func (c *CacheAware) send(m *Member, led []*prefixEntry, r *release) {
 }
 
 // hold makes m a follower of e's leader. c.mu is held.
-func (c *CacheAware) hold(e *prefixEntry, m *Member, r *release) {
+func (c *CacheAware) hold(e *prefixEntry, m *dispatch.Member, r *release) {
 	wait := c.leaderWait()
 	until := r.now.Add(wait)
 	// It must have time left for its own call: at least the wait.
 	if t := m.Deadline().Add(-wait); t.Before(until) {
 		until = t
 	}
-	if p := m.req.Patience; p > 0 {
-		if t := m.joined.Add(p - wait); t.Before(until) {
+	if p := m.Request().Patience; p > 0 {
+		if t := m.Arrived().Add(p - wait); t.Before(until) {
 			until = t
 		}
 	}
@@ -275,12 +288,12 @@ func (c *CacheAware) hold(e *prefixEntry, m *Member, r *release) {
 // promote hands e, whose leader (m, or one on another replica) ended
 // without an answer, to its first follower still waiting, or drops it.
 // c.mu is held.
-func (c *CacheAware) promote(e *prefixEntry, m *Member, promoted map[*Member]*prefixEntry, r *release) {
+func (c *CacheAware) promote(e *prefixEntry, m *dispatch.Member, promoted map[*dispatch.Member]*prefixEntry, r *release) {
 	for len(e.held) > 0 && e.leader == m {
 		f := e.held[0]
 		e.held[0] = nil
 		e.held = e.held[1:]
-		if f.at(flushed) {
+		if f.Unjoined() {
 			e.leader, placeOf(f).Role = f, CacheLeader
 			promoted[f] = e
 			c.free(f, ReleasedPromoted, r)
@@ -294,9 +307,9 @@ func (c *CacheAware) promote(e *prefixEntry, m *Member, promoted map[*Member]*pr
 
 // begun is m's response beginning (answered) or m ending without one,
 // for each prefix m leads.
-func (c *CacheAware) begun(m *Member, led []*prefixEntry, answered bool) {
+func (c *CacheAware) begun(m *dispatch.Member, led []*prefixEntry, answered bool) {
 	r := release{now: time.Now()}
-	promoted := map[*Member]*prefixEntry{}
+	promoted := map[*dispatch.Member]*prefixEntry{}
 	c.mu.Lock()
 	for _, e := range led {
 		if e.gone || e.leader != m {
@@ -321,7 +334,7 @@ func (c *CacheAware) warm(e *prefixEntry, r *release) {
 	e.warmUntil = r.now.Add(e.ttl)
 	var g *cacheGroup
 	for _, f := range e.held {
-		if f.at(flushed) {
+		if f.Unjoined() {
 			if g == nil {
 				g = &cacheGroup{key: e.key, tokens: e.tokens}
 			}
@@ -335,7 +348,7 @@ func (c *CacheAware) warm(e *prefixEntry, r *release) {
 }
 
 // free ends f's hold. c.mu is held.
-func (c *CacheAware) free(f *Member, why string, r *release) {
+func (c *CacheAware) free(f *dispatch.Member, why string, r *release) {
 	pl := placeOf(f)
 	pl.Held = r.now.Sub(pl.heldFrom)
 	pl.Released = why
@@ -348,8 +361,8 @@ func (c *CacheAware) sendFreed(r *release) { c.sendFreedWith(r, nil) }
 
 // sendFreedWith is sendFreed where some freed followers now lead a prefix
 // (promoted).
-func (c *CacheAware) sendFreedWith(r *release, promoted map[*Member]*prefixEntry) {
-	slices.SortFunc(r.freed, func(a, b *Member) int { return cmp.Compare(placeOf(a).seq, placeOf(b).seq) })
+func (c *CacheAware) sendFreedWith(r *release, promoted map[*dispatch.Member]*prefixEntry) {
+	slices.SortFunc(r.freed, func(a, b *dispatch.Member) int { return cmp.Compare(placeOf(a).seq, placeOf(b).seq) })
 	for _, f := range r.freed {
 		var led []*prefixEntry
 		if e := promoted[f]; e != nil {
@@ -371,10 +384,13 @@ func (c *CacheAware) finish(r *release) {
 		}
 	}
 	for _, l := range r.leads {
-		l.m.afterBegun(func(answered bool) { c.begun(l.m, l.led, answered) })
+		l.m.AfterBegun(func(answered bool) { c.begun(l.m, l.led, answered) })
 	}
 	for _, m := range r.out {
 		if pl := placeNote.Peek(m); pl != nil {
+			// Before its join: the pacing it goes through counts what it
+			// reads out of its input estimate.
+			m.ExpectRead(expectedRead(pl))
 			pl.join(m)
 		} else {
 			r.join(m) // not cacheable: never placed, and only a wave's pass sends it

@@ -1,4 +1,4 @@
-package dispatch
+package cacheaware
 
 import (
 	"context"
@@ -6,15 +6,17 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/dispatch"
 )
 
 // reading is a function whose answer takes d and reads tokens from the
 // cache (a leader's response begins at once).
 func reading(d time.Duration, tokens int) memberFunc {
-	return func(ctx context.Context, m *Member) error {
+	return func(ctx context.Context, m *dispatch.Member) error {
 		m.MarkBegun()
 		time.Sleep(d)
-		m.CacheRead(tokens)
+		m.Used(dispatch.Usage{CacheRead: tokens})
 		return nil
 	}
 }
@@ -29,7 +31,7 @@ type doubtRig struct {
 func newDoubtRig(t *testing.T) *doubtRig {
 	d := &doubtRig{}
 	c := &CacheAware{Doubted: func(n Doubt) { d.mu.Lock(); d.news = append(d.news, n); d.mu.Unlock() }}
-	d.cacheRig = newCacheRig(t, Config{MaxSize: 3, MaxWait: time.Hour, Timeout: time.Minute}, 4, c)
+	d.cacheRig = newCacheRig(t, dispatch.Config{MaxSize: 3, MaxWait: time.Hour, Timeout: time.Minute}, 4, c)
 	return d
 }
 

@@ -1,4 +1,4 @@
-package dispatch
+package tenants
 
 import (
 	"context"
@@ -11,9 +11,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/dispatch"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/request"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestIdentify(t *testing.T) {
 	const keyTenant = "0123456789abcdef"
@@ -75,7 +80,7 @@ func TestIdentify(t *testing.T) {
 // and shares OtherTenant while every tracked one is busy.
 func TestTenantsBounded(t *testing.T) {
 	ts := NewTenantTable(TenantConfig{Max: 2})
-	enter := func(name string) Tenant {
+	enter := func(name string) dispatch.Tenant {
 		t.Helper()
 		tn, err := ts.Enter(&request.Descriptor{Tenant: name})
 		if err != nil {
@@ -96,7 +101,7 @@ func TestTenantsBounded(t *testing.T) {
 		t.Errorf("the replaced tenant, coming back with both busy, is %q; want %q", got.Name(), OtherTenant)
 	}
 	ts.Left(b, &request.Descriptor{})
-	names := map[string]TenantStats{}
+	names := map[string]dispatch.TenantStats{}
 	for _, st := range ts.Stats() {
 		names[st.Tenant] = st
 	}
@@ -122,13 +127,13 @@ func TestTenantMaxWaiting(t *testing.T) {
 			t.Fatal(err)
 		}
 		tenants := NewTenantTable(TenantConfig{MaxWaiting: 2})
-		s, err := New(Config{MaxSize: 1, Timeout: time.Minute, Tenants: tenants}, g, Hooks{})
+		s, err := dispatch.New(dispatch.Config{MaxSize: 1, Timeout: time.Minute, Tenants: tenants}, g, dispatch.Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
 		release := make(chan struct{})
-		hold := func(context.Context, *Member) error { <-release; return nil }
+		hold := func(context.Context, *dispatch.Member) error { <-release; return nil }
 		errs := make(chan error, 10)
 		do := func(tenant string) {
 			go func() { errs <- s.Do(context.Background(), &request.Descriptor{Tenant: tenant}, hold) }()
@@ -138,9 +143,9 @@ func TestTenantMaxWaiting(t *testing.T) {
 			do("a")
 		}
 		err = s.Do(context.Background(), &request.Descriptor{Tenant: "a"}, hold)
-		var full *TenantFullError
+		var full *dispatch.TenantFullError
 		if !errors.As(err, &full) || full.Tenant != "a" || full.Max != 2 {
-			t.Fatalf("a's fourth: %v; want a *TenantFullError for a, max 2", err)
+			t.Fatalf("a's fourth: %v; want a *dispatch.TenantFullError for a, max 2", err)
 		}
 		do("b") // b is admitted, and waits
 		if q := s.Queued(); q != 3 {

@@ -1,6 +1,7 @@
-package dispatch
+package cacheaware
 
 import (
+	"github.com/sluicehq/sluice/dispatch"
 	"time"
 )
 
@@ -32,34 +33,45 @@ type CacheStanding struct {
 	Released string        // why a follower's hold ended: one of the Released* values
 }
 
-// CacheStanding is what the cache-aware releaser made of the member. Read
-// it from the member's function (it is final once the member is in line).
-func (m *Member) CacheStanding() CacheStanding {
+// StandingOf is what the cache-aware release made of m. Read it from the
+// member's function (it is final once the member is in line).
+func StandingOf(m *dispatch.Member) CacheStanding {
 	if pl := placeNote.Peek(m); pl != nil {
 		return pl.CacheStanding
 	}
 	return CacheStanding{}
 }
 
+// expectedRead is what of its prompt m, placed as pl says, is expected
+// to read from the cache: the prefix it found warm, or the one it
+// followed once its leader began; nothing as a leader, or as a follower
+// that went before its leader began (it writes the prefix itself).
+func expectedRead(pl *cachePlace) int {
+	if pl.Role != CacheWarm && (pl.Role != CacheFollower || pl.Released != ReleasedBegun) {
+		return 0
+	}
+	return pl.reads
+}
+
 // placeNote is CacheAware's record of each member it placed: only members
 // with a cacheable prefix have one.
-var placeNote = NewNote[cachePlace]()
+var placeNote = dispatch.NewNote[cachePlace]()
 
 // placeOf is m's record, which CacheAware made when it placed m. c.mu is
 // held, or m's hold has ended.
-func placeOf(m *Member) *cachePlace { return placeNote.Peek(m) }
+func placeOf(m *dispatch.Member) *cachePlace { return placeNote.Peek(m) }
 
 // cachePlace is a member's place in the CacheAware registry.
 type cachePlace struct {
 	CacheStanding
-	seq      uint64        // arrival order among cacheable members
-	heldFrom time.Time     // when its hold began
-	until    time.Time     // when its hold ends at the latest
-	join     func(*Member) // its scheduler's join
-	c        *CacheAware   // for CacheRead
+	seq      uint64                 // arrival order among cacheable members
+	heldFrom time.Time              // when its hold began
+	until    time.Time              // when its hold ends at the latest
+	join     func(*dispatch.Member) // its scheduler's join
+	c        *CacheAware            // the release that placed it: only it learns from the reads (Used)
 	// group is the group of a follower its leader's beginning freed;
 	// floor the tokens of its next shorter cacheable prefix, which a read
-	// must pass to be of the prefix it followed (see CacheRead).
+	// must pass to be of the prefix it followed (see Used).
 	group *cacheGroup
 	floor int
 	// reads is the tokens of the prefix it found warm or followed: what

@@ -1,6 +1,7 @@
-package dispatch
+package cacheaware
 
 import (
+	"github.com/sluicehq/sluice/dispatch"
 	"time"
 
 	"github.com/sluicehq/sluice/request"
@@ -66,7 +67,7 @@ func (c *CacheAware) addShared(p request.Prefix, r *release) *prefixEntry {
 // ended without an answer, the first of them leads it here.
 func (c *CacheAware) remote(key uint64, ttl time.Duration, begun bool) {
 	r := release{now: time.Now()}
-	promoted := map[*Member]*prefixEntry{}
+	promoted := map[*dispatch.Member]*prefixEntry{}
 	c.mu.Lock()
 	el := c.entries[key]
 	if el == nil || !el.Value.(*prefixEntry).remote {
