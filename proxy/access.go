@@ -115,7 +115,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if logged {
 		p.logAccess(r, rec, line)
 	}
-	drainRefused(sw, r, sw.Status())
+	p.drainRefused(sw, r, sw.Status())
 	if sw.Status() == 0 {
 		// Nothing was answered: the client left first (a FIN, which a
 		// client that only half-closed its side sends too). net/http would
