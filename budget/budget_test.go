@@ -233,11 +233,18 @@ func TestSpecCheck(t *testing.T) {
 		{Spec{Tenant: "a", Limit: -1}, "above 0"},
 		{Spec{Tenant: "a", Limit: 1.5, Unit: Tokens}, "whole number"},
 		{Spec{Tenant: "a", Limit: 1, Warn: 1}, "below the limit"},
+		// Named as a group budget's member would be: /metrics broke on
+		// the two budgets of one name.
+		{Spec{Name: "g/alice@example.com", Tenant: "bob@example.com", Limit: 1}, "no '/'"},
 	} {
 		err := tc.spec.Check()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error saying %q", tc.spec, err, tc.want)
 		}
+	}
+	usd := 1.0
+	if _, err := (File{USD: &usd, Period: "day", TimeZone: "Local"}).Spec("x", "a", "", ""); err == nil || !strings.Contains(err.Error(), "name the zone") {
+		t.Errorf("time_zone Local: %v, want it refused (replicas on hosts set differently would disagree on the period)", err)
 	}
 	// A key given where its hash belongs is not repeated: it would be
 	// logged.

@@ -94,6 +94,11 @@ func (s *Spec) Check() error {
 	switch {
 	case count(s.Tenant != "", s.Key != "", s.Group != "") != 1:
 		return errors.New("give exactly one of tenant, key and group")
+	case strings.Contains(s.Name, "/"):
+		// A group budget's members are named NAME/member: a name with a
+		// slash could be one of them, and two budgets of one name break
+		// the metrics.
+		return fmt.Errorf("name %q: no '/' in a budget's name (a group budget's members are named NAME/member)", s.Name)
 	case s.Key != "" && !shortHash.MatchString(s.Key):
 		// Not echoed: a key given where its hash belongs must not reach a log.
 		return errors.New("key: want the key's short hash, 16 lower-case hex digits as the spend metrics' key label shows (or the 64 of its SHA-256, as the keys file lists it), never the key itself (the value given is not shown)")
@@ -193,6 +198,11 @@ func (f File) Spec(name, tenant, key, group string) (Spec, error) {
 	var err error
 	if sp.Period, err = ParsePeriod(f.Period); err != nil {
 		return sp, err
+	}
+	if f.TimeZone == "Local" {
+		// The host's zone: replicas on hosts set differently would start
+		// the period at different times.
+		return sp, errors.New(`time_zone "Local": name the zone (an IANA name such as Europe/Berlin, or UTC), so that every replica starts the period at the same time`)
 	}
 	if f.TimeZone != "" {
 		if sp.Zone, err = time.LoadLocation(f.TimeZone); err != nil {

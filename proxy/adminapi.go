@@ -71,9 +71,17 @@ func (p *Proxy) adminAuth(h http.Handler) http.Handler {
 				Message: "the admin API needs the admin key (ADMIN_KEY), as x-api-key or Authorization: Bearer; none was given, or it is not that key"})
 			return
 		}
-		h.ServeHTTP(w, r)
+		// A store that hangs (a PostgreSQL stopped, a lock held) is
+		// answered 503 within adminStoreTimeout, reads as writes, rather
+		// than holding the operator's call for as long as it hangs.
+		ctx, cancel := context.WithTimeout(r.Context(), adminStoreTimeout)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// adminStoreTimeout bounds each admin API call's use of the store.
+var adminStoreTimeout = 10 * time.Second
 
 // adminPageMax is the most lines one page of /admin/spend holds.
 const adminPageMax = 1000
@@ -233,7 +241,11 @@ func (p *Proxy) adminBudgets(w http.ResponseWriter, r *http.Request) {
 // (or token).
 func money(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
+
+// writeJSONStatus is writeJSON with another status (201 for what was
+// made): the headers go out with the status, so they are set first.
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		apierror.WriteSluice(w, errInternal)
@@ -241,6 +253,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
 	w.Write(b)
 }
 

@@ -214,8 +214,7 @@ func (p *Proxy) adminCreateKey(w http.ResponseWriter, r *http.Request) {
 	}
 	p.changed(c)
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusCreated)
-	writeJSON(w, struct {
+	writeJSONStatus(w, http.StatusCreated, struct {
 		Key    string       `json:"key"`
 		Note   string       `json:"note"`
 		Record keystore.Key `json:"record"`
@@ -336,10 +335,11 @@ func (p *Proxy) adminPutBudget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.changed(c)
+	status := http.StatusOK
 	if created {
-		w.WriteHeader(http.StatusCreated)
+		status = http.StatusCreated
 	}
-	writeJSON(w, b)
+	writeJSONStatus(w, status, b)
 }
 
 // validHash says s is a key's short hash or its whole SHA-256, in hex.
