@@ -89,7 +89,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 		env.Log.Info("TENANT_FROM="+cfg.TenantFrom.String()+" with inbound keys: the client names each request's tenant, and an inbound key's max_concurrent and max_waiting bind the key as a whole, over every tenant its requests name",
 			"tenant_from", cfg.TenantFrom.String())
 	}
-	if cfg.TenantFrom == config.TenantFromGateway && cfg.InboundKeysFile == "" {
+	if cfg.TenantFrom == config.TenantFromGateway && cfg.InboundKeysFile == "" && !cfg.InboundKeysStore {
 		env.Log.Warn("TENANT_FROM=gateway without INBOUND_KEYS_FILE: each request's tenant is the developer its x-claude-gateway-user-* headers name, whoever sends them; let only Anthropic's gateway reach sluice, or give the gateway a sluice key as its upstream's api_key and set INBOUND_KEYS_FILE (docs/claude-code.md, Beside Anthropic's gateway)",
 			"tenant_from", cfg.TenantFrom.String())
 	}

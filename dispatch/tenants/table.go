@@ -136,7 +136,13 @@ func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant str
 	case TenantFromMetadata:
 		name = d.UserID
 	case TenantFromGateway:
-		if name = gatewayUser(h); name == "" && d.Inbound != nil {
+		// Only a request with no inbound key, or with a key that names
+		// no tenant of its own (the gateway's), may name a developer: a
+		// developer's own sluice key speaks for its tenant alone, or its
+		// holder could charge anyone's budget and escape their own.
+		if d.Inbound != nil && d.Inbound.Tenant != "" {
+			name = d.Inbound.Tenant
+		} else if name = gatewayUser(h); name == "" && d.Inbound != nil {
 			// Not a developer's request (the gateway's own, or one
 			// from an IdP token without email or subject): the
 			// gateway's inbound key's tenant.

@@ -48,7 +48,10 @@ func TestIdentify(t *testing.T) {
 		// The developer Anthropic's gateway signed in: the email (decoded
 		// from the gateway's percent-encoding), else the IdP subject; a
 		// request naming none is its inbound key's (the gateway's).
-		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"jos%C3%A9@example.com"}, GatewayUserIDHeader: {"sub-1"}}, in, "u1", "josé@example.com", request.ClassInteractive},
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"jos%C3%A9@example.com"}, GatewayUserIDHeader: {"sub-1"}}, &request.Inbound{Name: "claude-gateway"}, "u1", "josé@example.com", request.ClassInteractive},
+		// A key with a tenant of its own (a developer's) names no one
+		// else: bob's key cannot charge ana.
+		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"ana@example.com"}}, &request.Inbound{Name: "bob", Tenant: "bob@example.com"}, "u1", "bob@example.com", request.ClassInteractive},
 		{TenantFromGateway, http.Header{GatewayUserIDHeader: {" sub-1 "}}, nil, "", "sub-1", request.ClassInteractive},
 		{TenantFromGateway, http.Header{GatewayUserEmailHeader: {"100%"}}, nil, "", "100%", request.ClassInteractive}, // not the gateway's encoding: kept as sent
 		{TenantFromGateway, http.Header{TenantHeader: {"team-a"}}, in, "u1", "ci", request.ClassInteractive},
