@@ -99,3 +99,48 @@ func TestAdminCreatedIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// A group budget that could bind no one, or not the person signed in, is
+// refused when it is put: without identity-provider tokens, and when the
+// client names its own tenant (each name would be a fresh budget: a
+// hostile run made 2,000 of them from one token).
+func TestAdminRefusesGroupBudgetsThatCannotBind(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		oidc   bool
+		from   config.TenantFrom
+		status int
+		hint   string
+	}{
+		{"without OIDC_ISSUER", false, config.TenantFromKey, 400, "OIDC_ISSUER"},
+		{"TENANT_FROM=header", true, config.TenantFromHeader, 400, "TENANT_FROM=header"},
+		{"TENANT_FROM=metadata", true, config.TenantFromMetadata, 400, "TENANT_FROM=metadata"},
+		{"TENANT_FROM=key with OIDC", true, config.TenantFromKey, 201, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := startUpstream(t, apiHandler)
+			cfg := testConfig(t, up.URL, false)
+			cfg.AdminKey, cfg.AdminListenAddr = testAdminKey, "127.0.0.1:0"
+			cfg.InboundKeysStore, cfg.SpendStore, cfg.TenantFrom = true, config.SpendStoreSQLite, c.from
+			if c.oidc {
+				cfg.OIDCIssuer, cfg.OIDCAudience = "https://idp.example.com", "sluice"
+			}
+			books, err := spendstore.Open(false, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer books.Close()
+			p, err := newProxy(t, cfg, Options{Books: books, Keys: books})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("PUT", "/admin/budgets/contractors-day", strings.NewReader(`{"scope":"group","target":"contractors","usd":5,"period":"day"}`))
+			r.Header.Set("X-Api-Key", testAdminKey)
+			w := httptest.NewRecorder()
+			p.AdminHandler(nil).ServeHTTP(w, r)
+			if w.Code != c.status || !strings.Contains(w.Body.String(), c.hint) {
+				t.Errorf("%d %s; want %d saying %q", w.Code, w.Body, c.status, c.hint)
+			}
+		})
+	}
+}

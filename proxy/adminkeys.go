@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/budget"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/keystore"
 )
 
@@ -298,6 +299,12 @@ func (p *Proxy) adminPutBudget(w http.ResponseWriter, r *http.Request) {
 	if badName(w, "budget", name) || !readAdminBody(w, r, &f) {
 		return
 	}
+	if f.Scope == "group" {
+		if msg := p.groupBudgetRefusal(f.Target); msg != "" {
+			badAdminQuery(w, "budget "+strconv.Quote(name)+": "+msg)
+			return
+		}
+	}
 	b := keystore.Budget{Name: name, Scope: f.Scope, Target: f.Target, Amount: f.File}
 	keys, err := p.keys.Keys(r.Context())
 	if err != nil {
@@ -340,6 +347,22 @@ func (p *Proxy) adminPutBudget(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeJSONStatus(w, status, b)
+}
+
+// groupBudgetRefusal says why a budget on the identity-provider group
+// target would bind no one, or bind no one for sure, on this sluice; ""
+// if it binds. A group budget binds each member by their tenant, so the
+// tenant must be the token's holder, not a name the client chooses.
+func (p *Proxy) groupBudgetRefusal(target string) string {
+	switch {
+	case p.cfg.OIDCIssuer == "":
+		return "a group budget binds the members of an identity-provider group, and this sluice takes no identity-provider tokens (OIDC_ISSUER is not set): set it, or budget a tenant or a key"
+	case target == "*":
+		return `target "*": a group budget names one group as the tokens' groups claim spells it; to bind every signed-in person, budget each group, or each tenant`
+	case p.cfg.TenantFrom == config.TenantFromHeader || p.cfg.TenantFrom == config.TenantFromMetadata:
+		return "with TENANT_FROM=" + p.cfg.TenantFrom.String() + " a signed-in client names its own tenant, and a group budget binds each member by their tenant: each new name would be a fresh budget. Keep TENANT_FROM=key (each token's email) for group budgets (docs/spend.md)"
+	}
+	return ""
 }
 
 // validHash says s is a key's short hash or its whole SHA-256, in hex.

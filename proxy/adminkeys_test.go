@@ -51,6 +51,7 @@ func TestAdminKeys(t *testing.T) {
 	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
 	cfg := testConfig(t, simURL(s), false, withBudget(budget.Spec{Name: "from-file", Tenant: "t", Unit: budget.USD, Limit: 1, Period: budget.Day}))
 	cfg.AdminListenAddr, cfg.AdminKey = adminLn.Addr().String(), testAdminKey
+	cfg.OIDCIssuer, cfg.OIDCAudience = "https://idp.example.com", "sluice" // group budgets need it; nothing here asks the provider
 	books, err := spendstore.Open(false, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +102,7 @@ func TestAdminKeys(t *testing.T) {
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"tenant","target":"t","usd":1,"period":"fortnight"}`, 400, "invalid_request_error"},
 		{"PUT", "/admin/budgets/from-file", testAdminKey, `{"scope":"tenant","target":"t","usd":1,"period":"day"}`, 409, "invalid_request_error"},
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"group","usd":1,"period":"day"}`, 400, "invalid_request_error"},
+		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"group","target":"*","usd":1,"period":"day"}`, 400, "invalid_request_error"},
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"group","target":"contractors","group":"x","usd":1,"period":"day"}`, 400, "invalid_request_error"},
 		{"GET", "/admin/audit?limit=0", testAdminKey, ``, 400, "invalid_request_error"},
 	} {
