@@ -129,6 +129,11 @@ func readAdminBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		badAdminQuery(w, "the body is not the JSON object expected: "+err.Error()+" (see docs/admin-api.md)")
 		return false
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		// A second object would be ignored: the caller meant something.
+		badAdminQuery(w, "the body holds more after its JSON object; send one object (see docs/admin-api.md)")
+		return false
+	}
 	return true
 }
 

@@ -95,6 +95,12 @@ func TestAdminKeys(t *testing.T) {
 		{"POST", "/admin/keys", testAdminKey, `not json`, 400, "invalid_request_error"},
 		{"POST", "/admin/keys", testAdminKey, `{"name":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "request_too_large"},
 		{"POST", "/admin/keys", testAdminKey, `{"name":"filed"}`, 409, "invalid_request_error"},
+		// A tenant that would break or spoof a metric label, a log line or
+		// the books; a second object that would be ignored.
+		{"POST", "/admin/keys", testAdminKey, `{"name":"t1","tenant":"a\nb"}`, 400, "invalid_request_error"},
+		{"POST", "/admin/keys", testAdminKey, `{"name":"t2","tenant":" "}`, 400, "invalid_request_error"},
+		{"POST", "/admin/keys", testAdminKey, `{"name":"t3","tenant":"` + strings.Repeat("x", 5000) + `"}`, 400, "invalid_request_error"},
+		{"POST", "/admin/keys", testAdminKey, `{"name":"t4"} {"name":"t5"}`, 400, "invalid_request_error"},
 		{"DELETE", "/admin/keys/nobody", testAdminKey, ``, 404, "not_found_error"},
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"team","target":"x","usd":1,"period":"day"}`, 400, "invalid_request_error"},
 		{"PUT", "/admin/budgets/b", testAdminKey, `{"scope":"key","target":"nobody","usd":1,"period":"day"}`, 400, "invalid_request_error"},

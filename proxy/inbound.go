@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/apierror"
 	"github.com/sluicehq/sluice/budget"
@@ -225,6 +227,11 @@ func (e keysFileEntry) key() (inboundKey, error) {
 		return k, errors.New("no name")
 	case e.Weight < 0 || e.MaxConcurrent < 0 || e.MaxWaiting < 0:
 		return k, errors.New("weight, max_concurrent and max_waiting must not be negative")
+	case e.Tenant != "" && !printableName(e.Tenant):
+		// A tenant is a label of the metrics, a column of the books and
+		// a word of the log: a blank, a control character or a novel
+		// would break or spoof them.
+		return k, fmt.Errorf("tenant: at most %d bytes of printable UTF-8, not blank (no control characters, no line breaks)", request.MaxUserID)
 	}
 	class, err := request.ParseClass(e.Class)
 	if err != nil {
@@ -238,6 +245,15 @@ func (e keysFileEntry) key() (inboundKey, error) {
 	k.rec = &request.Inbound{Name: e.Name, Tenant: e.Tenant, Weight: e.Weight, Class: class,
 		MaxConcurrent: e.MaxConcurrent, MaxWaiting: e.MaxWaiting, Models: e.Models, Backends: e.Backends, Hash: strings.ToLower(e.SHA256[:16])}
 	return k, nil
+}
+
+// printableName says s can name a tenant: valid UTF-8 of at most
+// request.MaxUserID bytes, not blank, without control characters.
+func printableName(s string) bool {
+	if len(s) > request.MaxUserID || !utf8.ValidString(s) || strings.TrimSpace(s) == "" {
+		return false
+	}
+	return !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // readSmall reads a keys file, only if it is a regular file: a named pipe
