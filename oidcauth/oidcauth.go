@@ -267,6 +267,17 @@ func (v *Verifier) inbound(idt *oidc.IDToken) (*request.Inbound, error) {
 	if tenant == "" {
 		return nil, &Error{Kind: Invalid, Message: fmt.Sprintf("the bearer token carries no %q claim, which this sluice names each caller by: ask the identity provider to include it (for OpenID Connect's email, the email scope), or whoever runs sluice to set OIDC_TENANT_CLAIM", v.o.TenantClaim)}
 	}
+	if v.o.TenantClaim == "email" {
+		if verified, ok := claims["email_verified"].(bool); ok && !verified {
+			// An address the user typed and the provider never proved:
+			// naming a tenant by it would let anyone be anyone.
+			return nil, &Error{Kind: Invalid, Message: "the bearer token's email is not verified by the identity provider (email_verified is false), and this sluice names each caller by their email: verify the address with the provider, or ask whoever runs sluice to name callers by another claim (OIDC_TENANT_CLAIM)"}
+		}
+		// One person, one tenant, however the provider or the user
+		// capitalises the address (Alice@Example.com is alice@example.com):
+		// their budgets and fair share are theirs whichever way it came.
+		tenant = strings.ToLower(tenant)
+	}
 	groups := stringsOf(claims[v.o.GroupsClaim]) // never nil: nil is a sluice key's
 	rec := &request.Inbound{Name: tenant, Tenant: tenant, Groups: groups, Hash: subjectHash(idt.Issuer, idt.Subject)}
 	if len(v.groups) == 0 {

@@ -129,6 +129,20 @@ func TestExpiredToken(t *testing.T) {
 	refused(t, err, Expired, "fetch a fresh one")
 }
 
+// One person is one tenant however their address is capitalised (a
+// hostile run got a fresh budget by signing in as Alice@example.com), and
+// an address the provider never verified names no one.
+func TestEmailNamesOneTenant(t *testing.T) {
+	p := oidctest.Start(t)
+	v := newVerifier(t, p, Options{})
+	rec, err := v.Check(t.Context(), p.Token(t, oidctest.User{Subject: "u-alice", Email: "Alice@Example.com", Groups: alice.Groups}).ID)
+	if err != nil || rec.Tenant != "alice@example.com" {
+		t.Errorf("Alice@Example.com: %+v, %v; want tenant alice@example.com", rec, err)
+	}
+	_, err = v.Check(t.Context(), p.Token(t, oidctest.User{Subject: "u-mallory", Email: "ceo@example.com", EmailUnverified: true}).ID)
+	refused(t, err, Invalid, "not verified")
+}
+
 func TestARememberedTokenExpires(t *testing.T) {
 	p := oidctest.Start(t)
 	var c clock

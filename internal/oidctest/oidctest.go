@@ -41,6 +41,9 @@ type User struct {
 	Subject string   // the sub claim
 	Email   string   // the email claim
 	Groups  []string // the groups claim
+	// EmailUnverified makes the tokens say email_verified: false (an
+	// address the provider let the user type without proving it).
+	EmailUnverified bool
 }
 
 // Tokens are what the token endpoint gave for one sign-in.

@@ -288,13 +288,22 @@ func (s *storage) claims(subject string) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.users[subject]
-	return map[string]any{"email": u.Email, "groups": slices.Clone(u.Groups)}
+	c := map[string]any{"email": u.Email, "groups": slices.Clone(u.Groups)}
+	if u.EmailUnverified {
+		c["email_verified"] = false
+	}
+	return c
 }
 
 func (s *storage) SetUserinfoFromScopes(_ context.Context, info *oidc.UserInfo, subject, _ string, _ []string) error {
 	c := s.claims(subject)
 	info.Subject = subject
-	info.Email, info.EmailVerified = c["email"].(string), true
+	_, unverified := c["email_verified"]
+	info.Email, info.EmailVerified = c["email"].(string), oidc.Bool(!unverified)
+	if unverified {
+		// EmailVerified false is left out of the JSON: say it.
+		info.AppendClaims("email_verified", false)
+	}
 	info.AppendClaims("groups", c["groups"])
 	return nil
 }
