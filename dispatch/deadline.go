@@ -42,7 +42,7 @@ func (d *waveDeadline) expire() {
 	for _, m := range d.members {
 		switch {
 		case m.move(flushed, leaving), m.move(inLine, leaving):
-			go m.leave(ErrDeadline)
+			go m.quitWaiting(ErrDeadline)
 		case m.move(granted, cutOff):
 			// serve finds it so, and calls nothing
 		case m.move(calling, cutOff):

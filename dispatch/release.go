@@ -38,7 +38,7 @@ func (s *Scheduler) flush(w *window.Wave[*Member]) {
 		// A client that left while its wave was closing found it in
 		// neither window nor line (see depart); look again now.
 		if m.ctx.Err() != nil && m.move(flushed, leaving) {
-			go m.leave(m.ctx.Err())
+			go m.quitWaiting(m.ctx.Err())
 		}
 	}
 	s.releaser.Release(w, s.enter)

@@ -17,7 +17,7 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("dispatch: member panicked: %v", e.Value) }
 
 // inSlot is the goroutine of a member granted its slot.
-func (m *Member) inSlot() { m.end(m.serve()) }
+func (m *Member) inSlot() { m.report(m.serve()) }
 
 // serve runs m's function in its slot, under its deadline and its context,
 // and gives the slot back.

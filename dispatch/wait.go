@@ -50,7 +50,7 @@ func (s *Scheduler) Do(ctx context.Context, r *request.Descriptor, fn func(ctx c
 	}
 	if err == errGranted {
 		err = m.serve()
-		m.over()
+		m.giveBack()
 	}
 	return err
 }
@@ -132,6 +132,13 @@ func (m *Member) grant() bool {
 	return true
 }
 
+// A member ends one of three ways, each with its verb: it is served
+// (inSlot), its client departs (depart), or its wave deadline passes
+// while it waits (quitWaiting with ErrDeadline). A departing or timed-out
+// member quits waiting (quitWaiting) unless it never reached a wave; every
+// way ends in report, which gives its policies back what it held
+// (giveBack) and closes its signals.
+
 // depart is m's context ending: if m is still waiting, it leaves the
 // window or the line, and its caller hears ctx's error. A member whose
 // wave is closing right now is in neither; flush looks at its context again
@@ -143,29 +150,30 @@ func (m *Member) depart() {
 		m.move(inWindow, leaving) // nobody else moves a member in a window
 		m.s.queued.Add(-1)
 		m.leftWaiting()
-		m.end(err) // it never reached a wave
+		m.report(err) // it never reached a wave
 	case m.move(flushed, leaving):
-		m.leave(err)
+		m.quitWaiting(err)
 	case m.move(inLine, leaving):
-		m.leave(err)
+		m.quitWaiting(err)
 	}
 }
 
-// leave ends the wait of a member that was moved to leaving from its
+// quitWaiting ends the wait of a member that was moved to leaving from its
 // released wave or the gate's line: it leaves the line, if it is in it, and
 // its caller hears err.
-func (m *Member) leave(err error) {
+func (m *Member) quitWaiting(err error) {
 	<-m.wave.Done() // the flush that released m is done with its deadline
 	m.s.gate.Leave(&m.ticket)
 	m.s.queued.Add(-1)
 	m.leftWaiting()
 	m.deadline.finish()
-	m.end(err)
+	m.report(err)
 }
 
-// end reports err to m's caller, once, and drops the departure watch.
-func (m *Member) end(err error) {
-	m.over()
+// report tells m's caller how its request ended (err), once, after its
+// policies are given back what it held.
+func (m *Member) report(err error) {
+	m.giveBack()
 	if m.caller != nil {
 		m.caller <- err
 	} else {
@@ -173,21 +181,21 @@ func (m *Member) end(err error) {
 	}
 }
 
-// over is m's passage ending: its policies give back what it held of
+// giveBack ends m's passage: its policies give back what it held of
 // them, and its signals end.
-func (m *Member) over() {
+func (m *Member) giveBack() {
 	if m.s.pacing != nil {
 		m.s.pacing.End(m)
 	}
 	if m.s.routing != nil {
 		m.s.routing.End(m)
 	}
-	m.sig.end()
+	m.sig.close()
 }
 
-// end marks the member ended: Begun closes, and the departure watch is
+// close marks the member ended: Begun closes, and the departure watch is
 // dropped.
-func (sig *signals) end() {
+func (sig *signals) close() {
 	sig.mu.Lock()
 	sig.ended = true
 	after := sig.markBegun(false) // a releaser waiting on it is let go
