@@ -42,8 +42,8 @@ type Parts = parts.Parts
 // asked for only when the configuration uses it.
 type Shared interface {
 	Gate(order config.GateOrder, capacity int) (gate.Gate, error)
-	Buckets() buckets.BucketStore
-	CacheGroups() cacheaware.CacheShare
+	Buckets() buckets.Store
+	CacheGroups() cacheaware.Share
 	// Lane is the shared lane of the backend key named key (route.Key's
 	// Name), capped at capacity; Routes carries the routing pool's news.
 	Lane(key string, capacity int) (gate.Gate, error)
@@ -100,9 +100,9 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	if ps.Budgets, err = newBudgets(cfg.Budgets, env.Log); err != nil {
 		return nil, err
 	}
-	ps.Tenants = tenants.NewTenantTable(tenants.TenantConfig{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
+	ps.Tenants = tenants.New(tenants.Config{From: cfg.TenantFrom.String(), Max: cfg.TenantMax, Weights: cfg.TenantWeights,
 		MaxConcurrent: cfg.TenantMaxConcurrent, MaxWaiting: cfg.TenantMaxWaiting})
-	var store buckets.BucketStore // the keys' buckets under RATE_LIMIT_PACING=buckets
+	var store buckets.Store // the keys' buckets under RATE_LIMIT_PACING=buckets
 	if cfg.Enabled && cfg.RateLimitPacing == config.PacingBuckets {
 		store = &pace.Buckets{}
 		if env.Shared != nil {
@@ -152,7 +152,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	case config.PacingReset:
 		chain = append(chain, dispatch.RateLimitHold{Pacer: ps.Pacer})
 	case config.PacingBuckets:
-		ps.Buckets = &buckets.KeyBuckets{Buckets: store, Held: func(d time.Duration) { m.BucketWait.Observe(d.Seconds()) }}
+		ps.Buckets = &buckets.Pacing{Buckets: store, Held: func(d time.Duration) { m.BucketWait.Observe(d.Seconds()) }}
 	}
 	ps.Admission = chain
 	// The wave release: each releaser hands the members it lets go to the
@@ -160,7 +160,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 	// arrival order.
 	var release dispatch.Releasers
 	if cfg.CacheAware {
-		ps.Cache = &cacheaware.CacheAware{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
+		ps.Cache = &cacheaware.Release{LeaderWait: cfg.CacheLeaderWait, Grouped: m.CacheGroups.Inc, Doubted: cacheDoubted(env.Log, m)}
 		if env.Shared != nil {
 			ps.Cache.Share = env.Shared.CacheGroups()
 		}
@@ -182,7 +182,7 @@ func Build(cfg config.Config, env Env) (*Parts, error) {
 
 // buildRoutes is the pool of the config file's backends and the router
 // of ROUTE_POLICY. room is the keys' buckets, nil when nothing paces them.
-func buildRoutes(cfg config.Config, env Env, room buckets.BucketStore) (*route.Pool, route.Router, error) {
+func buildRoutes(cfg config.Config, env Env, room buckets.Store) (*route.Pool, route.Router, error) {
 	specs := make([]route.Spec, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
 		s := route.Spec{Name: b.Name, Kind: b.Kind, Keys: b.Keys, Cap: b.MaxConcurrency, Weight: b.Weight, Bulk: b.Bulk}
@@ -210,7 +210,7 @@ func buildRoutes(cfg config.Config, env Env, room buckets.BucketStore) (*route.P
 		}
 		specs = append(specs, s)
 	}
-	var r route.Room // nil, not a nil BucketStore: nothing paces the keys
+	var r route.Room // nil, not a nil buckets.Store: nothing paces the keys
 	if room != nil {
 		r = room
 	}
@@ -232,7 +232,7 @@ func buildRoutes(cfg config.Config, env Env, room buckets.BucketStore) (*route.P
 // (requests_per_minute and the rest) buckets of that size, full, as the
 // headers of an answer would: a cloud's answers say none, so its keys are
 // paced by what the file says, and a 429 holds them as any key's.
-func seedLimits(backends []config.Backend, pool *route.Pool, store buckets.BucketStore) {
+func seedLimits(backends []config.Backend, pool *route.Pool, store buckets.Store) {
 	now := time.Now()
 	for _, b := range backends {
 		h := http.Header{}

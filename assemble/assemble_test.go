@@ -189,12 +189,12 @@ func (f *fakeShared) Gate(order config.GateOrder, capacity int) (gate.Gate, erro
 	return gate.New(gate.Fixed(capacity), nil)
 }
 
-func (f *fakeShared) Buckets() buckets.BucketStore {
+func (f *fakeShared) Buckets() buckets.Store {
 	f.asked = append(f.asked, "buckets")
 	return f.buckets
 }
 
-func (f *fakeShared) CacheGroups() cacheaware.CacheShare {
+func (f *fakeShared) CacheGroups() cacheaware.Share {
 	f.asked = append(f.asked, "cache")
 	return nil
 }
@@ -279,7 +279,7 @@ func TestSharedPartsComeFromTheSharedStore(t *testing.T) {
 	}
 	f := &fakeShared{buckets: &pace.Buckets{}}
 	ps := build(t, load(t, env), Env{Shared: f})
-	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != buckets.BucketStore(f.buckets) {
+	if strings.Join(f.asked, " ") != "buckets gate cache" || f.order != config.GateOrderFair || ps.Buckets.Buckets != buckets.Store(f.buckets) {
 		t.Errorf("asked the shared store for %v (order %v); want the fair gate, the buckets and the cache groups", f.asked, f.order)
 	}
 	env["RATE_LIMIT_PACING"], env["CACHE_AWARE"], env["GATE_ORDER"] = "reset", "0", "fifo"
@@ -301,8 +301,8 @@ func TestTenantsBySetting(t *testing.T) {
 	if !strings.Contains(logs.String(), "TENANT_FROM=header with inbound keys") {
 		t.Errorf("no start-up line about inbound keys' limits; the log: %s", logs.String())
 	}
-	if _, ok := ps.Tenants.(*tenants.TenantTable); !ok {
-		t.Errorf("tenants %T; want today's TenantTable", ps.Tenants)
+	if _, ok := ps.Tenants.(*tenants.Table); !ok {
+		t.Errorf("tenants %T; want today's tenants.Table", ps.Tenants)
 	}
 	// Under TENANT_FROM=gateway, anyone who reaches sluice can name a
 	// developer unless only the gateway holds a sluice key: said at start.

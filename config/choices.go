@@ -74,7 +74,7 @@ func (v GateBackend) String() string { return gateBackends.name(v) }
 func ParseGateBackend(s string) (GateBackend, error) { return gateBackends.parse(s) }
 
 // TenantFrom is TENANT_FROM: what names a request's tenant. Its words
-// are the tenant policy's (tenants.TenantConfig.From).
+// are the tenant policy's (tenants.Config.From).
 type TenantFrom uint8
 
 const (

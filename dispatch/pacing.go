@@ -13,7 +13,7 @@ import (
 // of their upstream key's rate limits is there, and learns from each
 // answer what was spent. A member it holds takes no slot, so one key's
 // spent limit never holds another key's requests. Config.Pacing sets it
-// (today's is package buckets' KeyBuckets); its methods are called on the
+// (today's is package buckets' buckets.Pacing); its methods are called on the
 // request path and must not block.
 type Pacing interface {
 	// Pace calls join(m) once m may go, now or later, unless live reports

@@ -43,7 +43,7 @@ type Config struct {
 	// idle.go). Off, every window waits out MaxWait or fills.
 	IdleRelease bool
 	// Pacing, if set, holds released members outside the gate until their
-	// upstream key's rate limits can take them (buckets.KeyBuckets), and
+	// upstream key's rate limits can take them (buckets.Pacing), and
 	// learns from each answer.
 	Pacing Pacing
 	// Tenants, if set, names each member's tenant in the gate's line

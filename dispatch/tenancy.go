@@ -14,7 +14,7 @@ import (
 // gate ticket the fair order reads. The scheduler calls Enter for each
 // member it admits, then exactly one of Left (it leaves without a slot)
 // or Granted and, once its slot is given back for good, Done. Today's
-// policy is package tenants' TenantTable (TENANT_FROM, TENANT_MAX,
+// policy is package tenants' tenants.Table (TENANT_FROM, TENANT_MAX,
 // TENANT_WEIGHTS, TENANT_MAX_CONCURRENT, TENANT_MAX_WAITING). The error
 // it refuses with and the counts it reports are here, in the seam, so
 // that the proxy reads them without knowing the policy.

@@ -51,10 +51,10 @@ type Parts struct {
 	Releaser dispatch.Releaser
 	// Buckets paces each upstream key by its rate-limit buckets
 	// (RATE_LIMIT_PACING=buckets); nil otherwise.
-	Buckets *buckets.KeyBuckets
+	Buckets *buckets.Pacing
 	// Cache is the cache-aware releaser (CACHE_AWARE), also Releaser;
 	// nil otherwise.
-	Cache *cacheaware.CacheAware
+	Cache *cacheaware.Release
 	// Learners hear each windowed answer's usage after the pacing
 	// (dispatch.Config.Learners): Cache, when set, to check what it
 	// believes the API caches.

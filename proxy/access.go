@@ -32,12 +32,12 @@ type record struct {
 	queueWait    time.Duration
 	upstreamTime time.Duration
 	retries      int
-	backend      string                   // the backend key that served it, by name ("primary/2"); "" without backends
-	failovers    int                      // keys it left for another before this one
-	bytesIn      int64                    // request body bytes read from the client
-	tenant       string                   // the Messages request's tenant (see TENANT_FROM)
-	cache        cacheaware.CacheStanding // what CACHE_AWARE made of it
-	bucketWait   time.Duration            // how long RATE_LIMIT_PACING=buckets held it for its key's limits
+	backend      string              // the backend key that served it, by name ("primary/2"); "" without backends
+	failovers    int                 // keys it left for another before this one
+	bytesIn      int64               // request body bytes read from the client
+	tenant       string              // the Messages request's tenant (see TENANT_FROM)
+	cache        cacheaware.Standing // what CACHE_AWARE made of it
+	bucketWait   time.Duration       // how long RATE_LIMIT_PACING=buckets held it for its key's limits
 	// missBlock and missTokens explain a cache write of its answer (see
 	// cachewhy.go): the first block that differs, and the tokens it
 	// could have read.

@@ -86,7 +86,7 @@ func (ex *exchange) forward(ctx context.Context, t turn) error {
 
 // observeCache notes what CACHE_AWARE made of the request, for its access
 // line and the metrics.
-func (ex *exchange) observeCache(st cacheaware.CacheStanding) {
+func (ex *exchange) observeCache(st cacheaware.Standing) {
 	if st.Role == cacheaware.CacheNone {
 		return
 	}

@@ -66,7 +66,7 @@ func TestInboundKeysAreTheirOwnTenantsUnderTheDefaultTenantFrom(t *testing.T) {
 
 // Under rate limiting, fairness across tenants must still hold: with
 // inbound keys every tenant spends the one held key, and the key's pacing
-// line (buckets.KeyBuckets) sits before the gate; it was one FIFO line,
+// line (buckets.Pacing) sits before the gate; it was one FIFO line,
 // so bob's one request waited for all of alice's burst. Its tenants now
 // take turns: bob is served within about a round of alice's.
 func TestPacingLineTakesTenantsInTurnsUnderOneHeldKey(t *testing.T) {

@@ -47,7 +47,7 @@ type Exchange struct {
 	Status int
 	// Cache is what CACHE_AWARE made of it: its role (none, leader,
 	// follower, warm), and how long a follower was held for its leader.
-	Cache cacheaware.CacheStanding
+	Cache cacheaware.Standing
 	// Tenant is the request's tenant (see TENANT_FROM).
 	Tenant string
 }

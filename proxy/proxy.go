@@ -145,7 +145,7 @@ type Proxy struct {
 }
 
 // keyPacing is what the request path asks of the pacing by upstream key
-// (buckets.KeyBuckets): to pace; how long it held a member, for the
+// (buckets.Pacing): to pace; how long it held a member, for the
 // access line; for a request whose wait ran out, whether its key's line
 // held it and until when (see rateLimited); and the buckets' levels for
 // the metrics.
@@ -158,7 +158,7 @@ type keyPacing interface {
 }
 
 // cacheCounts is what the metrics read of the cache-aware release
-// (cacheaware.CacheAware).
+// (cacheaware.Release).
 type cacheCounts interface {
 	Held() int
 	Distrusted() int
@@ -257,7 +257,7 @@ func New(cfg config.Config, opt Options) (*Proxy, error) {
 			p.spend.Tell(p.books)
 		}
 	}
-	if parts.Buckets != nil { // not a nil *KeyBuckets in the interface
+	if parts.Buckets != nil { // not a nil *buckets.Pacing in the interface
 		p.buckets = parts.Buckets
 	}
 	if parts.Cache != nil {

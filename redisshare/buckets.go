@@ -1,7 +1,7 @@
 // Package redisshare is the state of dispatch's policies that sluice
 // replicas share through Redis under GATE_BACKEND=redis: each upstream
-// key's rate-limit buckets (Buckets, a buckets.BucketStore) and
-// CACHE_AWARE's prefix registry (CacheGroups, a cacheaware.CacheShare). Both
+// key's rate-limit buckets (Buckets, a buckets.Store) and
+// CACHE_AWARE's prefix registry (CacheGroups, a cacheaware.Share). Both
 // run on the replica's redisconn.Client, beside the shared gate
 // (gate/redisgate), and fall back to this replica's own while Redis does
 // not answer. docs/scaling.md tells how they work and what they cost.

@@ -34,7 +34,7 @@ type CacheGroups struct {
 	listen func(key uint64, ttl time.Duration, begun bool)
 }
 
-var _ cacheaware.CacheShare = (*CacheGroups)(nil)
+var _ cacheaware.Share = (*CacheGroups)(nil)
 
 // NewCacheGroups returns the shared cache groups called name on c.
 func NewCacheGroups(c *redisconn.Client, name string) *CacheGroups {
@@ -92,8 +92,8 @@ return {}
 func (g *CacheGroups) key(k uint64) string { return g.prefix + strconv.FormatUint(k, 16) }
 
 // Claim claims the cold prefixes of ps for this replica, for lease.
-func (g *CacheGroups) Claim(ps []cacheaware.SharedPrefix, lease time.Duration) []cacheaware.CacheClaim {
-	out := make([]cacheaware.CacheClaim, len(ps)) // ClaimLead each: alone, on an outage
+func (g *CacheGroups) Claim(ps []cacheaware.SharedPrefix, lease time.Duration) []cacheaware.Claim {
+	out := make([]cacheaware.Claim, len(ps)) // ClaimLead each: alone, on an outage
 	if !g.out.Up() {
 		return out
 	}

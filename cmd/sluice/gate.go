@@ -91,11 +91,11 @@ func (s *sharedRedis) Gate(order config.GateOrder, capacity int) (gate.Gate, err
 	return g, nil
 }
 
-func (s *sharedRedis) Buckets() buckets.BucketStore {
+func (s *sharedRedis) Buckets() buckets.Store {
 	return redisshare.NewBuckets(s.c, sharedBucketsName)
 }
 
-func (s *sharedRedis) CacheGroups() cacheaware.CacheShare {
+func (s *sharedRedis) CacheGroups() cacheaware.Share {
 	return redisshare.NewCacheGroups(s.c, sharedCacheName)
 }
 

@@ -17,9 +17,9 @@ import (
 	"github.com/sluicehq/sluice/request"
 )
 
-var _ BucketStore = (*pace.Buckets)(nil)
+var _ Store = (*pace.Buckets)(nil)
 
-// KeyBuckets is the Pacing by token buckets per upstream key (package
+// Pacing is the Pacing by token buckets per upstream key (package
 // pace): a member's cost (one request; its estimated uncached input
 // tokens, since cache reads do not count toward the input limit; and its
 // output estimate) is debited from its key's buckets as it goes to the
@@ -42,8 +42,8 @@ var _ BucketStore = (*pace.Buckets)(nil)
 //
 // A held member costs a record in its key's line, and a key with held
 // members one timer: no goroutine.
-type KeyBuckets struct {
-	Buckets BucketStore
+type Pacing struct {
+	Buckets Store
 	// Held, if set, is called with how long a member was held each time
 	// a held member goes. It must be quick.
 	Held func(d time.Duration)
@@ -52,10 +52,10 @@ type KeyBuckets struct {
 	lines map[string]*keyLine
 }
 
-var _ dispatch.Pacing = (*KeyBuckets)(nil)
+var _ dispatch.Pacing = (*Pacing)(nil)
 
 // cost is what m is estimated to spend.
-func (k *KeyBuckets) cost(r *request.Descriptor, cached int) pace.Cost {
+func (k *Pacing) cost(r *request.Descriptor, cached int) pace.Cost {
 	return pace.Cost{
 		Input:  float64(max(r.Cost.InputTokens-cached, 1)),
 		Output: float64(r.Cost.MaxTokens),
@@ -73,7 +73,7 @@ func cachedTokens(m *dispatch.Member) int { return m.ExpectedRead() }
 // Pace debits m and joins it now if its key's line is empty and its cost
 // fits, and otherwise holds it at the back of its tenant's queue in its
 // key's line.
-func (k *KeyBuckets) Pace(m *dispatch.Member, join func(*dispatch.Member), live func() bool) {
+func (k *Pacing) Pace(m *dispatch.Member, join func(*dispatch.Member), live func() bool) {
 	now := time.Now()
 	key := m.Request().PaceKey()
 	c := k.cost(m.Request(), cachedTokens(m))
@@ -114,7 +114,7 @@ func (k *KeyBuckets) Pace(m *dispatch.Member, join func(*dispatch.Member), live 
 }
 
 // arm makes l's timer fire at t. k.mu is held.
-func (k *KeyBuckets) arm(l *keyLine, t time.Time) {
+func (k *Pacing) arm(l *keyLine, t time.Time) {
 	if !l.due.IsZero() && !t.Before(l.due) {
 		return
 	}
@@ -128,7 +128,7 @@ func (k *KeyBuckets) arm(l *keyLine, t time.Time) {
 
 // wake lets go the members at the heads of l whose cost fits now and
 // arms l's timer for the next.
-func (k *KeyBuckets) wake(l *keyLine) {
+func (k *Pacing) wake(l *keyLine) {
 	now := time.Now()
 	k.mu.Lock()
 	l.due = time.Time{}
@@ -140,7 +140,7 @@ func (k *KeyBuckets) wake(l *keyLine) {
 // serve debits and takes out of l the heads that may go now, a tenant at
 // a time in turns, and arms l's timer for when the next might; the
 // caller joins them (release) once k.mu is let go. k.mu is held.
-func (k *KeyBuckets) serve(l *keyLine, now time.Time) []pacedMember {
+func (k *Pacing) serve(l *keyLine, now time.Time) []pacedMember {
 	var out []pacedMember
 	for {
 		l.prune()
@@ -169,7 +169,7 @@ func (k *KeyBuckets) serve(l *keyLine, now time.Time) []pacedMember {
 // heads are tried in turn order: one that fits goes; one that does not is
 // passed if its grace is over, and otherwise holds the rest behind it
 // (see keyLine). k.mu is held.
-func (k *KeyBuckets) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time) {
+func (k *Pacing) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time) {
 	n := len(l.ring)
 	for j := range n {
 		i := (l.turn + j) % n
@@ -214,7 +214,7 @@ func (k *KeyBuckets) pick(l *keyLine, now time.Time) (int, pace.Debit, time.Time
 
 // release joins the members serve let go, and reports how long each was
 // held.
-func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
+func (k *Pacing) release(out []pacedMember, now time.Time) {
 	for _, p := range out {
 		if k.Held != nil {
 			k.Held(now.Sub(p.since))
@@ -227,7 +227,7 @@ func (k *KeyBuckets) release(out []pacedMember, now time.Time) {
 // gives the member's tokens back, and a 429 its request too, since the
 // upstream counted neither; a 429's retry-after holds the key (its line's
 // timer finds the hold when it next fires).
-func (k *KeyBuckets) Settle(m *dispatch.Member, status int, h http.Header) {
+func (k *Pacing) Settle(m *dispatch.Member, status int, h http.Header) {
 	now := time.Now()
 	sp := spendNote.Make(m) // made in Pace, before the member could call
 	k.Buckets.Observe(m.Request().PaceKey(), sp.debit, status, h, now)
@@ -244,7 +244,7 @@ func (k *KeyBuckets) Settle(m *dispatch.Member, status int, h http.Header) {
 }
 
 // Used corrects m's debit to its answer's usage.
-func (k *KeyBuckets) Used(m *dispatch.Member, u dispatch.Usage) {
+func (k *Pacing) Used(m *dispatch.Member, u dispatch.Usage) {
 	sp := spendNote.Peek(m)
 	if sp == nil {
 		return // never paced: nothing was debited
@@ -259,7 +259,7 @@ func (k *KeyBuckets) Used(m *dispatch.Member, u dispatch.Usage) {
 
 // End gives back a debit that no answer settled: the call never reached
 // the upstream, or got no answer.
-func (k *KeyBuckets) End(m *dispatch.Member) {
+func (k *Pacing) End(m *dispatch.Member) {
 	// Under k.mu: a requeued member that left while its key's line let it
 	// go (Member.Requeue) may have been debited by wake just now.
 	k.mu.Lock()
@@ -283,7 +283,7 @@ func (k *KeyBuckets) End(m *dispatch.Member) {
 // headers that raise the estimate. The timer was armed for the refill
 // alone, which for a key limited on output tokens, whose requests give
 // back most of their max_tokens, was tens of seconds late.
-func (k *KeyBuckets) recheck(key string, now time.Time) {
+func (k *Pacing) recheck(key string, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l := k.lines[key]
@@ -296,7 +296,7 @@ func (k *KeyBuckets) recheck(key string, now time.Time) {
 // Holds reports whether a request like r would be held now: its tenant
 // has members held on its key, a head there holds the others behind it
 // (see keyLine), or its cost does not fit.
-func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
+func (k *Pacing) Holds(r *request.Descriptor) bool {
 	now := time.Now()
 	k.mu.Lock()
 	l := k.lines[r.PaceKey()]
@@ -306,18 +306,18 @@ func (k *KeyBuckets) Holds(r *request.Descriptor) bool {
 }
 
 // Levels is what each key's buckets hold now, for the metrics.
-func (k *KeyBuckets) Levels(now time.Time) []pace.Level { return k.Buckets.Levels(now) }
+func (k *Pacing) Levels(now time.Time) []pace.Level { return k.Buckets.Levels(now) }
 
 // HeldUntil is when a request like r would fit in its key's buckets, as
 // far as is known now.
-func (k *KeyBuckets) HeldUntil(r *request.Descriptor) time.Time {
+func (k *Pacing) HeldUntil(r *request.Descriptor) time.Time {
 	return k.Buckets.FitsAt(r.PaceKey(), k.cost(r, 0), time.Now())
 }
 
-// BucketStore keeps the model of each upstream key's rate-limit buckets
-// that KeyBuckets paces by: a *pace.Buckets in this process, or one that
+// Store keeps the model of each upstream key's rate-limit buckets
+// that buckets.Pacing paces by: a *pace.Buckets in this process, or one that
 // every replica shares (redisshare.Buckets). Its methods are pace.Buckets'.
-type BucketStore interface {
+type Store interface {
 	Take(key string, c pace.Cost, now time.Time) (pace.Debit, bool, time.Time)
 	FitsAt(key string, c pace.Cost, now time.Time) time.Time
 	Refund(d pace.Debit, now time.Time)
@@ -335,12 +335,12 @@ type spend struct {
 
 // Waited is how long m was held for its key's rate limits. Read it from
 // the member's function.
-func (k *KeyBuckets) Waited(m *dispatch.Member) time.Duration {
+func (k *Pacing) Waited(m *dispatch.Member) time.Duration {
 	if sp := spendNote.Peek(m); sp != nil {
 		return sp.held
 	}
 	return 0
 }
 
-// spendNote is KeyBuckets' record of each member it paced.
+// spendNote is buckets.Pacing' record of each member it paced.
 var spendNote = dispatch.NewNote[spend]()

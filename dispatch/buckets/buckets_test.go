@@ -16,12 +16,12 @@ import (
 	"github.com/sluicehq/sluice/request"
 )
 
-// bucketRig is a rig paced by KeyBuckets, whose members' functions record
+// bucketRig is a rig paced by buckets.Pacing, whose members' functions record
 // when they start and answer with the headers of an input-token limit of
 // limit a minute, holding what the rig's own model of it says remains.
 type bucketRig struct {
 	*rig
-	k *KeyBuckets
+	k *Pacing
 
 	mu     sync.Mutex
 	starts []bucketStart
@@ -34,7 +34,7 @@ type bucketStart struct {
 
 func newBucketRig(t *testing.T, capacity int) *bucketRig {
 	t.Helper()
-	k := &KeyBuckets{Buckets: &pace.Buckets{}}
+	k := &Pacing{Buckets: &pace.Buckets{}}
 	return &bucketRig{rig: newRig(t, dispatch.Config{MaxSize: 16, MaxWait: 10 * time.Millisecond, Timeout: time.Minute, Pacing: k}, capacity), k: k}
 }
 
@@ -217,7 +217,7 @@ func TestBucketHeldMembersHoldNoGoroutineAndMayLeave(t *testing.T) {
 // its debit, never taken, holds nobody behind it.
 func TestABucketHeldMemberHonoursItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := &KeyBuckets{Buckets: &pace.Buckets{}}
+		k := &Pacing{Buckets: &pace.Buckets{}}
 		r := &bucketRig{rig: newRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Second, Pacing: k}, 8), k: k}
 		ctx := context.Background()
 		<-r.send(ctx, "first", "a", 1, 0, limitHeaders(600, 1)) // 10 a second, 1 left (exact: not a round thousand)

@@ -146,7 +146,7 @@ func (l *keyLine) prune() {
 
 // fitsAt is the soonest any of l's heads would fit, as far as the
 // buckets are known at now. l.held() and k.mu is held.
-func (l *keyLine) fitsAt(k *KeyBuckets, now time.Time) time.Time {
+func (l *keyLine) fitsAt(k *Pacing, now time.Time) time.Time {
 	var at time.Time
 	for _, q := range l.ring {
 		p := q.waiting[0]

@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/sim"
 )
 
-// simRig is a scheduler paced by KeyBuckets whose members call the
+// simRig is a scheduler paced by buckets.Pacing whose members call the
 // simulator in process (its handler, no socket), so that its rate limits
 // are the simulator's own buckets, in virtual time. Each call is recorded
 // with the simulator's debit and refund of the output-token bucket, which
@@ -29,7 +29,7 @@ import (
 // request.
 type simRig struct {
 	*rig
-	k   *KeyBuckets
+	k   *Pacing
 	up  *sim.Server
 	otp float64 // the simulator's output-token limit a minute
 
@@ -53,7 +53,7 @@ func newSimRig(t *testing.T, cfg sim.Config, capacity int) *simRig {
 	t.Helper()
 	up := sim.New(cfg)
 	t.Cleanup(up.Close)
-	k := &KeyBuckets{Buckets: &pace.Buckets{}}
+	k := &Pacing{Buckets: &pace.Buckets{}}
 	r := newRig(t, dispatch.Config{MaxSize: 16, MaxWait: 20 * time.Millisecond, Timeout: 5 * time.Minute, Pacing: k}, capacity)
 	return &simRig{rig: r, k: k, up: up, otp: float64(cfg.OutputTokensPerMinute)}
 }

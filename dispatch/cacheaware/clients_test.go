@@ -32,7 +32,7 @@ func claudeCode(t *testing.T, name string) *request.Descriptor {
 // follower on the shared tools-and-identity prefix.
 func TestCacheClaudeCodeTasksGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 2, MaxWait: time.Hour, Timeout: time.Minute}, 2, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 2, MaxWait: time.Hour, Timeout: time.Minute}, 2, &Release{})
 		a, b := claudeCode(t, "claude-code-first"), claudeCode(t, "claude-code-first-other-task")
 		outs := []<-chan outcome{
 			r.send(t.Context(), "leader", a, beginAfter(time.Second)),

@@ -6,10 +6,10 @@ import (
 	"github.com/sluicehq/sluice/dispatch"
 )
 
-// Defaults of CacheAware's check on its own belief.
+// Defaults of Release's check on its own belief.
 const (
 	// DefaultDoubtGroups is how many groups in a row whose followers read
-	// none of their prefix make CacheAware stop holding on it: one such
+	// none of their prefix make Release stop holding on it: one such
 	// group can be bad luck (an entry evicted early), three are a prefix
 	// the API does not cache as sluice believes.
 	DefaultDoubtGroups = 3
@@ -19,7 +19,7 @@ const (
 	DefaultDoubtCoolOff = 10 * time.Minute
 )
 
-// Doubt is news of CacheAware's belief about one prefix: it stopped
+// Doubt is news of Release's belief about one prefix: it stopped
 // holding on it (Trusted false), or holds on it again, having seen a
 // request read it (Trusted true).
 type Doubt struct {
@@ -30,7 +30,7 @@ type Doubt struct {
 	Until   time.Time // not held on until then (Trusted false)
 }
 
-// doubt is what CacheAware knows of one prefix's groups.
+// doubt is what Release knows of one prefix's groups.
 type doubt struct {
 	unread int       // groups in a row whose followers read none of it
 	until  time.Time // not held on until then
@@ -49,18 +49,18 @@ type cacheGroup struct {
 // check the release's belief: a follower freed by its leader's beginning
 // should have read its prefix, and if the followers of DoubtGroups groups
 // in a row read none of it, the release stops holding on it (see
-// CacheAware.DoubtGroups). A read counts as of the prefix when it passes
+// Release.DoubtGroups). A read counts as of the prefix when it passes
 // the request's next shorter cacheable prefix (estimated tokens): a read
 // of that one alone says nothing of this one. It is a dispatch.Learner,
 // called from any goroutine once the usage is known.
-func (c *CacheAware) Used(m *dispatch.Member, u dispatch.Usage) {
+func (c *Release) Used(m *dispatch.Member, u dispatch.Usage) {
 	if pl := placeNote.Peek(m); pl != nil && pl.c == c {
 		c.read(pl, u.CacheRead)
 	}
 }
 
 // read is Used, for a member c placed.
-func (c *CacheAware) read(pl *cachePlace, tokens int) {
+func (c *Release) read(pl *cachePlace, tokens int) {
 	var news []Doubt
 	now := time.Now()
 	c.mu.Lock()
@@ -83,7 +83,7 @@ func (c *CacheAware) read(pl *cachePlace, tokens int) {
 
 // unread counts g as a group whose followers read none of its prefix,
 // and stops holding on it at the threshold. c.mu is held.
-func (c *CacheAware) unread(g *cacheGroup, now time.Time, news []Doubt) []Doubt {
+func (c *Release) unread(g *cacheGroup, now time.Time, news []Doubt) []Doubt {
 	d := c.doubtOf(g.key)
 	d.unread++
 	if d.unread < c.doubtGroups() || d.until.After(now) {
@@ -98,7 +98,7 @@ func (c *CacheAware) unread(g *cacheGroup, now time.Time, news []Doubt) []Doubt 
 }
 
 // trust clears key's doubts, a request having read it. c.mu is held.
-func (c *CacheAware) trust(key uint64, tokens int, news []Doubt) []Doubt {
+func (c *Release) trust(key uint64, tokens int, news []Doubt) []Doubt {
 	d := c.doubts[key]
 	if d == nil {
 		return news
@@ -112,7 +112,7 @@ func (c *CacheAware) trust(key uint64, tokens int, news []Doubt) []Doubt {
 
 // doubtOf is key's doubt, made if need be; the doubts are bounded as the
 // registry is, a prefix not held off now going first. c.mu is held.
-func (c *CacheAware) doubtOf(key uint64) *doubt {
+func (c *Release) doubtOf(key uint64) *doubt {
 	if d := c.doubts[key]; d != nil {
 		return d
 	}
@@ -135,12 +135,12 @@ func (c *CacheAware) doubtOf(key uint64) *doubt {
 }
 
 // distrusted reports whether key is not held on at now. c.mu is held.
-func (c *CacheAware) distrusted(key uint64, now time.Time) bool {
+func (c *Release) distrusted(key uint64, now time.Time) bool {
 	d := c.doubts[key]
 	return d != nil && d.until.After(now)
 }
 
-func (c *CacheAware) doubtGroups() int {
+func (c *Release) doubtGroups() int {
 	if c.DoubtGroups > 0 {
 		return c.DoubtGroups
 	}
@@ -148,7 +148,7 @@ func (c *CacheAware) doubtGroups() int {
 }
 
 // Distrusted is how many prefixes are not held on now, for a gauge.
-func (c *CacheAware) Distrusted() int {
+func (c *Release) Distrusted() int {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -21,7 +21,7 @@ func reading(d time.Duration, tokens int) memberFunc {
 	}
 }
 
-// doubtRig is a cacheRig whose CacheAware's news of doubts is kept.
+// doubtRig is a cacheRig whose Release's news of doubts is kept.
 type doubtRig struct {
 	*cacheRig
 	mu   sync.Mutex
@@ -30,7 +30,7 @@ type doubtRig struct {
 
 func newDoubtRig(t *testing.T) *doubtRig {
 	d := &doubtRig{}
-	c := &CacheAware{Doubted: func(n Doubt) { d.mu.Lock(); d.news = append(d.news, n); d.mu.Unlock() }}
+	c := &Release{Doubted: func(n Doubt) { d.mu.Lock(); d.news = append(d.news, n); d.mu.Unlock() }}
 	d.cacheRig = newCacheRig(t, dispatch.Config{MaxSize: 3, MaxWait: time.Hour, Timeout: time.Minute}, 4, c)
 	return d
 }
@@ -44,7 +44,7 @@ func (d *doubtRig) doubts() []Doubt {
 // burst sends a wave of three on prefix key 9, each reading read tokens,
 // and waits until they are done and the prefix has gone cold (past its
 // 5-minute TTL); it returns the roles they had.
-func (d *doubtRig) burst(t *testing.T, read int) []CacheRole {
+func (d *doubtRig) burst(t *testing.T, read int) []Role {
 	t.Helper()
 	before := len(d.started())
 	var outs []<-chan outcome
@@ -57,14 +57,14 @@ func (d *doubtRig) burst(t *testing.T, read int) []CacheRole {
 		}
 	}
 	time.Sleep(6 * time.Minute)
-	var roles []CacheRole
+	var roles []Role
 	for _, s := range d.started()[before:] {
 		roles = append(roles, s.st.Role)
 	}
 	return roles
 }
 
-func countRole(roles []CacheRole, r CacheRole) int {
+func countRole(roles []Role, r Role) int {
 	n := 0
 	for _, x := range roles {
 		if x == r {

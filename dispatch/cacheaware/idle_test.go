@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// Idle release and CacheAware: the leader, released alone at once, is
+// Idle release and Release: the leader, released alone at once, is
 // registered, and requests arriving later on its prefix, each released
 // alone at once too, are still held as its followers until its response
 // begins: the group forms without the window staying open.
@@ -18,7 +18,7 @@ func TestIdleReleaseCacheGroupStillForms(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		groups := 0
 		r := newCacheRig(t, dispatch.Config{MaxSize: 16, MaxWait: 20 * time.Millisecond, Timeout: time.Minute, IdleRelease: true}, 4,
-			&CacheAware{Grouped: func() { groups++ }})
+			&Release{Grouped: func() { groups++ }})
 		outs := []<-chan outcome{r.send(t.Context(), "leader", shared(7), beginAfter(time.Second))}
 		time.Sleep(5 * time.Millisecond)
 		outs = append(outs, r.send(t.Context(), "f1", shared(7), sleepFor(time.Second)))

@@ -30,7 +30,7 @@ type prefixEntry struct {
 }
 
 // arm makes e's timer fire by t. c.mu is held.
-func (c *CacheAware) arm(e *prefixEntry, t time.Time) {
+func (c *Release) arm(e *prefixEntry, t time.Time) {
 	if !e.due.IsZero() && !t.Before(e.due) {
 		return
 	}
@@ -43,7 +43,7 @@ func (c *CacheAware) arm(e *prefixEntry, t time.Time) {
 }
 
 // expire lets the followers of e whose hold has run out go.
-func (c *CacheAware) expire(e *prefixEntry) {
+func (c *Release) expire(e *prefixEntry) {
 	r := release{now: time.Now()}
 	c.mu.Lock()
 	if e.gone {
@@ -83,7 +83,7 @@ func (c *CacheAware) expire(e *prefixEntry) {
 
 // find is the registry's entry for key, nil if it has none or its warm
 // entry has expired. c.mu is held.
-func (c *CacheAware) find(key uint64, now time.Time) *prefixEntry {
+func (c *Release) find(key uint64, now time.Time) *prefixEntry {
 	el := c.entries[key]
 	if el == nil {
 		return nil
@@ -99,7 +99,7 @@ func (c *CacheAware) find(key uint64, now time.Time) *prefixEntry {
 
 // add registers p as cold, led by m, making room if the registry is full.
 // c.mu is held.
-func (c *CacheAware) add(p request.Prefix, m *dispatch.Member, r *release) *prefixEntry {
+func (c *Release) add(p request.Prefix, m *dispatch.Member, r *release) *prefixEntry {
 	if c.entries == nil {
 		c.entries = map[uint64]*list.Element{}
 	}
@@ -121,7 +121,7 @@ func (c *CacheAware) add(p request.Prefix, m *dispatch.Member, r *release) *pref
 }
 
 // remove drops e from the registry. c.mu is held.
-func (c *CacheAware) remove(e *prefixEntry) {
+func (c *Release) remove(e *prefixEntry) {
 	e.gone = true
 	delete(c.entries, e.key)
 	c.lru.Remove(e.elem)
@@ -129,21 +129,21 @@ func (c *CacheAware) remove(e *prefixEntry) {
 	e.held = nil
 }
 
-func (c *CacheAware) disarm(e *prefixEntry) {
+func (c *Release) disarm(e *prefixEntry) {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	e.due = time.Time{}
 }
 
-func (c *CacheAware) maxPrefixes() int {
+func (c *Release) maxPrefixes() int {
 	if c.MaxPrefixes > 0 {
 		return c.MaxPrefixes
 	}
 	return DefaultMaxPrefixes
 }
 
-func (c *CacheAware) leaderWait() time.Duration {
+func (c *Release) leaderWait() time.Duration {
 	if c.LeaderWait > 0 {
 		return c.LeaderWait
 	}
@@ -151,7 +151,7 @@ func (c *CacheAware) leaderWait() time.Duration {
 }
 
 // Len is how many prefixes the registry holds, cold and warm.
-func (c *CacheAware) Len() int {
+func (c *Release) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Len()
@@ -197,7 +197,7 @@ func floorOf(ps []request.Prefix, i int) int {
 // Held is how many followers are held now, for a gauge: it walks the
 // registry (bounded by MaxPrefixes), so call it on a scrape, not per
 // request.
-func (c *CacheAware) Held() int {
+func (c *Release) Held() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0

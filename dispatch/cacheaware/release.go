@@ -4,7 +4,7 @@
 // begun, so that they read the cache entry it wrote rather than each write
 // their own. It keeps its registry of prefixes, its record of each member
 // (a dispatch.Note) and its doubts about what the API caches; it learns
-// from each answer's cache reads as a dispatch.Learner; CacheShare shares
+// from each answer's cache reads as a dispatch.Learner; Share shares
 // its registry across replicas. It uses only dispatch's exported seams:
 // Member.AfterBegun, Unjoined, Arrived, Deadline, ExpectRead.
 package cacheaware
@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/window"
 )
 
-// Defaults of CacheAware.
+// Defaults of Release.
 const (
 	// DefaultLeaderWait is how long a follower is held, at most, for its
 	// leader's response to begin: about the time to first token of a
@@ -28,17 +28,17 @@ const (
 	// so 5 s covers a prompt of tens of thousands of tokens with room for
 	// a queue at the upstream). A leader slower than this is no longer
 	// worth waiting for: its followers then go uncached, as without
-	// CacheAware, having lost at most this much.
+	// Release, having lost at most this much.
 	DefaultLeaderWait = 5 * time.Second
 	// DefaultMaxPrefixes bounds the registry: a few hundred KB.
 	DefaultMaxPrefixes = 4096
 )
 
-// CacheAware is a Releaser that lets concurrent requests sharing a cached
+// Release is a Releaser that lets concurrent requests sharing a cached
 // prompt prefix pay for it once. The API creates a cache entry only once
 // the first response carrying the prefix has begun, so requests sent
 // together all write the same prefix, at 1.25 times the input price, and
-// all wait for its full prefill. CacheAware sends the first request of a
+// all wait for its full prefill. Release sends the first request of a
 // cold prefix (the leader) at once and holds the later ones (followers),
 // outside the gate, until the leader's response has begun; they then read
 // the entry, at 0.1 times the price and with a shorter prefill.
@@ -53,7 +53,7 @@ const (
 // under the overload that failed it they would fail alike. No follower is
 // held longer than LeaderWait, nor so long that less than LeaderWait is
 // left of its wave deadline or its client's patience: past that it goes
-// uncached, as without CacheAware.
+// uncached, as without Release.
 //
 // A request's prefixes are those at or above its model's minimum
 // cacheable length (request.CacheMinimum); one without any is put in line
@@ -66,7 +66,7 @@ const (
 // A held follower costs a record in its prefix's list, and each prefix
 // with held followers one timer: no goroutine. The zero value is ready to
 // use; it must not be copied after first use.
-type CacheAware struct {
+type Release struct {
 	// LeaderWait bounds how long a follower is held. If zero,
 	// DefaultLeaderWait.
 	LeaderWait time.Duration
@@ -79,9 +79,9 @@ type CacheAware struct {
 	Grouped func()
 	// Share, if set, shares the registry's cold and warm prefixes with
 	// other replicas, so that a follower here waits for a leader in
-	// flight on another replica too (see CacheShare). Set it before the
+	// flight on another replica too (see Share). Set it before the
 	// first Release.
-	Share CacheShare
+	Share Share
 	// DoubtGroups is how many groups in a row whose held followers read
 	// none of their prefix (their usage's cache_read_input_tokens) make
 	// it stop holding on that prefix, for DoubtCoolOff or until a request
@@ -106,8 +106,8 @@ type CacheAware struct {
 }
 
 var (
-	_ dispatch.Releaser = (*CacheAware)(nil)
-	_ dispatch.Learner  = (*CacheAware)(nil)
+	_ dispatch.Releaser = (*Release)(nil)
+	_ dispatch.Learner  = (*Release)(nil)
 )
 
 // lead is a member put in line as the leader of some prefixes: once its
@@ -131,13 +131,13 @@ type release struct {
 	groups int
 	// claims is what Share said of the prefixes this replica did not
 	// know when the pass began; nil without Share.
-	claims map[uint64]CacheClaim
+	claims map[uint64]Claim
 	// shared is what Share is to be told: prefixes begun or given up.
 	begun, ended []SharedPrefix
 }
 
 // Release puts each member of w in line or holds it, by its prefixes.
-func (c *CacheAware) Release(w *window.Wave[*dispatch.Member], join func(*dispatch.Member)) {
+func (c *Release) Release(w *window.Wave[*dispatch.Member], join func(*dispatch.Member)) {
 	r := release{now: time.Now(), join: join}
 	if c.Share != nil {
 		c.claim(w.Items, &r)
@@ -152,7 +152,7 @@ func (c *CacheAware) Release(w *window.Wave[*dispatch.Member], join func(*dispat
 
 // claim asks Share about the prefixes of ms that the registry does not
 // know, in one call, before the pass.
-func (c *CacheAware) claim(ms []*dispatch.Member, r *release) {
+func (c *Release) claim(ms []*dispatch.Member, r *release) {
 	c.listen.Do(func() { c.Share.Listen(c.remote) })
 	var ask []SharedPrefix
 	seen := map[uint64]bool{}
@@ -170,7 +170,7 @@ func (c *CacheAware) claim(ms []*dispatch.Member, r *release) {
 		return
 	}
 	claims := c.Share.Claim(ask, c.leaderWait())
-	r.claims = make(map[uint64]CacheClaim, len(ask))
+	r.claims = make(map[uint64]Claim, len(ask))
 	for i, p := range ask {
 		if i < len(claims) {
 			r.claims[p.Key] = claims[i]
@@ -184,7 +184,7 @@ func (c *CacheAware) claim(ms []*dispatch.Member, r *release) {
 // so a turn whose breakpoint rolled past the last turn's reads the entry
 // that turn wrote. A boundary that is no breakpoint of this request is
 // only read: it is neither led nor doubted here.
-func (c *CacheAware) place(m *dispatch.Member, r *release) {
+func (c *Release) place(m *dispatch.Member, r *release) {
 	if len(cacheable(m.Request())) == 0 {
 		r.out = append(r.out, m)
 		return
@@ -245,7 +245,7 @@ func (c *CacheAware) place(m *dispatch.Member, r *release) {
 
 // send puts m in line, as the leader of led and of each of its prefixes
 // the registry does not know. c.mu is held.
-func (c *CacheAware) send(m *dispatch.Member, led []*prefixEntry, r *release) {
+func (c *Release) send(m *dispatch.Member, led []*prefixEntry, r *release) {
 	for _, p := range cacheable(m.Request()) {
 		if c.find(p.Key, r.now) == nil && !c.distrusted(p.Key, r.now) {
 			led = append(led, c.add(p, m, r))
@@ -258,7 +258,7 @@ func (c *CacheAware) send(m *dispatch.Member, led []*prefixEntry, r *release) {
 }
 
 // hold makes m a follower of e's leader. c.mu is held.
-func (c *CacheAware) hold(e *prefixEntry, m *dispatch.Member, r *release) {
+func (c *Release) hold(e *prefixEntry, m *dispatch.Member, r *release) {
 	wait := c.leaderWait()
 	until := r.now.Add(wait)
 	// It must have time left for its own call: at least the wait.
@@ -288,7 +288,7 @@ func (c *CacheAware) hold(e *prefixEntry, m *dispatch.Member, r *release) {
 // promote hands e, whose leader (m, or one on another replica) ended
 // without an answer, to its first follower still waiting, or drops it.
 // c.mu is held.
-func (c *CacheAware) promote(e *prefixEntry, m *dispatch.Member, promoted map[*dispatch.Member]*prefixEntry, r *release) {
+func (c *Release) promote(e *prefixEntry, m *dispatch.Member, promoted map[*dispatch.Member]*prefixEntry, r *release) {
 	for len(e.held) > 0 && e.leader == m {
 		f := e.held[0]
 		e.held[0] = nil
@@ -307,7 +307,7 @@ func (c *CacheAware) promote(e *prefixEntry, m *dispatch.Member, promoted map[*d
 
 // begun is m's response beginning (answered) or m ending without one,
 // for each prefix m leads.
-func (c *CacheAware) begun(m *dispatch.Member, led []*prefixEntry, answered bool) {
+func (c *Release) begun(m *dispatch.Member, led []*prefixEntry, answered bool) {
 	r := release{now: time.Now()}
 	promoted := map[*dispatch.Member]*prefixEntry{}
 	c.mu.Lock()
@@ -330,7 +330,7 @@ func (c *CacheAware) begun(m *dispatch.Member, led []*prefixEntry, answered bool
 
 // warm makes e warm for its TTL, its leader's response having begun, and
 // frees its followers to read it. c.mu is held.
-func (c *CacheAware) warm(e *prefixEntry, r *release) {
+func (c *Release) warm(e *prefixEntry, r *release) {
 	e.warmUntil = r.now.Add(e.ttl)
 	var g *cacheGroup
 	for _, f := range e.held {
@@ -348,7 +348,7 @@ func (c *CacheAware) warm(e *prefixEntry, r *release) {
 }
 
 // free ends f's hold. c.mu is held.
-func (c *CacheAware) free(f *dispatch.Member, why string, r *release) {
+func (c *Release) free(f *dispatch.Member, why string, r *release) {
 	pl := placeOf(f)
 	pl.Held = r.now.Sub(pl.heldFrom)
 	pl.Released = why
@@ -357,11 +357,11 @@ func (c *CacheAware) free(f *dispatch.Member, why string, r *release) {
 
 // sendFreed sends the followers freed in this pass, in arrival order.
 // c.mu is held.
-func (c *CacheAware) sendFreed(r *release) { c.sendFreedWith(r, nil) }
+func (c *Release) sendFreed(r *release) { c.sendFreedWith(r, nil) }
 
 // sendFreedWith is sendFreed where some freed followers now lead a prefix
 // (promoted).
-func (c *CacheAware) sendFreedWith(r *release, promoted map[*dispatch.Member]*prefixEntry) {
+func (c *Release) sendFreedWith(r *release, promoted map[*dispatch.Member]*prefixEntry) {
 	slices.SortFunc(r.freed, func(a, b *dispatch.Member) int { return cmp.Compare(placeOf(a).seq, placeOf(b).seq) })
 	for _, f := range r.freed {
 		var led []*prefixEntry
@@ -374,7 +374,7 @@ func (c *CacheAware) sendFreedWith(r *release, promoted map[*dispatch.Member]*pr
 }
 
 // finish does what a pass decided, with c.mu no longer held.
-func (c *CacheAware) finish(r *release) {
+func (c *Release) finish(r *release) {
 	if c.Share != nil && (len(r.begun) > 0 || len(r.ended) > 0) {
 		c.Share.Begun(r.begun, r.ended)
 	}

@@ -16,11 +16,11 @@ import (
 	"github.com/sluicehq/sluice/request"
 )
 
-// cacheRig is a rig whose releaser is a CacheAware, with a record of when
+// cacheRig is a rig whose releaser is a Release, with a record of when
 // each member's function began and what the releaser made of it.
 type cacheRig struct {
 	*rig
-	c *CacheAware
+	c *Release
 
 	mu     sync.Mutex
 	starts []cacheStart
@@ -29,10 +29,10 @@ type cacheRig struct {
 type cacheStart struct {
 	name string
 	at   time.Duration
-	st   CacheStanding
+	st   Standing
 }
 
-func newCacheRig(t *testing.T, cfg dispatch.Config, capacity int, c *CacheAware) *cacheRig {
+func newCacheRig(t *testing.T, cfg dispatch.Config, capacity int, c *Release) *cacheRig {
 	t.Helper()
 	cfg.Releaser = c
 	cfg.Learners = append(cfg.Learners, c) // it learns from the followers' reads (Used)
@@ -105,13 +105,13 @@ func beginAfter(d time.Duration) memberFunc {
 	}
 }
 
-func follower(role CacheRole, held time.Duration, why string) CacheStanding {
-	return CacheStanding{Role: role, Held: held, Released: why}
+func follower(role Role, held time.Duration, why string) Standing {
+	return Standing{Role: role, Held: held, Released: why}
 }
 
 var (
-	asLeader = CacheStanding{Role: CacheLeader}
-	asWarm   = CacheStanding{Role: CacheWarm}
+	asLeader = Standing{Role: CacheLeader}
+	asWarm   = Standing{Role: CacheWarm}
 )
 
 // A wave of four on one cold prefix: the leader goes at once, the others
@@ -121,7 +121,7 @@ var (
 // once its TTL has passed unrefreshed, the next request leads again.
 func TestCacheFollowersWaitForLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 4, MaxWait: time.Hour, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 4, MaxWait: time.Hour, Timeout: time.Minute}, 4, &Release{})
 		var outs []<-chan outcome
 		for _, name := range []string{"leader", "f1", "f2", "f3"} {
 			fn := sleepFor(2 * time.Second)
@@ -166,7 +166,7 @@ func TestCacheFollowersWaitForLeader(t *testing.T) {
 // refreshes the prefix's TTL.
 func TestCacheLaterWavesFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &Release{})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		time.Sleep(300 * time.Millisecond)
 		r.send(t.Context(), "later", shared(1), sleepFor(time.Second))
@@ -190,7 +190,7 @@ func TestCacheLeaderEndPromotesNext(t *testing.T) {
 	for _, how := range []string{"fails", "departs"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+				r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &Release{})
 				ctx, leave := context.WithCancel(t.Context())
 				errUpstream := errors.New("upstream failed")
 				leader := r.send(ctx, "leader", shared(1), func(ctx context.Context, m *dispatch.Member) error {
@@ -233,7 +233,7 @@ func TestCacheLeaderEndPromotesNext(t *testing.T) {
 func TestCacheHoldBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const wait = 2 * time.Second
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 10 * time.Second}, 8, &CacheAware{LeaderWait: wait})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 10 * time.Second}, 8, &Release{LeaderWait: wait})
 		r.send(t.Context(), "slow leader", shared(1), beginAfter(9*time.Second))
 		r.send(t.Context(), "bound", shared(1), sleepFor(time.Second))
 		impatient := shared(1)
@@ -253,7 +253,7 @@ func TestCacheHoldBounds(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		// A short wave deadline: held until the wait is left of it.
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 3 * time.Second}, 8, &CacheAware{LeaderWait: 2 * time.Second})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: 3 * time.Second}, 8, &Release{LeaderWait: 2 * time.Second})
 		r.send(t.Context(), "slow leader", shared(1), beginAfter(2*time.Second))
 		r.send(t.Context(), "short deadline", shared(1), sleepFor(time.Second))
 		time.Sleep(5 * time.Second)
@@ -269,7 +269,7 @@ func TestCacheHoldBounds(t *testing.T) {
 // flight.
 func TestCacheBelowMinimumUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &Release{})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		short := shared(1)
 		short.Prefixes[0].Tokens = 1000 // claude-sonnet-4-5 caches from 1024
@@ -281,11 +281,11 @@ func TestCacheBelowMinimumUntouched(t *testing.T) {
 		r.send(t.Context(), "nil", nil, sleepFor(time.Second))
 		time.Sleep(3 * time.Second)
 		r.wantStarts(t,
-			cacheStart{"haiku", 0, CacheStanding{}},
+			cacheStart{"haiku", 0, Standing{}},
 			cacheStart{"leader", 0, asLeader},
-			cacheStart{"nil", 0, CacheStanding{}},
-			cacheStart{"none", 0, CacheStanding{}},
-			cacheStart{"short", 0, CacheStanding{}},
+			cacheStart{"nil", 0, Standing{}},
+			cacheStart{"none", 0, Standing{}},
+			cacheStart{"short", 0, Standing{}},
 		)
 		if n := r.c.Len(); n != 1 {
 			t.Errorf("registry holds %d prefixes; want 1", n)
@@ -299,7 +299,7 @@ func TestCacheBelowMinimumUntouched(t *testing.T) {
 // repeating it follows.
 func TestCacheFollowsLongestKnownPrefix(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &Release{})
 		const system = 100
 		r.send(t.Context(), "session A", shared(system, 1), beginAfter(time.Second))
 		r.send(t.Context(), "session B", shared(system, 2), beginAfter(time.Second))
@@ -318,7 +318,7 @@ func TestCacheFollowsLongestKnownPrefix(t *testing.T) {
 // and its held followers go with it, at once.
 func TestCacheRegistryBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{MaxPrefixes: 2})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &Release{MaxPrefixes: 2})
 		r.send(t.Context(), "leader 1", shared(1), beginAfter(time.Second))
 		r.send(t.Context(), "follower 1", shared(1), sleepFor(time.Second))
 		r.send(t.Context(), "leader 2", shared(2), beginAfter(time.Second))
@@ -344,7 +344,7 @@ func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var groups int
 		r := newCacheRig(t, dispatch.Config{MaxSize: 100, MaxWait: time.Millisecond, Timeout: time.Minute}, 1,
-			&CacheAware{Grouped: func() { groups++ }})
+			&Release{Grouped: func() { groups++ }})
 		r.send(t.Context(), "leader", shared(1), beginAfter(time.Second))
 		time.Sleep(10 * time.Millisecond)
 		before := runtime.NumGoroutine()
@@ -392,7 +392,7 @@ func TestCacheHeldFollowerHoldsNoGoroutine(t *testing.T) {
 // and which the input limit counts).
 func TestCachedTokensAreTheWarmPrefixOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 4, &Release{})
 		<-r.send(t.Context(), "leader of one", shared(7), beginAfter(time.Second))
 		<-r.send(t.Context(), "leader of both", shared(5, 6), beginAfter(time.Second))
 		var got []int
@@ -423,7 +423,7 @@ func (coldRouting) End(*dispatch.Member) {}
 func TestColdKeyCountsNothingCached(t *testing.T) {
 	for _, cold := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
-			r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute, Routing: coldRouting{cold}}, 4, &CacheAware{})
+			r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute, Routing: coldRouting{cold}}, 4, &Release{})
 			<-r.send(t.Context(), "leader", shared(7), beginAfter(time.Second))
 			var got int
 			<-r.send(t.Context(), "warm", shared(7), func(_ context.Context, m *dispatch.Member) error {
@@ -469,7 +469,7 @@ func turnBody(t *testing.T, messages ...string) *request.Descriptor {
 // leads its own prefix. Before the lookback each was a leader.
 func TestCacheNextTurnFindsLastTurnByLookback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &CacheAware{})
+		r := newCacheRig(t, dispatch.Config{MaxSize: 1, Timeout: time.Minute}, 8, &Release{})
 		far := []string{"Read the README."}
 		for i := range 20 {
 			far = append(far, "step "+strings.Repeat("x", i))

@@ -10,18 +10,18 @@ import (
 // How the cache-aware release shares its registry with other replicas
 // (CACHE_AWARE under GATE_BACKEND=redis).
 
-// CacheShare shares CacheAware's registry with the other replicas of a
+// Share shares Release's registry with the other replicas of a
 // fleet, so that a fleet behind a load balancer pays one cache write per
 // prefix: the first replica to claim a cold prefix leads it fleet-wide,
 // and followers on every replica wait for its response to begin.
 // redisshare.CacheGroups is the one through Redis. Claim and Begun are
 // bounded by a short timeout; a share that cannot be reached claims
 // everything (each replica leads on its own, as without a share).
-type CacheShare interface {
+type Share interface {
 	// Claim asks, of prefixes this replica does not know, which are cold
 	// (now led from here for lease at most), led elsewhere, or warm: one
 	// answer per prefix, in order. It is called once per wave.
-	Claim(ps []SharedPrefix, lease time.Duration) []CacheClaim
+	Claim(ps []SharedPrefix, lease time.Duration) []Claim
 	// Begun tells the fleet that a leader here has had its response
 	// begin on begun (now warm for their TTLs) and has ended without one
 	// on ended (cold again).
@@ -31,25 +31,25 @@ type CacheShare interface {
 	Listen(f func(key uint64, ttl time.Duration, begun bool))
 }
 
-// SharedPrefix is a prefix as a CacheShare knows it.
+// SharedPrefix is a prefix as a Share knows it.
 type SharedPrefix struct {
 	Key uint64
 	TTL time.Duration
 }
 
-// CacheClaim is a CacheShare's answer about one prefix.
-type CacheClaim uint8
+// Claim is a Share's answer about one prefix.
+type Claim uint8
 
 const (
-	ClaimLead      CacheClaim = iota // cold: led from here
-	ClaimElsewhere                   // cold, its leader in flight on another replica
-	ClaimWarm                        // warm
+	ClaimLead      Claim = iota // cold: led from here
+	ClaimElsewhere              // cold, its leader in flight on another replica
+	ClaimWarm                   // warm
 )
 
 // addShared registers p as another replica said it is: warm, or led
 // there (its followers here held until it begins, it ends, or its
 // lease would have run out). c.mu is held.
-func (c *CacheAware) addShared(p request.Prefix, r *release) *prefixEntry {
+func (c *Release) addShared(p request.Prefix, r *release) *prefixEntry {
 	claim := r.claims[p.Key]
 	delete(r.claims, p.Key) // once: later members find the entry
 	e := c.add(p, nil, r)
@@ -65,7 +65,7 @@ func (c *CacheAware) addShared(p request.Prefix, r *release) *prefixEntry {
 // remote is Share's news of a prefix led on another replica: its
 // followers here go, reading the cache if it has begun; if its leader
 // ended without an answer, the first of them leads it here.
-func (c *CacheAware) remote(key uint64, ttl time.Duration, begun bool) {
+func (c *Release) remote(key uint64, ttl time.Duration, begun bool) {
 	r := release{now: time.Now()}
 	promoted := map[*dispatch.Member]*prefixEntry{}
 	c.mu.Lock()

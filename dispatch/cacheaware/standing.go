@@ -8,12 +8,12 @@ import (
 // What the cache-aware release made of a member, for its access line
 // and the metrics.
 
-// CacheRole is what a request was to the prompt cache when CacheAware put
+// Role is what a request was to the prompt cache when Release put
 // it in line.
-type CacheRole uint8
+type Role uint8
 
 // String is the role as the access line says it ("" for CacheNone).
-func (r CacheRole) String() string {
+func (r Role) String() string {
 	switch r {
 	case CacheLeader:
 		return "leader"
@@ -25,21 +25,21 @@ func (r CacheRole) String() string {
 	return ""
 }
 
-// CacheStanding is what CacheAware made of a member; the zero value when
-// the scheduler's releaser is not CacheAware.
-type CacheStanding struct {
-	Role     CacheRole
+// Standing is what Release made of a member; the zero value when
+// the scheduler's releaser is not Release.
+type Standing struct {
+	Role     Role
 	Held     time.Duration // how long a follower was held outside the gate
 	Released string        // why a follower's hold ended: one of the Released* values
 }
 
 // StandingOf is what the cache-aware release made of m. Read it from the
 // member's function (it is final once the member is in line).
-func StandingOf(m *dispatch.Member) CacheStanding {
+func StandingOf(m *dispatch.Member) Standing {
 	if pl := placeNote.Peek(m); pl != nil {
-		return pl.CacheStanding
+		return pl.Standing
 	}
-	return CacheStanding{}
+	return Standing{}
 }
 
 // expectedRead is what of its prompt m, placed as pl says, is expected
@@ -53,22 +53,22 @@ func expectedRead(pl *cachePlace) int {
 	return pl.reads
 }
 
-// placeNote is CacheAware's record of each member it placed: only members
+// placeNote is Release's record of each member it placed: only members
 // with a cacheable prefix have one.
 var placeNote = dispatch.NewNote[cachePlace]()
 
-// placeOf is m's record, which CacheAware made when it placed m. c.mu is
+// placeOf is m's record, which Release made when it placed m. c.mu is
 // held, or m's hold has ended.
 func placeOf(m *dispatch.Member) *cachePlace { return placeNote.Peek(m) }
 
-// cachePlace is a member's place in the CacheAware registry.
+// cachePlace is a member's place in the Release registry.
 type cachePlace struct {
-	CacheStanding
+	Standing
 	seq      uint64                 // arrival order among cacheable members
 	heldFrom time.Time              // when its hold began
 	until    time.Time              // when its hold ends at the latest
 	join     func(*dispatch.Member) // its scheduler's join
-	c        *CacheAware            // the release that placed it: only it learns from the reads (Used)
+	c        *Release               // the release that placed it: only it learns from the reads (Used)
 	// group is the group of a follower its leader's beginning freed;
 	// floor the tokens of its next shorter cacheable prefix, which a read
 	// must pass to be of the prefix it followed (see Used).
@@ -85,13 +85,13 @@ type cachePlace struct {
 }
 
 const (
-	CacheNone     CacheRole = iota // no prefix at or above its model's minimum: put in line at once, as by InOrder
-	CacheLeader                    // the first on a cold prefix: put in line at once, to write it
-	CacheFollower                  // held outside the gate for a leader on its prefix, then put in line
-	CacheWarm                      // its prefix was warm: put in line at once, to read it
+	CacheNone     Role = iota // no prefix at or above its model's minimum: put in line at once, as by InOrder
+	CacheLeader               // the first on a cold prefix: put in line at once, to write it
+	CacheFollower             // held outside the gate for a leader on its prefix, then put in line
+	CacheWarm                 // its prefix was warm: put in line at once, to read it
 )
 
-// Why a follower's hold ended (CacheStanding.Released).
+// Why a follower's hold ended (Standing.Released).
 const (
 	ReleasedBegun    = "begun"    // its leader's response began: the cache entry exists
 	ReleasedPromoted = "promoted" // its leader ended without an answer: it leads now

@@ -43,15 +43,15 @@ const (
 	PriorityHeader = "X-Sluice-Priority"
 )
 
-// OtherTenant is the tenant shared by everyone past TenantConfig.Max.
+// OtherTenant is the tenant shared by everyone past Config.Max.
 const OtherTenant = "other"
 
 // maxTenantName bounds a tenant name taken from a header, as
 // request.MaxUserID bounds one from the body.
 const maxTenantName = request.MaxUserID
 
-// TenantConfig is the tenant policy.
-type TenantConfig struct {
+// Config is the tenant policy.
+type Config struct {
 	From string // TENANT_FROM; "" means key
 	// Max is how many distinct tenants are tracked at once (TENANT_MAX);
 	// past it a new tenant takes the place of one with nothing waiting
@@ -70,15 +70,15 @@ type TenantConfig struct {
 	MaxWaiting int
 }
 
-// TenantTable is today's tenant policy (dispatch.Tenants) and its accounting: it
+// Table is today's tenant policy (dispatch.Tenants) and its accounting: it
 // names each request's tenant and class (Identify), keeps per tenant how
 // many requests wait and how many hold a slot, sheds a tenant's request
 // past its MaxWaiting with a *dispatch.TenantFullError, and fills each gate
 // ticket's key, cost, class, weight and limit. At most Max tenants are
 // tracked at once, so that memory and the metrics' labels stay bounded
 // whoever the clients say they are.
-type TenantTable struct {
-	cfg TenantConfig
+type Table struct {
+	cfg Config
 
 	mu    sync.Mutex
 	known map[string]*tenant
@@ -92,10 +92,10 @@ type TenantTable struct {
 	idleHead, idleTail *tenant
 }
 
-var _ dispatch.Tenants = (*TenantTable)(nil)
+var _ dispatch.Tenants = (*Table)(nil)
 
 // tenant is one tracked tenant's counts, and the Tenant its requests
-// are entered as. Guarded by TenantTable.mu.
+// are entered as. Guarded by tenants.Table.mu.
 type tenant struct {
 	name              string
 	waiting, inFlight int
@@ -105,19 +105,19 @@ type tenant struct {
 	prev, next        *tenant // in the idle list
 }
 
-// DefaultMaxTenants is TENANT_MAX's default, and a TenantConfig's when
+// DefaultMaxTenants is TENANT_MAX's default, and a Config's when
 // its Max is below 1.
 const DefaultMaxTenants = 100
 
-// NewTenantTable returns the tenant policy cfg.
-func NewTenantTable(cfg TenantConfig) *TenantTable {
+// New returns the tenant policy cfg.
+func New(cfg Config) *Table {
 	if cfg.From == "" {
 		cfg.From = TenantFromKey
 	}
 	if cfg.Max < 1 {
 		cfg.Max = DefaultMaxTenants
 	}
-	return &TenantTable{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
+	return &Table{cfg: cfg, known: map[string]*tenant{}, other: &tenant{name: OtherTenant}, keyWaiting: map[string]int{}}
 }
 
 // Identify names the tenant and class of the request d describes, from
@@ -126,7 +126,7 @@ func NewTenantTable(cfg TenantConfig) *TenantTable {
 // thing named keeps the credential's tenant (d.Tenant). The class is the
 // header's, but never above the inbound key's: a key made batch stays
 // batch.
-func (ts *TenantTable) Identify(d request.Descriptor, h http.Header) (tenant string, class request.Class) {
+func (ts *Table) Identify(d request.Descriptor, h http.Header) (tenant string, class request.Class) {
 	var name string
 	switch ts.cfg.From {
 	case TenantFromHeader:
@@ -212,7 +212,7 @@ func sessionOf(h http.Header, userID string) string {
 
 // bindsKey tells whether r's inbound key's limits bind apart from r's
 // tenant.
-func (ts *TenantTable) bindsKey(r *request.Descriptor) bool {
+func (ts *Table) bindsKey(r *request.Descriptor) bool {
 	return r.Inbound != nil && (ts.cfg.From == TenantFromHeader || ts.cfg.From == TenantFromMetadata || ts.cfg.From == TenantFromGateway)
 }
 
@@ -223,7 +223,7 @@ func keyGateKey(in *request.Inbound) string { return "\x00inbound key " + in.Nam
 
 // Enter counts r in as waiting for its tenant (and its inbound key) and
 // returns the tenant, or refuses it with a *dispatch.TenantFullError.
-func (ts *TenantTable) Enter(r *request.Descriptor) (dispatch.Tenant, error) {
+func (ts *Table) Enter(r *request.Descriptor) (dispatch.Tenant, error) {
 	limit, keyLimit := ts.cfg.MaxWaiting, 0
 	if in := r.Inbound; in != nil && in.MaxWaiting > 0 {
 		if ts.bindsKey(r) {
@@ -253,7 +253,7 @@ func (ts *TenantTable) Enter(r *request.Descriptor) (dispatch.Tenant, error) {
 
 // keyLeft counts one of r's inbound key's waiting requests out. ts.mu is
 // held.
-func (ts *TenantTable) keyLeft(r *request.Descriptor) {
+func (ts *Table) keyLeft(r *request.Descriptor) {
 	if !ts.bindsKey(r) {
 		return
 	}
@@ -266,7 +266,7 @@ func (ts *TenantTable) keyLeft(r *request.Descriptor) {
 
 // find is the tracked tenant called name: found, made, made in place of
 // the longest idle one, or OtherTenant. ts.mu is held.
-func (ts *TenantTable) find(name string) *tenant {
+func (ts *Table) find(name string) *tenant {
 	if t := ts.known[name]; t != nil {
 		return t
 	}
@@ -287,13 +287,13 @@ func (ts *TenantTable) find(name string) *tenant {
 }
 
 // busy takes t off the idle list. ts.mu is held.
-func (ts *TenantTable) busy(t *tenant) {
+func (ts *Table) busy(t *tenant) {
 	if t.idle {
 		ts.unidle(t)
 	}
 }
 
-func (ts *TenantTable) unidle(t *tenant) {
+func (ts *Table) unidle(t *tenant) {
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
@@ -308,7 +308,7 @@ func (ts *TenantTable) unidle(t *tenant) {
 }
 
 // settle puts t on the idle list if it has nothing left. ts.mu is held.
-func (ts *TenantTable) settle(t *tenant) {
+func (ts *Table) settle(t *tenant) {
 	if t.waiting > 0 || t.inFlight > 0 || t.idle || t == ts.other {
 		return
 	}
@@ -322,7 +322,7 @@ func (ts *TenantTable) settle(t *tenant) {
 }
 
 // Left is one of t's waiting requests, r, leaving without a slot.
-func (ts *TenantTable) Left(tn dispatch.Tenant, r *request.Descriptor) {
+func (ts *Table) Left(tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
@@ -332,7 +332,7 @@ func (ts *TenantTable) Left(tn dispatch.Tenant, r *request.Descriptor) {
 }
 
 // Granted is one of t's waiting requests, r, taking a slot.
-func (ts *TenantTable) Granted(tn dispatch.Tenant, r *request.Descriptor) {
+func (ts *Table) Granted(tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	ts.keyLeft(r)
@@ -342,7 +342,7 @@ func (ts *TenantTable) Granted(tn dispatch.Tenant, r *request.Descriptor) {
 }
 
 // Done is one of t's requests giving its slot back for good.
-func (ts *TenantTable) Done(tn dispatch.Tenant) {
+func (ts *Table) Done(tn dispatch.Tenant) {
 	t := tn.(*tenant)
 	ts.mu.Lock()
 	t.inFlight--
@@ -352,7 +352,7 @@ func (ts *TenantTable) Done(tn dispatch.Tenant) {
 }
 
 // Ticket fills tk for a member of tenant t with request r.
-func (ts *TenantTable) Ticket(tk *gate.Ticket, tn dispatch.Tenant, r *request.Descriptor) {
+func (ts *Table) Ticket(tk *gate.Ticket, tn dispatch.Tenant, r *request.Descriptor) {
 	t := tn.(*tenant)
 	tk.Key = t.name
 	tk.Cost = int64(r.Cost.InputTokens) + int64(r.Cost.MaxTokens)
@@ -376,7 +376,7 @@ func (ts *TenantTable) Ticket(tk *gate.Ticket, tn dispatch.Tenant, r *request.De
 
 // AddTokens counts n tokens of usage to the tenant called name, if it is
 // tracked (or to OtherTenant).
-func (ts *TenantTable) AddTokens(name string, n int64) {
+func (ts *Table) AddTokens(name string, n int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t := ts.known[name]
@@ -388,7 +388,7 @@ func (ts *TenantTable) AddTokens(name string, n int64) {
 
 // Stats reports every tracked tenant (OtherTenant first), at most Max+1.
 // A tenant that gives its place to another loses its counts.
-func (ts *TenantTable) Stats() []dispatch.TenantStats {
+func (ts *Table) Stats() []dispatch.TenantStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	out := make([]dispatch.TenantStats, 0, len(ts.known)+1)

@@ -60,20 +60,20 @@ func TestIdentify(t *testing.T) {
 		{TenantFromInbound, http.Header{PriorityHeader: {"interactive"}}, &request.Inbound{Name: "n", Class: request.ClassBatch}, "", "n", request.ClassBatch},
 	} {
 		d := request.Descriptor{Tenant: keyTenant, UserID: tc.userID, Inbound: tc.inbound}
-		d.Tenant, d.Class = NewTenantTable(TenantConfig{From: tc.from}).Identify(d, tc.h)
+		d.Tenant, d.Class = New(Config{From: tc.from}).Identify(d, tc.h)
 		if d.Tenant != tc.want || d.Class != tc.class {
 			t.Errorf("TENANT_FROM=%s, header %v, inbound %+v: tenant %q class %q; want %q %q", tc.from, tc.h, tc.inbound, d.Tenant, d.Class, tc.want, tc.class)
 		}
 	}
 	long := http.Header{TenantHeader: {string(make([]byte, 1000))}}
 	d := request.Descriptor{Tenant: keyTenant}
-	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromHeader}).Identify(d, long)
+	d.Tenant, _ = New(Config{From: TenantFromHeader}).Identify(d, long)
 	if len(d.Tenant) > request.MaxUserID {
 		t.Errorf("a header tenant of %d bytes kept", len(d.Tenant))
 	}
 	long = http.Header{GatewayUserEmailHeader: {strings.Repeat("%FF", 400)}}
 	d = request.Descriptor{Tenant: keyTenant}
-	d.Tenant, _ = NewTenantTable(TenantConfig{From: TenantFromGateway}).Identify(d, long)
+	d.Tenant, _ = New(Config{From: TenantFromGateway}).Identify(d, long)
 	if len(d.Tenant) > request.MaxUserID || !utf8.ValidString(d.Tenant) {
 		t.Errorf("a gateway tenant of %d bytes kept (valid UTF-8: %v)", len(d.Tenant), utf8.ValidString(d.Tenant))
 	}
@@ -82,7 +82,7 @@ func TestIdentify(t *testing.T) {
 // At most Max tenants are tracked: a new one takes an idle one's place,
 // and shares OtherTenant while every tracked one is busy.
 func TestTenantsBounded(t *testing.T) {
-	ts := NewTenantTable(TenantConfig{Max: 2})
+	ts := New(Config{Max: 2})
 	enter := func(name string) dispatch.Tenant {
 		t.Helper()
 		tn, err := ts.Enter(&request.Descriptor{Tenant: name})
@@ -129,7 +129,7 @@ func TestTenantMaxWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tenants := NewTenantTable(TenantConfig{MaxWaiting: 2})
+		tenants := New(Config{MaxWaiting: 2})
 		s, err := dispatch.New(dispatch.Config{MaxSize: 1, Timeout: time.Minute, Tenants: tenants}, g, dispatch.Hooks{})
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +174,7 @@ func TestTenantMaxWaiting(t *testing.T) {
 // A member's ticket carries its tenant, its cost, its class and its
 // weight and limit, from the configuration or its inbound key.
 func TestTenantTicket(t *testing.T) {
-	ts := NewTenantTable(TenantConfig{Weights: map[string]float64{"a": 3}, MaxConcurrent: 4})
+	ts := New(Config{Weights: map[string]float64{"a": 3}, MaxConcurrent: 4})
 	r := &request.Descriptor{Tenant: "a", Class: request.ClassBatch, Cost: request.Cost{InputTokens: 100, MaxTokens: 1000}}
 	tn, _ := ts.Enter(r)
 	var tk gate.Ticket

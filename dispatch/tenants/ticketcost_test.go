@@ -21,7 +21,7 @@ func TestHugeMaxTokensDoesNotMakeTheCheapestTicket(t *testing.T) {
 	if d.Cost.MaxTokens <= 0 || d.Cost.MaxTokens >= math.MaxInt64/2 {
 		t.Fatalf("max_tokens read as %d; want a large count that cannot overflow a sum", d.Cost.MaxTokens)
 	}
-	ts := NewTenantTable(TenantConfig{})
+	ts := New(Config{})
 	tn, _ := ts.Enter(&d)
 	var tk gate.Ticket
 	ts.Ticket(&tk, tn, &d)
