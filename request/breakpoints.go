@@ -52,10 +52,34 @@ func (p *prompt) automatic(cc []byte) {
 		return // its own breakpoint
 	}
 	at.ttl = p.ttlOf(cc)
+	n := len(p.prefixes)
 	p.breakpoint(p.lastCacheable)
+	if len(p.prefixes) > n {
+		p.placeLast()
+	}
 	if n := p.lastCacheableBlock; n < len(p.blockList) {
 		p.blockList[n].Breakpoint = true
 	}
+}
+
+// placeLast moves the prefix just added (automatic caching's) to its
+// place among the others, which are in the order of the prompt: the last
+// cacheable block may come before a block with a breakpoint of its own
+// that automatic caching does not count as cacheable (one the fuzzer
+// found: a text block whose text is misspelt). A prefix as long as one
+// there already is the same prefix, and is dropped.
+func (p *prompt) placeLast() {
+	last := p.prefixes[len(p.prefixes)-1]
+	i := len(p.prefixes) - 1
+	for i > 0 && p.prefixes[i-1].Tokens > last.Tokens {
+		i--
+	}
+	if i > 0 && p.prefixes[i-1].Tokens == last.Tokens {
+		p.prefixes = p.prefixes[:len(p.prefixes)-1]
+		return
+	}
+	copy(p.prefixes[i+1:], p.prefixes[i:len(p.prefixes)-1])
+	p.prefixes[i] = last
 }
 
 // breakpoint adds the prefix ending at position i, and the positions of
