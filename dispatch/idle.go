@@ -3,6 +3,7 @@ package dispatch
 import (
 	"time"
 
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/window"
 )
 
@@ -27,19 +28,32 @@ import (
 // The look costs one gate.Stats (cheap by the gate's contract), one load of
 // the scheduler's own queued count and one HoldUntil; no I/O.
 
-// releaseIfIdle closes wave, the window m just joined, if nothing would
-// make its members wait.
-func (s *Scheduler) releaseIfIdle(m *Member, wave *window.Wave[*Member]) {
-	if !s.idleRelease || !s.idle(m) {
+// releaseIfIdle closes wave, the window a member just joined, if nothing
+// would make its members wait; heldBack is what the member's own request
+// said (see heldBack), asked before it joined.
+func (s *Scheduler) releaseIfIdle(heldBack bool, wave *window.Wave[*Member]) {
+	if !s.idleRelease || heldBack || !s.idle() {
 		return
 	}
 	s.win.FlushEarly(wave)
 }
 
-// idle reports whether every member the scheduler holds, m among them,
-// would find a free slot with nobody ahead of it, and m's admission holds
-// nothing back.
-func (s *Scheduler) idle(m *Member) bool {
+// heldBack reports whether r's admission or its key's pacing would hold
+// it now. It is asked before r's member joins a window: once there,
+// another request's flush may route it, writing r (its key) as this reads.
+func (s *Scheduler) heldBack(r *request.Descriptor) bool {
+	if !s.idleRelease {
+		return false
+	}
+	if until := s.admission.HoldUntil(r); !until.IsZero() && time.Until(until) > 0 {
+		return true // a spent rate limit: the window's wait costs nothing
+	}
+	return s.pacing != nil && s.pacing.Holds(r) // its key's rate limit would hold it anyway
+}
+
+// idle reports whether every member the scheduler holds, the one that
+// just joined among them, would find a free slot with nobody ahead of it.
+func (s *Scheduler) idle() bool {
 	st := s.gate.Stats()
 	if st.Waiting > 0 {
 		return false
@@ -47,14 +61,5 @@ func (s *Scheduler) idle(m *Member) bool {
 	// queued counts the open window, waves not yet in line (held cache
 	// followers) and the line; a member granted a moment ago may still be
 	// counted here and in InFlight, which errs towards waiting.
-	if s.queued.Load() > int64(st.Capacity-st.InFlight) {
-		return false
-	}
-	if until := s.admission.HoldUntil(m.req); !until.IsZero() && time.Until(until) > 0 {
-		return false // a spent rate limit: the window's wait costs nothing
-	}
-	if s.pacing != nil && s.pacing.Holds(m.req) {
-		return false // its key's rate limit would hold it anyway
-	}
-	return true
+	return s.queued.Load() <= int64(st.Capacity-st.InFlight)
 }

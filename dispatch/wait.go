@@ -86,13 +86,14 @@ func (s *Scheduler) admit(ctx context.Context, r *request.Descriptor, fn func(ct
 	}
 	m.fillTicket()
 	m.ticket.OnGrant(m.grant)
+	held := s.heldBack(r) // before m is in a window, where another's flush may route it
 	wave, err := s.win.Add(m)
 	if err != nil {
 		s.queued.Add(-1)
 		m.leftWaiting()
 		return nil, ErrClosed
 	}
-	s.releaseIfIdle(m, wave)
+	s.releaseIfIdle(held, wave)
 	if caller == nil {
 		// Watch for departure only now that m is in a window, so that the
 		// watch always finds it there or past it. (Add may even have
